@@ -1,0 +1,111 @@
+# normbench — build, test, demo. See README.md.
+#
+#   make            build ./normbench
+#   make test       install missing Debian packages, build, run unit + gradient + reference + CLI tests
+#   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make demo       every norm on Fashion-MNIST, then the report
+#   make lint       -Wall -Wextra -Werror build, cppcheck, clang-format check, banned functions
+#   make install    PREFIX=/usr/local
+
+CC      ?= gcc
+BUILD   ?= build
+PREFIX  ?= /usr/local
+OPT     ?= -O2 -march=native
+# -fopenmp: the OpenMP build of OpenBLAS (libopenblas0-openmp) shares libgomp's thread pool with
+# our own parallel loops (NUMERICS.md: pthread OpenBLAS beside OpenMP loops slowed both here).
+CFLAGS_ALL = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Wshadow \
+             -Wno-unused-parameter -fopenmp -I. -I$(BUILD)/gen $(OPT) $(CFLAGS)
+LDLIBS_ALL = -lopenblas -lsqlite3 -larchive -lm $(LDLIBS)
+
+LIB_SRC  := $(sort $(wildcard util/*.c nn/*.c datasets/*.c results/*.c tasks/*.c plots/*.c))
+# Generic kernels (nn/real.h) are compiled a second time in double precision for the
+# finite-difference tests; see nn/nn.h.
+GENERIC  := $(shell grep -l '^#include "real.h"' nn/*.c 2>/dev/null)
+CMD_SRC  := $(sort $(wildcard cmd/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GENERIC:%.c=$(BUILD)/%_f64.o)
+CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
+LIB      := $(BUILD)/libnormbench.a
+BIN      := $(if $(filter build,$(BUILD)),normbench,$(BUILD)/normbench)
+
+.PHONY: all test check unit cli asan demo lint format install deps clean FORCE
+.DEFAULT_GOAL := all
+
+all: $(BIN)
+
+$(BIN): $(CMD_OBJ) $(LIB)
+	$(CC) $(CFLAGS_ALL) -o $@ $(CMD_OBJ) $(LIB) $(LDLIBS_ALL)
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# Build information (git revision, compiler, flags) for the runs' provenance; rewritten only
+# when it changes so that an unchanged tree does not rebuild.
+$(BUILD)/gen/buildinfo.h: FORCE
+	@mkdir -p $(dir $@)
+	@{ printf '#define NB_GIT_REV "%s"\n' "$$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)"; \
+	   printf '#define NB_CC_VERSION "%s"\n' "$$($(CC) --version | head -n 1)"; \
+	   printf '#define NB_CFLAGS "%s"\n' "$(strip $(CFLAGS_ALL))"; } > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
+$(BUILD)/%.o: %.c | $(BUILD)/gen/buildinfo.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%_f64.o: %.c | $(BUILD)/gen/buildinfo.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DNB_F64 -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(LIB) tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $< $(LIB) -lcmocka $(LDLIBS_ALL)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---- tests -----------------------------------------------------------------------------------
+# Threads pinned so that reproducibility checks compare like with like.
+TEST_ENV = OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive NORMBENCH_BIN=$(CURDIR)/$(BIN) \
+           NORMBENCH_REF=$(CURDIR)/tests/ref
+
+test check: deps
+	@$(MAKE) --no-print-directory unit cli
+
+unit: $(TEST_BIN)
+	@fail=0; for t in $(TEST_BIN); do \
+	  echo "== $$t"; $(TEST_ENV) $$t || { echo "FAILED: $$t"; fail=1; }; \
+	done; exit $$fail
+
+cli: $(BIN)
+	$(TEST_ENV) prove -v tests/cli/
+
+asan:
+	$(MAKE) --no-print-directory BUILD=build-asan \
+	  OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  unit cli
+
+deps:
+	@sh .ci/deps
+
+demo: deps $(BIN)
+	sh tests/demo.sh
+
+lint:
+	$(MAKE) --no-print-directory BUILD=build-lint CFLAGS=-Werror all
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+	  --suppress=missingIncludeSystem --inline-suppr -I. $(LIB_SRC) $(CMD_SRC)
+	clang-format --dry-run --Werror $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h)
+	@! grep -n -E '\b(atoi|atol|sprintf|strcpy|strcat|gets)\s*\(' $(LIB_SRC) $(CMD_SRC) \
+	  || { echo "lint: banned function (use strtol/snprintf/memcpy)"; exit 1; }
+
+format:
+	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h)
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/normbench
+
+clean:
+	rm -rf build build-asan build-lint normbench

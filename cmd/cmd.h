@@ -1,0 +1,76 @@
+/* cmd/cmd.h — the command table's interface and the helpers every command shares.
+ *
+ * Adding a command is: a file cmd/cmd_NAME.c with `int cmd_NAME(int argc, const char **argv)`,
+ * one row in the table in cmd/main.c, a test in tests/cli/, a help text (its usage string).
+ * A command returns the process exit status: 0 success, 1 failure at run time, 2 usage error.
+ * Only cmd/ prints errors and decides exit statuses. */
+#ifndef NB_CMD_CMD_H
+#define NB_CMD_CMD_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "util/err.h"
+
+enum { NB_EXIT_OK = 0, NB_EXIT_FAIL = 1, NB_EXIT_USAGE = 2 };
+
+int cmd_run(int argc, const char **argv);
+int cmd_runs(int argc, const char **argv);
+int cmd_show(int argc, const char **argv);
+int cmd_report(int argc, const char **argv);
+int cmd_bench(int argc, const char **argv);
+int cmd_help(int argc, const char **argv);
+
+/* ---- messages (stderr) ------------------------------------------------------------------- */
+
+/* "error: MSG" then, if the hint is set, "hint: HINT". Returns NB_EXIT_FAIL. */
+int nb_report_err(const nb_err *e);
+/* printf-style "error: ..." line; returns NB_EXIT_FAIL. */
+int nb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* printf-style "error: ..." line followed by "hint: see 'normbench CMD --help'"; returns 2. */
+int nb_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+typedef enum nb_opt_type {
+    NB_OPT_STR,    /* const char ** */
+    NB_OPT_INT,    /* int *, decimal, range [min, max] */
+    NB_OPT_I64,    /* int64_t *, range [min, max] */
+    NB_OPT_DOUBLE, /* double *, finite, range [min, max] */
+    NB_OPT_FLAG,   /* int *, set to 1, takes no value */
+    NB_OPT_CHOICE  /* int *, index into choices (NULL-terminated) */
+} nb_opt_type;
+
+typedef struct nb_opt {
+    const char *name; /* long name without "--" */
+    nb_opt_type type;
+    void *dst;
+    const char *metavar; /* "N", "FILE"; NULL for flags */
+    const char *help;
+    const char *const *choices; /* NB_OPT_CHOICE */
+    double min, max;            /* numeric range when min < max */
+    int seen;                   /* set by the parser */
+} nb_opt;
+
+/* Parses argv[1..] (argv[0] is the command name) into opts (terminated by a {NULL} row),
+ * accepting --name VALUE and --name=VALUE, and "--" to end options. Positional arguments are
+ * stored in pos (at most maxpos; *npos set). "-h"/"--help" prints the usage text and the option
+ * table to stdout and returns -1 (the caller then exits 0). A usage error prints "error: ..."
+ * (naming the option and, for choices, the valid values) and returns NB_EXIT_USAGE.
+ * Returns 0 when all is well. */
+int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **argv, nb_opt *opts,
+                  const char **pos, int maxpos, int *npos);
+
+/* Prints usage and the option table to f. */
+void nb_print_help(FILE *f, const char *usage, const nb_opt *opts);
+
+/* Shared environment defaults (DESIGN.md): the store path (NORMBENCH_DB, else
+ * ./normbench.db) and the data directory (NORMBENCH_DATA, else $XDG_CACHE_HOME/normbench, else
+ * ~/.cache/normbench). Return pointers to static storage. */
+const char *nb_default_db(void);
+const char *nb_default_data_dir(void);
+
+/* Parses "a,b,c" or "all" of norm names into kinds[] (in the given order, no duplicates);
+ * returns the count, or -1 after printing a usage error naming the bad name and the valid ones. */
+int nb_parse_norm_list(const char *cmd, const char *list, int *kinds, int max);
+
+#endif

@@ -1,0 +1,103 @@
+/* cmd/main.c — normbench's entry point and its one command table. */
+#include "cmd/cmd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buildinfo.h"
+
+#define NB_VERSION "0.1.0"
+
+typedef struct nb_command {
+    const char *name;
+    int (*fn)(int argc, const char **argv);
+    const char *summary;
+} nb_command;
+
+/* One row per command; `normbench help` lists them in this order. */
+static const nb_command commands[] = {
+    {"run", cmd_run, "train one task with one norm and record it in the store"},
+    {"runs", cmd_runs, "list the runs in the store"},
+    {"show", cmd_show, "show one run: configuration, provenance, metrics"},
+    {"report", cmd_report, "compare norms: final metrics, time per step, speed vs layer"},
+    {"bench", cmd_bench, "benchmark the norm kernels or a task's training step"},
+    {"help", cmd_help, "show help for normbench or one command"},
+};
+
+static const nb_command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+static void print_main_help(FILE *f)
+{
+    fprintf(f, "usage: normbench COMMAND [OPTIONS]\n"
+               "       normbench help COMMAND | normbench COMMAND --help | normbench --version\n\n"
+               "Trains the LayerNorm and RMSNorm papers' models with six normalizations\n"
+               "(none, batch, weight, layer, rms, prms) and compares them.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nenvironment: NORMBENCH_DB (store, default ./normbench.db), NORMBENCH_DATA (data "
+               "directory,\ndefault $XDG_CACHE_HOME/normbench or ~/.cache/normbench)\n"
+               "exit status: 0 success, 1 failure at run time, 2 usage error\n");
+}
+
+int cmd_help(int argc, const char **argv)
+{
+    if (argc < 2) {
+        print_main_help(stdout);
+        return NB_EXIT_OK;
+    }
+    const nb_command *c = find_command(argv[1]);
+    if (!c) return nb_usage_error("help", "unknown command '%s'", argv[1]);
+    if (c->fn == cmd_help) {
+        print_main_help(stdout);
+        return NB_EXIT_OK;
+    }
+    const char *args[] = {c->name, "--help", NULL};
+    return c->fn(2, args);
+}
+
+/* Fails the program when stdout could not be written (e.g. a full disk), as git does. */
+static int finish_stdout(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "error: cannot write to standard output: %s\n", strerror(errno));
+        return rc == NB_EXIT_OK ? NB_EXIT_FAIL : rc;
+    }
+    if (fclose(stdout) != 0 && errno != EBADF) {
+        fprintf(stderr, "error: cannot write to standard output: %s\n", strerror(errno));
+        return rc == NB_EXIT_OK ? NB_EXIT_FAIL : rc;
+    }
+    return rc;
+}
+
+int main(int argc, const char **argv)
+{
+    if (argc < 2) {
+        print_main_help(stderr);
+        return NB_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+        printf("normbench %s (git %s)\n", NB_VERSION, NB_GIT_REV);
+        return finish_stdout(NB_EXIT_OK);
+    }
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        print_main_help(stdout);
+        return finish_stdout(NB_EXIT_OK);
+    }
+    const nb_command *c = find_command(name);
+    if (!c) {
+        fprintf(stderr, "error: unknown command '%s'\nhint: the commands are:", name);
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            fprintf(stderr, " %s", commands[i].name);
+        fprintf(stderr, "; see 'normbench help'\n");
+        return NB_EXIT_USAGE;
+    }
+    return finish_stdout(c->fn(argc - 1, argv + 1));
+}

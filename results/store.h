@@ -1,0 +1,52 @@
+/* results/store.h — the SQLite results store (DESIGN.md "Results store", RECIPES.md).
+ *
+ * Tables (STRICT): runs, params, metrics, tags. Every open sets WAL, synchronous=NORMAL,
+ * busy_timeout, foreign_keys and reads them back; schema changes go through migrations keyed by
+ * PRAGMA user_version, and a store newer than this binary is refused. Writes run in
+ * BEGIN IMMEDIATE transactions. A NaN or infinite metric is stored with an explicit kind so it
+ * stays distinguishable from NULL. Two processes may use one store at once.
+ *
+ * All functions return 0 on success and -1 with err filled (message naming the file, and a hint)
+ * on failure. Strings passed in are copied; strings returned are owned by the caller (free()). */
+#ifndef NB_RESULTS_STORE_H
+#define NB_RESULTS_STORE_H
+
+#include <stdint.h>
+#include "util/err.h"
+
+typedef struct nb_store nb_store;
+
+/* Opens (creating and migrating if needed) the store at path. readonly opens without creating
+ * (a missing file is an error that says so). */
+int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err);
+void nb_store_close(nb_store *s);
+
+typedef struct nb_run_spec {
+    const char *task, *dataset, *norm;
+    int64_t seed;
+    const char *config_json; /* every option in force, as a JSON object */
+} nb_run_spec;
+
+/* Creates a run with status "running", the start time, the process id and host, and the
+ * provenance (see results/provenance.h) as JSON. */
+int nb_run_create(nb_store *s, const nb_run_spec *spec, int64_t *run_id, nb_err *err);
+
+/* key/value parameters and tags (text). */
+int nb_run_param(nb_store *s, int64_t run, const char *key, const char *value, nb_err *err);
+int nb_run_tag(nb_store *s, int64_t run, const char *key, const char *value, nb_err *err);
+
+typedef struct nb_metric {
+    const char *name; /* e.g. "train_loss", "val_error", "test_error", "ms_per_step" */
+    int64_t step;     /* training step the value belongs to */
+    double wall;      /* seconds since the run started */
+    double value;     /* any double, NaN and +-Inf included */
+} nb_metric;
+
+/* Appends count metrics in one transaction. */
+int nb_metrics_add(nb_store *s, int64_t run, const nb_metric *m, int count, nb_err *err);
+
+/* Final status: "finished", "failed", "interrupted" or "diverged"; message may be NULL. Sets
+ * the finish time. */
+int nb_run_finish(nb_store *s, int64_t run, const char *status, const char *message, nb_err *err);
+
+#endif
