@@ -60,6 +60,9 @@ typedef struct nb_opt {
 int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **argv, nb_opt *opts,
                   const char **pos, int maxpos, int *npos);
 
+/* Whether the option called name was given on the command line. */
+int nb_opt_seen(const nb_opt *opts, const char *name);
+
 /* Prints usage and the option table to f. */
 void nb_print_help(FILE *f, const char *usage, const nb_opt *opts);
 
@@ -68,6 +71,9 @@ void nb_print_help(FILE *f, const char *usage, const nb_opt *opts);
  * ~/.cache/normbench). Return pointers to static storage. */
 const char *nb_default_db(void);
 const char *nb_default_data_dir(void);
+
+/* "error: unknown task 'NAME'" with the list of tasks; returns NB_EXIT_USAGE. */
+int nb_unknown_task(const char *cmd, const char *name);
 
 /* Parses "a,b,c" or "all" of norm names into kinds[] (in the given order, no duplicates);
  * returns the count, or -1 after printing a usage error naming the bad name and the valid ones. */

@@ -1,8 +1,388 @@
+/* cmd/cmd_bench.c — `normbench bench kernels|step TASK`: timings as ratios against a baseline
+ * measured in the same run, with the thread and BLAS settings printed beside them. */
 #include "cmd/cmd.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+#include "tasks/task.h"
+#include "util/json.h"
+
+static const char bench_usage[] =
+    "usage: normbench bench kernels [--norms LIST] [--format table|csv|json] [--threads N]\n"
+    "       normbench bench step TASK [--norms LIST] [--batch LIST] [--steps N]\n"
+    "                               [--format table|csv|json] [--threads N]\n\n"
+    "kernels: times each norm's forward and forward+backward on the MLP's shape (128x1000) and\n"
+    "  a memory-bound one (65536x1024), in GB/s (bytes read and written once) and as a ratio\n"
+    "  to a parallel copy over the same bytes, measured in the same run.\n"
+    "step TASK: milliseconds per training step (forward, backward, Adam) per norm on generated\n"
+    "  data; mnist at batch 128 and 4 by default. vs_layer is layer's time / this norm's time.\n"
+    "Timings are medians over repetitions; they move run to run, so compare within one run.\n";
+
+static const char *const format_choices[] = {"table", "csv", "json", NULL};
+enum { FMT_TABLE, FMT_CSV, FMT_JSON };
+
+/* The settings every timing depends on, in one line. */
+static void settings_line(char *buf, size_t n)
+{
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    const char *par[] = {"sequential", "pthreads", "openmp"};
+    int p = openblas_get_parallel();
+    snprintf(buf, n, "threads=%d OMP_WAIT_POLICY=%s blas=\"%s\" core=%s blas_parallel=%s",
+             omp_get_max_threads(), wait && *wait ? wait : "(unset)", openblas_get_config(),
+             openblas_get_corename(), p >= 0 && p <= 2 ? par[p] : "?");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void mean_std(const double *v, int n, double *mean, double *sd)
+{
+    double s = 0, ss = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++) ss += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
+}
+
+/* ---- kernels ------------------------------------------------------------------------------- */
+
+static void copy_kernel(float *restrict dst, const float *restrict src, size_t n)
+{
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+typedef struct kbuf {
+    int B, C;
+    float *x, *y, *dy, *dx, *g, *b, *dg, *db, *mean, *rstd, *rm, *rv;
+} kbuf;
+
+static void run_kernel(int norm, int backward, kbuf *k, const nb_norm_cfg *cfg, int kk)
+{
+    int B = k->B, C = k->C;
+    switch (norm) {
+    case NB_NORM_LAYER:
+        nb_layernorm_forward(k->y, k->mean, k->rstd, k->x, k->g, k->b, B, C, cfg);
+        if (backward)
+            nb_layernorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B, C,
+                                  cfg);
+        break;
+    case NB_NORM_RMS:
+    case NB_NORM_PRMS:
+        nb_rmsnorm_forward(k->y, k->rstd, k->x, k->g, k->b, B, C, kk, cfg);
+        if (backward)
+            nb_rmsnorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->rstd, B, C, kk, cfg);
+        break;
+    case NB_NORM_BATCH:
+        nb_batchnorm_forward(k->y, k->mean, k->rstd, k->rm, k->rv, k->x, k->g, k->b, B, C, 1,
+                             cfg);
+        if (backward)
+            nb_batchnorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B, C,
+                                  1, cfg);
+        break;
+    case NB_NORM_WEIGHT: /* the (B, C) array as a weight of B units with C inputs each */
+        nb_weightnorm_forward(k->y, k->rstd, k->x, k->g, B, C);
+        if (backward) nb_weightnorm_backward(k->dx, k->dg, k->dy, k->x, k->g, k->rstd, B, C);
+        break;
+    }
+}
+
+/* Median seconds of fn over repetitions (at least 5, and at least ~0.25 s in all). */
+static double time_median(void (*fn)(void *), void *arg)
+{
+    double t[64];
+    int n = 0;
+    double start = nb_now();
+    fn(arg); /* warm-up: page faults, caches */
+    while (n < 64 && (n < 5 || nb_now() - start < 0.25)) {
+        double s = nb_now();
+        fn(arg);
+        t[n++] = nb_now() - s;
+    }
+    return median(t, n);
+}
+
+typedef struct kcall {
+    kbuf *k;
+    int norm, backward, kk;
+    const nb_norm_cfg *cfg;
+} kcall;
+
+static void call_kernel(void *a)
+{
+    kcall *c = a;
+    run_kernel(c->norm, c->backward, c->k, c->cfg, c->kk);
+}
+
+static void call_copy(void *a)
+{
+    kbuf *k = a;
+    copy_kernel(k->y, k->x, (size_t)k->B * k->C);
+}
+
+static float *falloc(size_t n, nb_rng *rng, double scale, double offset)
+{
+    float *p = aligned_alloc(64, ((n * sizeof(float)) + 63) & ~(size_t)63);
+    if (!p) return NULL;
+    for (size_t i = 0; i < n; i++) p[i] = rng ? (float)(offset + scale * nb_rng_normal(rng)) : 0;
+    return p;
+}
+
+static int bench_kernels(const int *norms, int nnorms, int fmt)
+{
+    static const int shapes[][2] = {{128, 1000}, {65536, 1024}};
+    char settings[1024];
+    settings_line(settings, sizeof settings);
+    nb_rng rng;
+    nb_rng_seed(&rng, 1, NB_STREAM_SYNTH);
+    int first = 1;
+    if (fmt == FMT_TABLE) {
+        printf("# %s\n", settings);
+        printf("%-12s %-7s %-8s %10s %9s %9s %9s\n", "shape", "norm", "pass", "ms", "GB/s",
+               "copy GB/s", "vs copy");
+    } else if (fmt == FMT_CSV) {
+        printf("shape,norm,pass,ms,gb_per_s,copy_gb_per_s,ratio_to_copy,threads,settings\n");
+    } else {
+        printf("{\"settings\": ");
+        nb_json_str(stdout, settings);
+        printf(", \"threads\": %d, \"results\": [", omp_get_max_threads());
+    }
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        kbuf k;
+        memset(&k, 0, sizeof k);
+        k.B = shapes[s][0];
+        k.C = shapes[s][1];
+        size_t N = (size_t)k.B * k.C, W = (size_t)(k.B > k.C ? k.B : k.C);
+        k.x = falloc(N, &rng, 1.0, 0.5);
+        k.dy = falloc(N, &rng, 1.0, 0);
+        k.y = falloc(N, NULL, 0, 0);
+        k.dx = falloc(N, NULL, 0, 0);
+        k.g = falloc(W, &rng, 0.1, 1);
+        k.b = falloc(W, &rng, 0.1, 0);
+        k.dg = falloc(W, NULL, 0, 0);
+        k.db = falloc(W, NULL, 0, 0);
+        k.mean = falloc(W, NULL, 0, 0);
+        k.rstd = falloc(W, NULL, 0, 0);
+        k.rm = falloc(W, NULL, 0, 0);
+        k.rv = falloc(W, NULL, 0, 1);
+        if (!k.x || !k.dy || !k.y || !k.dx || !k.g || !k.b || !k.dg || !k.db || !k.mean ||
+            !k.rstd || !k.rm || !k.rv)
+            return nb_die("out of memory for a %dx%d benchmark", k.B, k.C);
+        for (size_t i = 0; i < W; i++) k.rv[i] = 1;
+        char shape[32];
+        snprintf(shape, sizeof shape, "%dx%d", k.B, k.C);
+        double copy_t = time_median(call_copy, &k);
+        double copy_gbs = 2.0 * N * sizeof(float) / copy_t / 1e9;
+        for (int i = 0; i < nnorms; i++) {
+            if (norms[i] == NB_NORM_NONE) continue; /* identity: nothing to time */
+            nb_norm_cfg cfg;
+            nb_norm_cfg_default(&cfg, (nb_norm_kind)norms[i]);
+            int kk = norms[i] == NB_NORM_PRMS ? nb_prms_k(k.C, cfg.p, cfg.p_floor) : k.C;
+            for (int bw = 0; bw <= 1; bw++) {
+                kcall c = {&k, norms[i], bw, kk, &cfg};
+                double t = time_median(call_kernel, &c);
+                /* Bytes that must move: forward reads x and writes y; backward reads x and dy
+                 * and writes dx. Per-row statistics and gains are negligible. */
+                double bytes = (bw ? 5.0 : 2.0) * N * sizeof(float);
+                double gbs = bytes / t / 1e9;
+                const char *pass = bw ? "fwd+bwd" : "fwd";
+                const char *name = nb_norm_name((nb_norm_kind)norms[i]);
+                if (fmt == FMT_TABLE)
+                    printf("%-12s %-7s %-8s %10.3f %9.2f %9.2f %9.2f\n", shape, name, pass, t * 1e3,
+                           gbs, copy_gbs, gbs / copy_gbs);
+                else if (fmt == FMT_CSV)
+                {
+                    printf("%s,%s,%s,%.4f,%.3f,%.3f,%.4f,%d,", shape, name, pass, t * 1e3, gbs,
+                           copy_gbs, gbs / copy_gbs, omp_get_max_threads());
+                    nb_csv_field(stdout, settings);
+                    putchar('\n');
+                }
+                else {
+                    printf("%s{\"shape\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", \"ms\": %.4f, "
+                           "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"ratio_to_copy\": %.4f}",
+                           first ? "" : ", ", shape, name, pass, t * 1e3, gbs, copy_gbs,
+                           gbs / copy_gbs);
+                    first = 0;
+                }
+            }
+        }
+        free(k.x), free(k.dy), free(k.y), free(k.dx), free(k.g), free(k.b), free(k.dg);
+        free(k.db), free(k.mean), free(k.rstd), free(k.rm), free(k.rv);
+    }
+    if (fmt == FMT_JSON) printf("]}\n");
+    return NB_EXIT_OK;
+}
+
+/* ---- training steps ------------------------------------------------------------------------ */
+
+static int parse_int_list(const char *list, int *out, int max)
+{
+    int n = 0;
+    const char *p = list;
+    while (*p && n < max) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1000000 || (*end && *end != ',')) return -1;
+        out[n++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return *p ? -1 : n;
+}
+
+static int bench_step(const nb_task *task, const int *norms, int nnorms, const int *batches,
+                      int nbatches, int iters, int fmt)
+{
+    char settings[1024];
+    settings_line(settings, sizeof settings);
+    double *sec = malloc(sizeof(double) * (size_t)iters);
+    double *ms = malloc(sizeof(double) * (size_t)nnorms * nbatches);
+    double *sd = malloc(sizeof(double) * (size_t)nnorms * nbatches);
+    double *med = malloc(sizeof(double) * (size_t)nnorms * nbatches);
+    if (!sec || !ms || !sd || !med) {
+        free(sec), free(ms), free(sd), free(med);
+        return nb_die("out of memory");
+    }
+    for (int bi = 0; bi < nbatches; bi++)
+        for (int i = 0; i < nnorms; i++) {
+            nb_train_cfg cfg;
+            memset(&cfg, 0, sizeof cfg);
+            task->defaults(&cfg, (nb_norm_kind)norms[i]);
+            cfg.task = task->name;
+            cfg.seed = 1;
+            cfg.batch = batches[bi];
+            if (norms[i] == NB_NORM_BATCH && cfg.batch < 2) {
+                ms[bi * nnorms + i] = sd[bi * nnorms + i] = med[bi * nnorms + i] = NAN;
+                continue;
+            }
+            nb_err err;
+            nb_err_clear(&err);
+            if (task->bench_step(&cfg, iters, sec, &err) != 0) {
+                free(sec), free(ms), free(sd), free(med);
+                return nb_report_err(&err);
+            }
+            for (int t = 0; t < iters; t++) sec[t] *= 1e3;
+            mean_std(sec, iters, &ms[bi * nnorms + i], &sd[bi * nnorms + i]);
+            med[bi * nnorms + i] = median(sec, iters);
+            fprintf(stderr, "bench: %s %s batch %d: %.3f ms/step\n", task->name,
+                    nb_norm_name((nb_norm_kind)norms[i]), batches[bi], med[bi * nnorms + i]);
+        }
+    if (fmt == FMT_TABLE) {
+        printf("# %s\n", settings);
+        printf("# %s: %d timed steps per row after 5 warm-up steps; vs_layer = layer's median / "
+               "this median\n",
+               task->name, iters);
+        printf("%-6s %-7s %6s %12s %10s %10s %9s\n", "task", "norm", "batch", "ms_per_step",
+               "mean", "std", "vs_layer");
+    } else if (fmt == FMT_CSV) {
+        printf("task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings\n");
+    } else {
+        printf("{\"settings\": ");
+        nb_json_str(stdout, settings);
+        printf(", \"threads\": %d, \"steps\": %d, \"results\": [", omp_get_max_threads(), iters);
+    }
+    int first = 1;
+    for (int bi = 0; bi < nbatches; bi++) {
+        double layer = NAN;
+        for (int i = 0; i < nnorms; i++)
+            if (norms[i] == NB_NORM_LAYER) layer = med[bi * nnorms + i];
+        for (int i = 0; i < nnorms; i++) {
+            int j = bi * nnorms + i;
+            const char *name = nb_norm_name((nb_norm_kind)norms[i]);
+            double vs = layer / med[j];
+            if (isnan(med[j])) {
+                if (fmt == FMT_TABLE)
+                    printf("%-6s %-7s %6d %12s   (batch norm needs a batch of 2 or more)\n",
+                           task->name, name, batches[bi], "-");
+                continue;
+            }
+            if (fmt == FMT_TABLE) {
+                char v[32];
+                if (isnan(vs))
+                    snprintf(v, sizeof v, "-");
+                else
+                    snprintf(v, sizeof v, "%.3fx", vs);
+                printf("%-6s %-7s %6d %12.3f %10.3f %10.3f %9s\n", task->name, name, batches[bi],
+                       med[j], ms[j], sd[j], v);
+            } else if (fmt == FMT_CSV) {
+                printf("%s,%s,%d,%.4f,%.4f,%.4f,", task->name, name, batches[bi], med[j], ms[j],
+                       sd[j]);
+                if (!isnan(vs)) printf("%.4f", vs);
+                printf(",%d,%d,", iters, omp_get_max_threads());
+                nb_csv_field(stdout, settings);
+                putchar('\n');
+            } else {
+                printf("%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"ms_per_step\": "
+                       "%.4f, \"ms_mean\": %.4f, \"ms_std\": %.4f, \"vs_layer\": ",
+                       first ? "" : ", ", task->name, name, batches[bi], med[j], ms[j], sd[j]);
+                nb_json_num(stdout, vs);
+                putchar('}');
+                first = 0;
+            }
+        }
+    }
+    if (fmt == FMT_JSON) printf("]}\n");
+    free(sec), free(ms), free(sd), free(med);
+    return NB_EXIT_OK;
+}
 
 int cmd_bench(int argc, const char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return nb_die("'bench' is being built");
+    const char *norms_arg = NULL, *batch_arg = NULL;
+    int fmt = FMT_TABLE, threads = 0, steps = 30;
+    nb_opt opts[] = {
+        {"norms", NB_OPT_STR, &norms_arg, "LIST", "norms to time, comma-separated, or all (all)"},
+        {"batch", NB_OPT_STR, &batch_arg, "LIST", "step: batch sizes (task default; mnist 128,4)"},
+        {"steps", NB_OPT_INT, &steps, "N", "step: timed steps per row (30)", NULL, 1, 100000},
+        {"format", NB_OPT_CHOICE, &fmt, "FMT", "output format", format_choices},
+        {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
+         NULL, 1, 1024},
+        {NULL},
+    };
+    const char *pos[2];
+    int npos = 0;
+    int rc = nb_parse_opts("bench", bench_usage, argc, argv, opts, pos, 2, &npos);
+    if (rc < 0) return NB_EXIT_OK;
+    if (rc) return rc;
+    if (npos < 1) return nb_usage_error("bench", "what to benchmark? 'kernels' or 'step TASK'");
+    int norms[NB_NORM_COUNT];
+    int nnorms = nb_parse_norm_list("bench", norms_arg ? norms_arg : "all", norms, NB_NORM_COUNT);
+    if (nnorms < 0) return NB_EXIT_USAGE;
+    if (threads > 0) {
+        omp_set_num_threads(threads);
+        openblas_set_num_threads(threads);
+    }
+    if (strcmp(pos[0], "kernels") == 0) {
+        if (npos > 1) return nb_usage_error("bench", "unexpected argument '%s'", pos[1]);
+        return bench_kernels(norms, nnorms, fmt);
+    }
+    if (strcmp(pos[0], "step") != 0)
+        return nb_usage_error("bench", "unknown benchmark '%s': use 'kernels' or 'step TASK'",
+                              pos[0]);
+    if (npos < 2) return nb_usage_error("bench", "which task? e.g. 'normbench bench step mnist'");
+    const nb_task *task = nb_task_find(pos[1]);
+    if (!task) return nb_unknown_task("bench", pos[1]);
+    int batches[16], nbatches = 0;
+    for (; task->bench_batches[nbatches] && nbatches < 16; nbatches++)
+        batches[nbatches] = task->bench_batches[nbatches];
+    if (batch_arg) {
+        nbatches = parse_int_list(batch_arg, batches, 16);
+        if (nbatches < 1)
+            return nb_usage_error("bench", "invalid batch list '%s' (e.g. 128,4)", batch_arg);
+    }
+    return bench_step(task, norms, nnorms, batches, nbatches, steps, fmt);
 }

@@ -1,8 +1,298 @@
+/* cmd/cmd_run.c — `normbench run TASK`: train one task with one norm, recording it. */
 #include "cmd/cmd.h"
+
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd/progress.h"
+#include "results/store.h"
+#include "tasks/task.h"
+#include "util/json.h"
+
+static const char run_usage[] =
+    "usage: normbench run TASK [--norm NAME] [--dataset NAME] [--seed N] [--epochs N] [--steps N]\n"
+    "                     [--batch N] [--lr X] [--subset N] [--p X] [--eps X] [--threads N]\n"
+    "                     [--data-dir DIR] [--db FILE] [--tag TEXT] [--quiet] [...]\n\n"
+    "Trains TASK with one normalization and records the run (configuration, provenance,\n"
+    "training loss with wall time, evaluation metrics, time per step) in the results store.\n"
+    "Ctrl-C stops the run cleanly: it is recorded as interrupted and keeps what it measured.\n"
+    "A NaN or infinite loss stops it as diverged. Exit status: 0 finished, 1 failed,\n"
+    "interrupted or diverged, 2 usage error.\n\n"
+    "tasks: mnist (LN paper §6.6 MLP; datasets fashion-mnist (default), mnist, synthetic)\n";
+
+static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
+static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};
+static const char *const bias_choices[] = {"standard", "none", "kiros", NULL};
+static const char *const var_choices[] = {"biased", "unbiased", NULL};
+static const char *const kround_choices[] = {"ceil", "floor", NULL};
+
+static volatile sig_atomic_t stop_requested = 0;
+
+static void on_signal(int sig)
+{
+    stop_requested = 1;
+    /* A second Ctrl-C ends the process at once. */
+    signal(sig, SIG_DFL);
+}
+
+/* The sink: creates the run in the store on first use (so a run that cannot even load its
+ * data leaves no record), then forwards metrics and parameters. */
+typedef struct run_ctx {
+    nb_store *store;
+    nb_run_spec spec;
+    int64_t run_id;
+    int created;
+    const char *tag;
+    nb_progress_line progress;
+} run_ctx;
+
+static int ensure_run(run_ctx *c, nb_err *err)
+{
+    if (c->created) return 0;
+    if (nb_run_create(c->store, &c->spec, &c->run_id, err) != 0) return -1;
+    c->created = 1;
+    if (c->tag && nb_run_tag(c->store, c->run_id, "tag", c->tag, err) != 0) return -1;
+    if (!c->progress.quiet)
+        fprintf(stderr, "run %lld: %s on %s, norm %s, seed %lld\n", (long long)c->run_id,
+                c->spec.task, c->spec.dataset, c->spec.norm, (long long)c->spec.seed);
+    return 0;
+}
+
+static int sink_record(void *ctx, const nb_metric *m, int n, nb_err *err)
+{
+    run_ctx *c = ctx;
+    if (ensure_run(c, err) != 0) return -1;
+    return nb_metrics_add(c->store, c->run_id, m, n, err);
+}
+
+static int sink_param(void *ctx, const char *key, const char *value, nb_err *err)
+{
+    run_ctx *c = ctx;
+    if (ensure_run(c, err) != 0) return -1;
+    return nb_run_param(c->store, c->run_id, key, value, err);
+}
+
+static void sink_progress(void *ctx, const nb_progress *p)
+{
+    run_ctx *c = ctx;
+    nb_progress_draw(&c->progress, p);
+}
+
+/* Every option in force, as JSON: the run's configuration record. */
+static void kv_str(nb_buf *b, const char *k, const char *v)
+{
+    nb_buf_puts(b, b->len > 1 ? ", " : "");
+    nb_buf_json_str(b, k);
+    nb_buf_puts(b, ": ");
+    nb_buf_json_str(b, v);
+}
+
+static void kv_num(nb_buf *b, const char *k, double v)
+{
+    nb_buf_puts(b, b->len > 1 ? ", " : "");
+    nb_buf_json_str(b, k);
+    nb_buf_puts(b, ": ");
+    nb_buf_json_num(b, v);
+}
+
+static char *config_json(const nb_train_cfg *cfg)
+{
+    nb_buf j = {0};
+    nb_buf_puts(&j, "{");
+    kv_str(&j, "task", cfg->task);
+    kv_str(&j, "dataset", cfg->dataset);
+    kv_str(&j, "data_dir", cfg->data_dir);
+    kv_str(&j, "norm", nb_norm_name(cfg->norm.kind));
+    kv_num(&j, "eps", cfg->norm.eps);
+    kv_str(&j, "eps_placement", cfg->norm.eps_outside ? "outside-sqrt" : "inside-sqrt");
+    kv_num(&j, "p", cfg->norm.p);
+    kv_str(&j, "p_rounding", cfg->norm.p_floor ? "floor" : "ceil");
+    kv_num(&j, "bn_momentum", cfg->norm.bn_momentum);
+    kv_str(&j, "bn_batch_variance", cfg->norm.bn_unbiased_batch ? "unbiased" : "biased");
+    kv_str(&j, "bn_running_variance", cfg->norm.bn_unbiased_running ? "unbiased" : "biased");
+    kv_str(&j, "wn_init", cfg->norm.wn_data_init ? "data-dependent" : "plain");
+    kv_str(&j, "activation", nb_act_name(cfg->act));
+    kv_str(&j, "optimizer", "adam");
+    kv_num(&j, "lr", cfg->adam.lr);
+    kv_num(&j, "beta1", cfg->adam.beta1);
+    kv_num(&j, "beta2", cfg->adam.beta2);
+    kv_num(&j, "adam_eps", cfg->adam.eps);
+    kv_str(&j, "adam_eps_placement", cfg->adam.eps_inside ? "inside-sqrt" : "outside-sqrt");
+    kv_str(&j, "adam_bias_correction", bias_choices[cfg->adam.bias]);
+    kv_num(&j, "clip_global", cfg->clip);
+    kv_num(&j, "seed", (double)cfg->seed);
+    kv_num(&j, "epochs", cfg->epochs);
+    kv_num(&j, "steps", (double)cfg->steps);
+    kv_num(&j, "batch", cfg->batch);
+    kv_num(&j, "eval_batch", cfg->eval_batch);
+    kv_num(&j, "subset", cfg->subset);
+    kv_num(&j, "log_every", cfg->log_every);
+    kv_num(&j, "threads", cfg->threads);
+    nb_buf_puts(&j, "}");
+    return nb_buf_take(&j);
+}
+
+void openblas_set_num_threads(int);
 
 int cmd_run(int argc, const char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return nb_die("'run' is being built");
+    const char *dataset = NULL, *data_dir = NULL, *db = NULL, *tag = NULL;
+    int norm = NB_NORM_LAYER, act = 0, bias = 0, bn_var = 1, kround = 0;
+    int64_t seed = 1, steps = 0, epochs = 0;
+    int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
+    int adam_eps_inside = 0, log_every = 0, eval_batch = 0;
+    double lr = 0, p = 0, eps = 0, clip = 0, beta1 = 0, beta2 = 0, adam_eps = 0;
+    nb_opt opts[] = {
+        {"norm", NB_OPT_CHOICE, &norm, "NAME", "normalization (default layer)", norm_choices},
+        {"dataset", NB_OPT_STR, &dataset, "NAME", "dataset (task default)"},
+        {"seed", NB_OPT_I64, &seed, "N", "seed for init, data order and dropout (1)", NULL, 0, 1e15},
+        {"epochs", NB_OPT_I64, &epochs, "N", "epochs to train (task default)", NULL, 1, 1e6},
+        {"steps", NB_OPT_I64, &steps, "N", "stop after N training steps instead", NULL, 1, 1e12},
+        {"batch", NB_OPT_INT, &batch, "N", "batch size (task default)", NULL, 1, 1e6},
+        {"lr", NB_OPT_DOUBLE, &lr, "X", "Adam learning rate (task default)", NULL, 1e-12, 1e12},
+        {"subset", NB_OPT_INT, &subset, "N", "use only N training examples", NULL, 1, 1e9},
+        {"p", NB_OPT_DOUBLE, &p, "X", "pRMSNorm fraction (0.0625)", NULL, 1e-9, 1},
+        {"p-rounding", NB_OPT_CHOICE, &kround, "R", "pRMSNorm k = n*p rounded (paper: ceil)",
+         kround_choices},
+        {"eps", NB_OPT_DOUBLE, &eps, "X", "norm epsilon (1e-5)", NULL, 1e-30, 1},
+        {"eps-outside", NB_OPT_FLAG, &eps_outside, NULL,
+         "add eps to the RMS/std instead of inside the sqrt"},
+        {"bn-var", NB_OPT_CHOICE, &bn_var, "V", "BN training variance (mnist: unbiased)",
+         var_choices},
+        {"no-wn-init", NB_OPT_FLAG, &no_wn_init, NULL, "WeightNorm without data-dependent init"},
+        {"act", NB_OPT_CHOICE, &act, "NAME", "activation (relu)", act_choices},
+        {"beta1", NB_OPT_DOUBLE, &beta1, "X", "Adam beta1 (0.9)", NULL, 1e-12, 0.999999},
+        {"beta2", NB_OPT_DOUBLE, &beta2, "X", "Adam beta2 (0.999)", NULL, 1e-12, 0.99999999},
+        {"adam-eps", NB_OPT_DOUBLE, &adam_eps, "X", "Adam epsilon (1e-8)", NULL, 1e-30, 1},
+        {"adam-eps-inside", NB_OPT_FLAG, &adam_eps_inside, NULL, "Adam: m/sqrt(v+eps)"},
+        {"adam-bias", NB_OPT_CHOICE, &bias, "B", "Adam bias correction (standard)", bias_choices},
+        {"clip", NB_OPT_DOUBLE, &clip, "X", "clip the global gradient norm at X (off)", NULL,
+         1e-12, 1e12},
+        {"log-every", NB_OPT_INT, &log_every, "N", "record the training loss every N steps (50)",
+         NULL, 1, 1e9},
+        {"eval-batch", NB_OPT_INT, &eval_batch, "N", "rows per evaluation pass (500)", NULL, 1,
+         1e6},
+        {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
+         NULL, 1, 1024},
+        {"data-dir", NB_OPT_STR, &data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
+        {"db", NB_OPT_STR, &db, "FILE", "results store (NORMBENCH_DB, ./normbench.db)"},
+        {"tag", NB_OPT_STR, &tag, "TEXT", "a tag recorded with the run"},
+        {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
+        {NULL},
+    };
+    const char *pos[1];
+    int npos = 0;
+    int rc = nb_parse_opts("run", run_usage, argc, argv, opts, pos, 1, &npos);
+    if (rc < 0) return NB_EXIT_OK;
+    if (rc) return rc;
+    if (npos < 1) return nb_usage_error("run", "which task? the tasks are: mnist");
+    const nb_task *task = nb_task_find(pos[0]);
+    if (!task) return nb_unknown_task("run", pos[0]);
+
+    nb_train_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    task->defaults(&cfg, (nb_norm_kind)norm);
+    cfg.task = task->name;
+    cfg.dataset = dataset ? dataset : task->default_dataset;
+    int known = 0;
+    for (int i = 0; task->datasets[i]; i++) known |= strcmp(task->datasets[i], cfg.dataset) == 0;
+    if (!known) {
+        fprintf(stderr, "error: task '%s' has no dataset '%s'\nhint: its datasets are:", task->name,
+                cfg.dataset);
+        for (int i = 0; task->datasets[i]; i++) fprintf(stderr, " %s", task->datasets[i]);
+        fputc('\n', stderr);
+        return NB_EXIT_USAGE;
+    }
+    cfg.data_dir = data_dir ? data_dir : nb_default_data_dir();
+    cfg.seed = (uint64_t)seed;
+    if (nb_opt_seen(opts, "epochs")) cfg.epochs = (int)epochs;
+    if (steps) cfg.steps = steps;
+    if (batch) cfg.batch = batch;
+    if (lr > 0) cfg.adam.lr = lr;
+    if (subset) cfg.subset = subset;
+    if (p > 0) cfg.norm.p = p;
+    if (nb_opt_seen(opts, "p-rounding")) cfg.norm.p_floor = kround == 1;
+    if (eps > 0) cfg.norm.eps = eps;
+    if (eps_outside) cfg.norm.eps_outside = 1;
+    if (nb_opt_seen(opts, "bn-var")) cfg.norm.bn_unbiased_batch = bn_var == 1;
+    if (no_wn_init) cfg.norm.wn_data_init = 0;
+    if (nb_opt_seen(opts, "act")) cfg.act = (nb_act_kind)act;
+    if (beta1 > 0) cfg.adam.beta1 = beta1;
+    if (beta2 > 0) cfg.adam.beta2 = beta2;
+    if (adam_eps > 0) cfg.adam.eps = adam_eps;
+    if (adam_eps_inside) cfg.adam.eps_inside = 1;
+    if (nb_opt_seen(opts, "adam-bias")) cfg.adam.bias = (nb_adam_bias)bias;
+    if (clip > 0) cfg.clip = clip;
+    if (log_every) cfg.log_every = log_every;
+    if (eval_batch) cfg.eval_batch = eval_batch;
+    if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2)
+        return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
+    if (threads > 0) {
+        omp_set_num_threads(threads);
+        openblas_set_num_threads(threads);
+    }
+    cfg.threads = omp_get_max_threads();
+    cfg.stop = &stop_requested;
+
+    nb_err err;
+    nb_err_clear(&err);
+    run_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    const char *dbpath = db ? db : nb_default_db();
+    if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0) return nb_report_err(&err);
+    char *json = config_json(&cfg);
+    if (!json) {
+        nb_store_close(ctx.store);
+        return nb_die("out of memory");
+    }
+    ctx.spec.task = cfg.task;
+    ctx.spec.dataset = cfg.dataset;
+    ctx.spec.norm = nb_norm_name(cfg.norm.kind);
+    ctx.spec.seed = seed;
+    ctx.spec.config_json = json;
+    ctx.tag = tag;
+    nb_progress_init(&ctx.progress, quiet);
+    nb_sink sink = {&ctx, sink_record, sink_param, sink_progress};
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    nb_status status = NB_STATUS_FAILED;
+    int trc = task->train(&cfg, &sink, &status, &err);
+    nb_progress_end(&ctx.progress);
+    int exit_code = NB_EXIT_OK;
+    if (trc != 0) {
+        status = NB_STATUS_FAILED;
+        exit_code = nb_report_err(&err);
+    } else if (status != NB_STATUS_FINISHED) {
+        exit_code = NB_EXIT_FAIL;
+    }
+    if (trc == 0 && !ctx.created) ensure_run(&ctx, &err);
+    if (ctx.created) {
+        nb_err ferr;
+        nb_err_clear(&ferr);
+        const char *msg = status == NB_STATUS_FINISHED ? NULL
+                          : status == NB_STATUS_INTERRUPTED ? "interrupted by a signal"
+                                                            : err.msg;
+        if (nb_run_finish(ctx.store, ctx.run_id, nb_status_name(status), msg, &ferr) != 0)
+            exit_code = nb_report_err(&ferr);
+        if (status == NB_STATUS_DIVERGED)
+            fprintf(stderr, "error: run %lld diverged: %s\n", (long long)ctx.run_id, err.msg);
+        else if (status == NB_STATUS_INTERRUPTED)
+            fprintf(stderr, "run %lld interrupted; what it recorded is kept\n",
+                    (long long)ctx.run_id);
+        printf("run %lld %s\n", (long long)ctx.run_id, nb_status_name(status));
+    }
+    free(json);
+    nb_store_close(ctx.store);
+    return exit_code;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
+#include "tasks/task.h"
 
 int nb_report_err(const nb_err *e)
 {
@@ -168,6 +169,13 @@ int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **arg
     return 0;
 }
 
+int nb_opt_seen(const nb_opt *opts, const char *name)
+{
+    for (const nb_opt *o = opts; o->name; o++)
+        if (strcmp(o->name, name) == 0) return o->seen;
+    return 0;
+}
+
 const char *nb_default_db(void)
 {
     const char *e = getenv("NORMBENCH_DB");
@@ -222,4 +230,12 @@ int nb_parse_norm_list(const char *cmd, const char *list, int *kinds, int max)
 bad:
     nb_usage_error(cmd, "invalid norm list '%s'", list);
     return -1;
+}
+
+int nb_unknown_task(const char *cmd, const char *name)
+{
+    fprintf(stderr, "error: unknown task '%s'\nhint: the tasks are:", name);
+    for (int i = 0; nb_task_at(i); i++) fprintf(stderr, " %s", nb_task_at(i)->name);
+    fprintf(stderr, " (see 'normbench %s --help')\n", cmd);
+    return NB_EXIT_USAGE;
 }

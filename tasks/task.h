@@ -1,0 +1,93 @@
+/* tasks/task.h — the paper tasks, their defaults, and the contract between a task's training
+ * loop and whoever records it.
+ *
+ * A task trains with nn/ and reports through an nb_sink: metrics, parameters and progress go to
+ * callbacks, so tasks/ knows nothing of SQLite or terminals (cmd/ wires the sink to the results
+ * store and the progress line). Adding a task is a file tasks/NAME.c defining an nb_task and a
+ * row in the table in tasks/task.c. */
+#ifndef NB_TASKS_TASK_H
+#define NB_TASKS_TASK_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "nn/nn.h"
+#include "results/store.h" /* nb_metric: the record type only; tasks never open a store */
+#include "util/err.h"
+
+typedef enum nb_status {
+    NB_STATUS_FINISHED,
+    NB_STATUS_INTERRUPTED,
+    NB_STATUS_DIVERGED,
+    NB_STATUS_FAILED
+} nb_status;
+
+/* "finished", "interrupted", "diverged", "failed". */
+const char *nb_status_name(nb_status s);
+
+/* Everything a run is configured by. cmd/ fills it from the task's defaults, then the
+ * command line; the values in force are recorded with the run. */
+typedef struct nb_train_cfg {
+    const char *task;
+    const char *dataset;
+    const char *data_dir;
+    nb_norm_cfg norm;
+    nb_act_kind act;
+    nb_adam_cfg adam;
+    uint64_t seed;
+    int epochs;       /* epochs to train (when steps == 0) */
+    int64_t steps;    /* > 0: stop after this many steps (may end inside an epoch) */
+    int batch;        /* training batch size */
+    int eval_batch;   /* rows per evaluation forward (does not change results) */
+    int subset;       /* > 0: use only this many training (and at most as many val/test) examples */
+    int log_every;    /* steps between train_loss records */
+    double clip;      /* > 0: global gradient-norm clipping threshold */
+    int threads;      /* threads in force (recorded; cmd/ sets them) */
+    volatile sig_atomic_t *stop; /* becomes non-zero to ask the loop to stop (Ctrl-C) */
+} nb_train_cfg;
+
+typedef struct nb_progress {
+    int epoch, epochs;   /* 1-based current epoch, total */
+    int64_t step, steps; /* steps done, steps planned */
+    double loss;         /* recent mean training loss */
+    double elapsed;      /* seconds since the run started */
+    double steps_per_s;  /* training steps per second so far */
+    const char *phase;   /* "train" or "eval" */
+} nb_progress;
+
+typedef struct nb_sink {
+    void *ctx;
+    /* Records metrics; a non-zero return (with err set) fails the run. */
+    int (*record)(void *ctx, const nb_metric *m, int n, nb_err *err);
+    /* Records a key/value parameter learned while running (e.g. where the data came from). */
+    int (*param)(void *ctx, const char *key, const char *value, nb_err *err);
+    /* Progress; called every step (the receiver rate-limits its drawing). May be NULL. */
+    void (*progress)(void *ctx, const nb_progress *p);
+} nb_sink;
+
+typedef struct nb_task {
+    const char *name;
+    const char *summary;
+    const char *default_dataset;
+    const char *const *datasets; /* NULL-terminated */
+    /* Fills cfg with the task's (paper's) defaults for the given norm. */
+    void (*defaults)(nb_train_cfg *cfg, nb_norm_kind norm);
+    /* Trains per cfg, reporting to sink. Returns 0 with *status set (finished, interrupted or
+     * diverged), or -1 with err set when the run could not proceed (missing data, I/O). */
+    int (*train)(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status, nb_err *err);
+    /* Times training steps on generated data at cfg->batch: warm-up, then `iters` steps;
+     * writes the seconds of each step into sec[iters]. Returns 0 or -1 with err. */
+    int (*bench_step)(const nb_train_cfg *cfg, int iters, double *sec, nb_err *err);
+    /* Batch sizes `bench step` times by default, 0-terminated (the paper's settings). */
+    const int *bench_batches;
+} nb_task;
+
+/* The task called name, or NULL. */
+const nb_task *nb_task_find(const char *name);
+/* The i-th task (0-based), or NULL past the end. */
+const nb_task *nb_task_at(int i);
+
+/* Seconds on a monotonic clock. */
+double nb_now(void);
+
+#endif
