@@ -6,6 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cblas.h>
+#include <stdlib.h>
+#include <strings.h>
+
 #include "buildinfo.h"
 
 #define NB_VERSION "0.1.0"
@@ -76,8 +80,39 @@ static int finish_stdout(int rc)
     return rc;
 }
 
+/* OpenBLAS's DYNAMIC_ARCH picks its kernels from the CPU model number; on a CPU model it does
+ * not know (common in virtual machines) it falls back to "Prescott" SSE3 kernels, 2-3x slower
+ * here. The choice is made when the library loads, so when the detected core is older than what
+ * the CPU's own feature flags support, normbench re-executes itself once with
+ * OPENBLAS_CORETYPE set (SkylakeX for AVX-512, Haswell for AVX2). A user's own
+ * OPENBLAS_CORETYPE is always respected; the core in force is recorded with every run. */
+static void fix_blas_core(char **argv)
+{
+    if (getenv("OPENBLAS_CORETYPE") || getenv("NORMBENCH_BLAS_CHECKED")) return;
+    static const char *const old_cores[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
+                                            "Atom", "Sandybridge", NULL};
+    const char *core = openblas_get_corename();
+    int old = 0;
+    for (int i = 0; core && old_cores[i]; i++) old |= strcasecmp(core, old_cores[i]) == 0;
+    if (!old) return;
+    __builtin_cpu_init();
+    const char *want = NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        want = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        want = "Haswell";
+    if (!want) return;
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    setenv("NORMBENCH_BLAS_CHECKED", core, 1);
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the detected kernels. */
+    unsetenv("OPENBLAS_CORETYPE");
+}
+
 int main(int argc, const char **argv)
 {
+    fix_blas_core((char **)argv);
     if (argc < 2) {
         print_main_help(stderr);
         return NB_EXIT_USAGE;
