@@ -321,6 +321,11 @@ void nb_store_close(nb_store *s)
     free(s);
 }
 
+void nb_store_set_busy_timeout(nb_store *s, int ms)
+{
+    sqlite3_busy_timeout(s->db, ms);
+}
+
 const char *nb_store_path(const nb_store *s)
 {
     return s->path;

@@ -25,6 +25,10 @@ void nb_store_close(nb_store *s);
 /* The path the store was opened with (owned by the store). */
 const char *nb_store_path(const nb_store *s);
 
+/* Sets how long a write waits for another process's lock before failing with "database is
+ * locked" (default 10 s). */
+void nb_store_set_busy_timeout(nb_store *s, int ms);
+
 /* The schema version (PRAGMA user_version) this binary writes; a store with a higher one is
  * refused by nb_store_open. */
 int nb_store_schema_version(void);
