@@ -19,8 +19,7 @@ static const char *const formats[] = {"table", "md", "csv", "json", NULL};
 enum { F_TABLE, F_MD, F_CSV, F_JSON };
 
 /* "mean ± std", "mean" for one run, "-" for none. */
-static void fmt_stat(char *buf, size_t size, const nb_stat *s)
-{
+static void fmt_stat(char *buf, size_t size, const nb_stat *s) {
     if (s->n == 0)
         snprintf(buf, size, "-");
     else if (s->n == 1)
@@ -29,8 +28,7 @@ static void fmt_stat(char *buf, size_t size, const nb_stat *s)
         snprintf(buf, size, "%.4g ± %.2g", s->mean, s->std);
 }
 
-static int width(const char *s)
-{
+static int width(const char *s) {
     int w = 0;
     for (; *s; s++)
         if (((unsigned char)*s & 0xc0) != 0x80) w++;
@@ -38,21 +36,20 @@ static int width(const char *s)
 }
 
 /* The union of metric names over groups [a, b), in first-seen order. */
-static int metric_names(const nb_report *r, int a, int b, const char **names, int max)
-{
+static int metric_names(const nb_report *r, int a, int b, const char **names, int max) {
     int n = 0;
     for (int i = a; i < b; i++)
         for (int j = 0; j < r->groups[i].nmetrics; j++) {
             const char *nm = r->groups[i].metrics[j].name;
             int seen = 0;
-            for (int k = 0; k < n; k++) seen |= strcmp(names[k], nm) == 0;
+            for (int k = 0; k < n; k++)
+                seen |= strcmp(names[k], nm) == 0;
             if (!seen && n < max) names[n++] = nm;
         }
     return n;
 }
 
-static const nb_stat *find_metric(const nb_report_group *g, const char *name)
-{
+static const nb_stat *find_metric(const nb_report_group *g, const char *name) {
     for (int j = 0; j < g->nmetrics; j++)
         if (strcmp(g->metrics[j].name, name) == 0) return &g->metrics[j].stat;
     return NULL;
@@ -61,19 +58,20 @@ static const nb_stat *find_metric(const nb_report_group *g, const char *name)
 enum { MAXM = 32, CELL = 64 };
 
 /* One task/dataset block [a, b) as an aligned text table or a Markdown table. */
-static void print_block(const nb_report *r, int a, int b, int md)
-{
+static void print_block(const nb_report *r, int a, int b, int md) {
     const char *names[MAXM];
     int nm = metric_names(r, a, b, names, MAXM);
     int ncol = 2 + nm + 6, nrow = 1 + (b - a);
     char(*cell)[CELL] = calloc((size_t)(ncol * nrow), CELL);
     if (!cell) return;
-    const char *fixed_tail[] = {"ms/step", "diverged", "failed", "interrupted", "crashed",
-                                "running"};
+    const char *fixed_tail[] = {"ms/step",     "diverged", "failed",
+                                "interrupted", "crashed",  "running"};
     snprintf(cell[0], CELL, "norm");
     snprintf(cell[1], CELL, "runs");
-    for (int m = 0; m < nm; m++) snprintf(cell[2 + m], CELL, "%s", names[m]);
-    for (int k = 0; k < 6; k++) snprintf(cell[2 + nm + k], CELL, "%s", fixed_tail[k]);
+    for (int m = 0; m < nm; m++)
+        snprintf(cell[2 + m], CELL, "%s", names[m]);
+    for (int k = 0; k < 6; k++)
+        snprintf(cell[2 + nm + k], CELL, "%s", fixed_tail[k]);
     for (int i = a; i < b; i++) {
         const nb_report_group *g = &r->groups[i];
         char(*row)[CELL] = cell + (size_t)(i - a + 1) * ncol;
@@ -86,15 +84,18 @@ static void print_block(const nb_report *r, int a, int b, int md)
         }
         fmt_stat(row[2 + nm], CELL, &g->ms_per_step);
         int counts[5] = {g->diverged, g->failed, g->interrupted, g->crashed, g->running};
-        for (int k = 0; k < 5; k++) snprintf(row[3 + nm + k], CELL, "%d", counts[k]);
+        for (int k = 0; k < 5; k++)
+            snprintf(row[3 + nm + k], CELL, "%d", counts[k]);
     }
     if (md) {
         printf("### %s / %s\n\n", r->groups[a].task, r->groups[a].dataset);
         for (int i = 0; i < nrow; i++) {
-            for (int c = 0; c < ncol; c++) printf("| %s ", cell[i * ncol + c]);
+            for (int c = 0; c < ncol; c++)
+                printf("| %s ", cell[i * ncol + c]);
             puts("|");
             if (i == 0) {
-                for (int c = 0; c < ncol; c++) fputs(c == 0 ? "|---" : "|---:", stdout);
+                for (int c = 0; c < ncol; c++)
+                    fputs(c == 0 ? "|---" : "|---:", stdout);
                 puts("|");
             }
         }
@@ -132,8 +133,7 @@ static void print_block(const nb_report *r, int a, int b, int md)
     free(cell);
 }
 
-static void print_text(const nb_report *r, int md)
-{
+static void print_text(const nb_report *r, int md) {
     for (int a = 0; a < r->n;) {
         int b = a + 1;
         while (b < r->n && strcmp(r->groups[b].task, r->groups[a].task) == 0 &&
@@ -145,14 +145,12 @@ static void print_text(const nb_report *r, int md)
     }
 }
 
-static void csv_num(double x)
-{
+static void csv_num(double x) {
     char buf[40];
     fputs(nb_fmt_double(buf, sizeof buf, x), stdout);
 }
 
-static void csv_row(const nb_report_group *g, const nb_report_metric *m)
-{
+static void csv_row(const nb_report_group *g, const nb_report_metric *m) {
     nb_csv_field(stdout, g->task);
     putchar(',');
     nb_csv_field(stdout, g->dataset);
@@ -180,19 +178,18 @@ static void csv_row(const nb_report_group *g, const nb_report_metric *m)
     putchar('\n');
 }
 
-static void print_csv(const nb_report *r)
-{
+static void print_csv(const nb_report *r) {
     puts("task,dataset,norm,runs,metric,mean,std,ms_per_step,ms_std,n,diverged,failed,"
          "interrupted,crashed,running,speed_vs_layer,speed_std");
     for (int i = 0; i < r->n; i++) {
         const nb_report_group *g = &r->groups[i];
         if (g->nmetrics == 0) csv_row(g, NULL);
-        for (int j = 0; j < g->nmetrics; j++) csv_row(g, &g->metrics[j]);
+        for (int j = 0; j < g->nmetrics; j++)
+            csv_row(g, &g->metrics[j]);
     }
 }
 
-static void json_stat(const nb_stat *s)
-{
+static void json_stat(const nb_stat *s) {
     printf("{\"n\": %d, \"mean\": ", s->n);
     if (s->n)
         nb_json_num(stdout, s->mean);
@@ -206,8 +203,7 @@ static void json_stat(const nb_stat *s)
     putchar('}');
 }
 
-static void print_json(const nb_report *r)
-{
+static void print_json(const nb_report *r) {
     putchar('[');
     for (int i = 0; i < r->n; i++) {
         const nb_report_group *g = &r->groups[i];
@@ -246,17 +242,26 @@ static void print_json(const nb_report *r)
     puts(r->n ? "\n]" : "]");
 }
 
-int cmd_report(int argc, const char **argv)
-{
+int cmd_report(int argc, const char **argv) {
     const char *db = nb_default_db(), *task = NULL;
     int format = F_TABLE;
     nb_opt opts[] = {
-        {.name = "task", .type = NB_OPT_STR, .dst = &task, .metavar = "T",
+        {.name = "task",
+         .type = NB_OPT_STR,
+         .dst = &task,
+         .metavar = "T",
          .help = "only this task (mnist, cifar, order, reader)"},
-        {.name = "db", .type = NB_OPT_STR, .dst = &db, .metavar = "FILE",
+        {.name = "db",
+         .type = NB_OPT_STR,
+         .dst = &db,
+         .metavar = "FILE",
          .help = "results store (default $NORMBENCH_DB, else ./normbench.db)"},
-        {.name = "format", .type = NB_OPT_CHOICE, .dst = &format, .metavar = "FMT",
-         .help = "output format", .choices = formats},
+        {.name = "format",
+         .type = NB_OPT_CHOICE,
+         .dst = &format,
+         .metavar = "FMT",
+         .help = "output format",
+         .choices = formats},
         {0},
     };
     int rc = nb_parse_opts("report", usage, argc, argv, opts, NULL, 0, NULL);
@@ -278,10 +283,18 @@ int cmd_report(int argc, const char **argv)
             fprintf(stderr, "no runs in '%s' yet\n", db);
     }
     switch (format) {
-    case F_TABLE: print_text(r, 0); break;
-    case F_MD: print_text(r, 1); break;
-    case F_CSV: print_csv(r); break;
-    default: print_json(r); break;
+    case F_TABLE:
+        print_text(r, 0);
+        break;
+    case F_MD:
+        print_text(r, 1);
+        break;
+    case F_CSV:
+        print_csv(r);
+        break;
+    default:
+        print_json(r);
+        break;
     }
     nb_report_free(r);
     return NB_EXIT_OK;

@@ -16,8 +16,7 @@ static const char usage[] =
 
 static const char *const formats[] = {"table", "csv", "json", NULL};
 
-static void fmt_time(char *buf, size_t size, double t)
-{
+static void fmt_time(char *buf, size_t size, double t) {
     time_t tt = (time_t)t;
     struct tm tm;
     if (gmtime_r(&tt, &tm))
@@ -26,8 +25,7 @@ static void fmt_time(char *buf, size_t size, double t)
         snprintf(buf, size, "?");
 }
 
-static void fmt_duration(char *buf, size_t size, double s)
-{
+static void fmt_duration(char *buf, size_t size, double s) {
     if (isnan(s))
         snprintf(buf, size, "-");
     else if (s < 60)
@@ -39,8 +37,7 @@ static void fmt_duration(char *buf, size_t size, double s)
 }
 
 /* Display width of a UTF-8 string (one column per code point). */
-static int width(const char *s)
-{
+static int width(const char *s) {
     int w = 0;
     for (; *s; s++)
         if (((unsigned char)*s & 0xc0) != 0x80) w++;
@@ -49,13 +46,13 @@ static int width(const char *s)
 
 enum { NCOL = 9 };
 
-static void print_table(const nb_run_info *v, int n)
-{
+static void print_table(const nb_run_info *v, int n) {
     static const char *const head[NCOL] = {"id",     "task",    "dataset",  "norm",      "seed",
                                            "status", "started", "duration", "test_error"};
     char(*cells)[NCOL][64] = calloc((size_t)n + 1, sizeof *cells);
     if (!cells) return;
-    for (int c = 0; c < NCOL; c++) snprintf(cells[0][c], 64, "%s", head[c]);
+    for (int c = 0; c < NCOL; c++)
+        snprintf(cells[0][c], 64, "%s", head[c]);
     for (int i = 0; i < n; i++) {
         char(*row)[64] = cells[i + 1];
         snprintf(row[0], 64, "%lld", (long long)v[i].id);
@@ -89,8 +86,7 @@ static void print_table(const nb_run_info *v, int n)
     free(cells);
 }
 
-static void print_csv(const nb_run_info *v, int n)
-{
+static void print_csv(const nb_run_info *v, int n) {
     puts("id,task,dataset,norm,seed,status,started,duration_s,test_error");
     for (int i = 0; i < n; i++) {
         char t[40], num[40];
@@ -111,8 +107,7 @@ static void print_csv(const nb_run_info *v, int n)
     }
 }
 
-static void print_json(const nb_run_info *v, int n)
-{
+static void print_json(const nb_run_info *v, int n) {
     putchar('[');
     for (int i = 0; i < n; i++) {
         char t[40];
@@ -142,15 +137,21 @@ static void print_json(const nb_run_info *v, int n)
     puts(n ? "\n]" : "]");
 }
 
-int cmd_runs(int argc, const char **argv)
-{
+int cmd_runs(int argc, const char **argv) {
     const char *db = nb_default_db();
     int format = 0;
     nb_opt opts[] = {
-        {.name = "db", .type = NB_OPT_STR, .dst = &db, .metavar = "FILE",
+        {.name = "db",
+         .type = NB_OPT_STR,
+         .dst = &db,
+         .metavar = "FILE",
          .help = "results store (default $NORMBENCH_DB, else ./normbench.db)"},
-        {.name = "format", .type = NB_OPT_CHOICE, .dst = &format, .metavar = "FMT",
-         .help = "output format", .choices = formats},
+        {.name = "format",
+         .type = NB_OPT_CHOICE,
+         .dst = &format,
+         .metavar = "FMT",
+         .help = "output format",
+         .choices = formats},
         {0},
     };
     int rc = nb_parse_opts("runs", usage, argc, argv, opts, NULL, 0, NULL);

@@ -18,8 +18,7 @@ static const char usage[] =
 
 static const char *const formats[] = {"table", "json", NULL};
 
-static void fmt_time(char *buf, size_t size, double t)
-{
+static void fmt_time(char *buf, size_t size, double t) {
     time_t tt = (time_t)t;
     struct tm tm;
     if (!isnan(t) && gmtime_r(&tt, &tm))
@@ -28,8 +27,7 @@ static void fmt_time(char *buf, size_t size, double t)
         snprintf(buf, size, "-");
 }
 
-static void print_table(const nb_run_detail *d)
-{
+static void print_table(const nb_run_detail *d) {
     const nb_run_info *r = &d->info;
     char t0[40], t1[40], num[40];
     fmt_time(t0, sizeof t0, r->started);
@@ -54,7 +52,8 @@ static void print_table(const nb_run_detail *d)
     }
     if (d->ntags) {
         puts("\ntags:");
-        for (int i = 0; i < d->ntags; i++) printf("  %s = %s\n", d->tags[i].key, d->tags[i].value);
+        for (int i = 0; i < d->ntags; i++)
+            printf("  %s = %s\n", d->tags[i].key, d->tags[i].value);
     }
     if (d->nseries) {
         int w = 6;
@@ -69,8 +68,7 @@ static void print_table(const nb_run_detail *d)
     }
 }
 
-static void print_kv_json(const nb_kv *kv, int n)
-{
+static void print_kv_json(const nb_kv *kv, int n) {
     putchar('{');
     for (int i = 0; i < n; i++) {
         if (i) fputs(", ", stdout);
@@ -81,8 +79,7 @@ static void print_kv_json(const nb_kv *kv, int n)
     putchar('}');
 }
 
-static void print_json(const nb_run_detail *d)
-{
+static void print_json(const nb_run_detail *d) {
     const nb_run_info *r = &d->info;
     char t0[40], t1[40];
     fmt_time(t0, sizeof t0, r->started);
@@ -107,8 +104,7 @@ static void print_json(const nb_run_detail *d)
     printf(",\n  \"pid\": %lld,\n  \"host\": ", (long long)r->pid);
     nb_json_str(stdout, r->host);
     /* config and provenance are JSON objects already (the store checks json_valid) */
-    printf(",\n  \"config\": %s,\n  \"provenance\": %s,\n  \"params\": ", d->config,
-           d->provenance);
+    printf(",\n  \"config\": %s,\n  \"provenance\": %s,\n  \"params\": ", d->config, d->provenance);
     print_kv_json(d->params, d->nparams);
     fputs(",\n  \"tags\": ", stdout);
     print_kv_json(d->tags, d->ntags);
@@ -121,7 +117,8 @@ static void print_json(const nb_run_detail *d)
                (long long)m->step[m->n - 1]);
         nb_json_num(stdout, m->value[m->n - 1]);
         fputs(", \"step\": [", stdout);
-        for (int j = 0; j < m->n; j++) printf("%s%lld", j ? ", " : "", (long long)m->step[j]);
+        for (int j = 0; j < m->n; j++)
+            printf("%s%lld", j ? ", " : "", (long long)m->step[j]);
         fputs("], \"wall\": [", stdout);
         for (int j = 0; j < m->n; j++) {
             if (j) fputs(", ", stdout);
@@ -137,15 +134,21 @@ static void print_json(const nb_run_detail *d)
     puts(d->nseries ? "\n  }\n}" : "}\n}");
 }
 
-int cmd_show(int argc, const char **argv)
-{
+int cmd_show(int argc, const char **argv) {
     const char *db = nb_default_db();
     int format = 0;
     nb_opt opts[] = {
-        {.name = "db", .type = NB_OPT_STR, .dst = &db, .metavar = "FILE",
+        {.name = "db",
+         .type = NB_OPT_STR,
+         .dst = &db,
+         .metavar = "FILE",
          .help = "results store (default $NORMBENCH_DB, else ./normbench.db)"},
-        {.name = "format", .type = NB_OPT_CHOICE, .dst = &format, .metavar = "FMT",
-         .help = "output format", .choices = formats},
+        {.name = "format",
+         .type = NB_OPT_CHOICE,
+         .dst = &format,
+         .metavar = "FMT",
+         .help = "output format",
+         .choices = formats},
         {0},
     };
     const char *pos[1];

@@ -17,16 +17,14 @@ extern char *openblas_get_corename(void);
 extern int openblas_get_num_threads(void);
 extern int openblas_get_parallel(void);
 
-char *nb_hostname(char *buf, size_t size)
-{
+char *nb_hostname(char *buf, size_t size) {
     if (gethostname(buf, size) != 0 || !buf[0]) snprintf(buf, size, "unknown");
     buf[size - 1] = '\0';
     return buf;
 }
 
 /* "model name : X" from /proc/cpuinfo (x86; "Model" or "cpu model" elsewhere), or "". */
-static void cpu_model(char *out, size_t size)
-{
+static void cpu_model(char *out, size_t size) {
     out[0] = '\0';
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return;
@@ -38,7 +36,8 @@ static void cpu_model(char *out, size_t size)
         const char *c = strchr(line, ':');
         if (!c) continue;
         c++;
-        while (*c == ' ' || *c == '\t') c++;
+        while (*c == ' ' || *c == '\t')
+            c++;
         snprintf(out, size, "%s", c);
         out[strcspn(out, "\n")] = '\0';
         break;
@@ -46,15 +45,13 @@ static void cpu_model(char *out, size_t size)
     fclose(f);
 }
 
-static void key(nb_buf *b, const char *k, int first)
-{
+static void key(nb_buf *b, const char *k, int first) {
     nb_buf_puts(b, first ? "{" : ",");
     nb_buf_json_str(b, k);
     nb_buf_puts(b, ":");
 }
 
-char *nb_provenance_json(void)
-{
+char *nb_provenance_json(void) {
     nb_buf b = {0};
     const char *rev = NB_GIT_REV;
     size_t rl = strlen(rev);

@@ -11,8 +11,7 @@
 #include "results/provenance.h"
 #include "results/store_internal.h"
 
-const char *nb_effective_status(const char *status, int64_t pid, const char *host)
-{
+const char *nb_effective_status(const char *status, int64_t pid, const char *host) {
     if (!status || strcmp(status, "running") != 0 || !host || pid <= 0) return status;
     char me[256];
     nb_hostname(me, sizeof me);
@@ -21,20 +20,17 @@ const char *nb_effective_status(const char *status, int64_t pid, const char *hos
     return status;
 }
 
-static char *dup_col(sqlite3_stmt *st, int i)
-{
+static char *dup_col(sqlite3_stmt *st, int i) {
     const unsigned char *t = sqlite3_column_text(st, i);
     return t ? strdup((const char *)t) : NULL;
 }
 
-static double col_double_or_nan(sqlite3_stmt *st, int i)
-{
+static double col_double_or_nan(sqlite3_stmt *st, int i) {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
 }
 
 /* Grows *p (elements of size sz) to hold at least n + 1; returns -1 when out of memory. */
-static int grow(void **p, int *cap, int n, size_t sz)
-{
+static int grow(void **p, int *cap, int n, size_t sz) {
     if (n < *cap) return 0;
     int nc = *cap ? *cap * 2 : 16;
     void *q = realloc(*p, (size_t)nc * sz);
@@ -44,8 +40,7 @@ static int grow(void **p, int *cap, int n, size_t sz)
     return 0;
 }
 
-static void info_free(nb_run_info *r)
-{
+static void info_free(nb_run_info *r) {
     free(r->task);
     free(r->dataset);
     free(r->norm);
@@ -56,15 +51,14 @@ static void info_free(nb_run_info *r)
 
 /* Columns: id, task, dataset, norm, seed, status, message, started, finished, pid, host,
  * test_error value, test_error kind, last metric wall. */
-#define RUN_COLUMNS                                                                              \
-    "SELECT r.id, r.task, r.dataset, r.norm, r.seed, r.status, r.message, r.started, "           \
-    "r.finished, r.pid, r.host, te.value, te.kind, "                                             \
-    "(SELECT max(wall) FROM metrics WHERE run = r.id) "                                          \
-    "FROM runs r LEFT JOIN metrics te ON te.rowid = (SELECT rowid FROM metrics WHERE run = r.id " \
+#define RUN_COLUMNS                                                                                \
+    "SELECT r.id, r.task, r.dataset, r.norm, r.seed, r.status, r.message, r.started, "             \
+    "r.finished, r.pid, r.host, te.value, te.kind, "                                               \
+    "(SELECT max(wall) FROM metrics WHERE run = r.id) "                                            \
+    "FROM runs r LEFT JOIN metrics te ON te.rowid = (SELECT rowid FROM metrics WHERE run = r.id "  \
     "AND name = 'test_error' ORDER BY step DESC, rowid DESC LIMIT 1) "
 
-static int read_info(sqlite3_stmt *st, nb_run_info *r)
-{
+static int read_info(sqlite3_stmt *st, nb_run_info *r) {
     memset(r, 0, sizeof *r);
     r->id = sqlite3_column_int64(st, 0);
     r->task = dup_col(st, 1);
@@ -78,9 +72,9 @@ static int read_info(sqlite3_stmt *st, nb_run_info *r)
     r->pid = sqlite3_column_int64(st, 9);
     r->host = dup_col(st, 10);
     r->has_test_error = sqlite3_column_type(st, 12) != SQLITE_NULL;
-    r->test_error = r->has_test_error
-                        ? nb_metric_from_kind(sqlite3_column_int(st, 12), sqlite3_column_double(st, 11))
-                        : NAN;
+    r->test_error = r->has_test_error ? nb_metric_from_kind(sqlite3_column_int(st, 12),
+                                                            sqlite3_column_double(st, 11))
+                                      : NAN;
     const char *eff = nb_effective_status(status, r->pid, r->host);
     r->status = eff == status ? status : strdup(eff);
     if (eff != status) free(status);
@@ -94,8 +88,7 @@ static int read_info(sqlite3_stmt *st, nb_run_info *r)
     return 0;
 }
 
-int nb_runs_list(nb_store *s, nb_run_info **runs, int *n, nb_err *err)
-{
+int nb_runs_list(nb_store *s, nb_run_info **runs, int *n, nb_err *err) {
     *runs = NULL;
     *n = 0;
     sqlite3_stmt *st = NULL;
@@ -120,16 +113,15 @@ oom:
     return nb_errf(err, "out of memory");
 }
 
-void nb_runs_free(nb_run_info *runs, int n)
-{
-    for (int i = 0; i < n; i++) info_free(&runs[i]);
+void nb_runs_free(nb_run_info *runs, int n) {
+    for (int i = 0; i < n; i++)
+        info_free(&runs[i]);
     free(runs);
 }
 
 /* ---- one run ------------------------------------------------------------------------------ */
 
-static int read_kv(nb_store *s, const char *sql, int64_t id, nb_kv **out, int *n, nb_err *err)
-{
+static int read_kv(nb_store *s, const char *sql, int64_t id, nb_kv **out, int *n, nb_err *err) {
     sqlite3_stmt *st = NULL;
     if (nb_store_prepare(s, sql, &st, "read a run", err)) return -1;
     sqlite3_bind_int64(st, 1, id);
@@ -149,8 +141,7 @@ oom:
     return nb_errf(err, "out of memory");
 }
 
-static int read_series(nb_store *s, nb_run_detail *d, nb_err *err)
-{
+static int read_series(nb_store *s, nb_run_detail *d, nb_err *err) {
     sqlite3_stmt *st = NULL;
     if (nb_store_prepare(s,
                          "SELECT name, step, wall, value, kind FROM metrics WHERE run = ? "
@@ -182,8 +173,8 @@ static int read_series(nb_store *s, nb_run_detail *d, nb_err *err)
         }
         cur->step[cur->n] = sqlite3_column_int64(st, 1);
         cur->wall[cur->n] = sqlite3_column_double(st, 2);
-        cur->value[cur->n] = nb_metric_from_kind(sqlite3_column_int(st, 4),
-                                                 sqlite3_column_double(st, 3));
+        cur->value[cur->n] =
+            nb_metric_from_kind(sqlite3_column_int(st, 4), sqlite3_column_double(st, 3));
         cur->n++;
     }
     sqlite3_finalize(st);
@@ -194,8 +185,7 @@ oom:
     return nb_errf(err, "out of memory");
 }
 
-int nb_run_get(nb_store *s, int64_t id, nb_run_detail **out, nb_err *err)
-{
+int nb_run_get(nb_store *s, int64_t id, nb_run_detail **out, nb_err *err) {
     *out = NULL;
     nb_run_detail *d = calloc(1, sizeof *d);
     if (!d) return nb_errf(err, "out of memory");
@@ -241,8 +231,7 @@ int nb_run_get(nb_store *s, int64_t id, nb_run_detail **out, nb_err *err)
     return 0;
 }
 
-void nb_run_detail_free(nb_run_detail *d)
-{
+void nb_run_detail_free(nb_run_detail *d) {
     if (!d) return;
     info_free(&d->info);
     free(d->config);
@@ -270,16 +259,14 @@ void nb_run_detail_free(nb_run_detail *d)
 /* ---- report ------------------------------------------------------------------------------- */
 
 /* Display order of the norms; names not listed sort after, alphabetically. */
-static int norm_rank(const char *norm)
-{
+static int norm_rank(const char *norm) {
     static const char *const order[] = {"none", "batch", "weight", "layer", "rms", "prms"};
     for (int i = 0; i < (int)(sizeof order / sizeof order[0]); i++)
         if (strcmp(norm, order[i]) == 0) return i;
     return 100;
 }
 
-static int group_cmp(const void *a, const void *b)
-{
+static int group_cmp(const void *a, const void *b) {
     const nb_report_group *x = a, *y = b;
     int c = strcmp(x->task, y->task);
     if (!c) c = strcmp(x->dataset, y->dataset);
@@ -296,25 +283,25 @@ typedef struct acc {
     int n, cap;
 } acc;
 
-static nb_stat stat_of(const double *v, int n)
-{
+static nb_stat stat_of(const double *v, int n) {
     nb_stat s = {n, NAN, NAN};
     if (n == 0) return s;
     double sum = 0;
-    for (int i = 0; i < n; i++) sum += v[i];
+    for (int i = 0; i < n; i++)
+        sum += v[i];
     s.mean = sum / n;
     if (n == 1) {
         s.std = 0;
         return s;
     }
     double ss = 0;
-    for (int i = 0; i < n; i++) ss += (v[i] - s.mean) * (v[i] - s.mean);
+    for (int i = 0; i < n; i++)
+        ss += (v[i] - s.mean) * (v[i] - s.mean);
     s.std = sqrt(ss / (n - 1));
     return s;
 }
 
-static int find_group(const nb_report *r, const char *task, const char *dataset, const char *norm)
-{
+static int find_group(const nb_report *r, const char *task, const char *dataset, const char *norm) {
     for (int i = 0; i < r->n; i++)
         if (strcmp(r->groups[i].task, task) == 0 && strcmp(r->groups[i].dataset, dataset) == 0 &&
             strcmp(r->groups[i].norm, norm) == 0)
@@ -322,13 +309,11 @@ static int find_group(const nb_report *r, const char *task, const char *dataset,
     return -1;
 }
 
-static int metric_name_cmp(const void *a, const void *b)
-{
+static int metric_name_cmp(const void *a, const void *b) {
     return strcmp(((const nb_report_metric *)a)->name, ((const nb_report_metric *)b)->name);
 }
 
-static void accs_free(acc *a, int n)
-{
+static void accs_free(acc *a, int n) {
     for (int i = 0; i < n; i++) {
         free(a[i].name);
         free(a[i].v);
@@ -336,8 +321,7 @@ static void accs_free(acc *a, int n)
     free(a);
 }
 
-int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err)
-{
+int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err) {
     *out = NULL;
     nb_report *r = calloc(1, sizeof *r);
     if (!r) return nb_errf(err, "out of memory");
@@ -374,12 +358,18 @@ int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err)
         const char *status = nb_effective_status((const char *)sqlite3_column_text(st, 3),
                                                  sqlite3_column_int64(st, 4),
                                                  (const char *)sqlite3_column_text(st, 5));
-        if (strcmp(status, "finished") == 0) gr->finished++;
-        else if (strcmp(status, "diverged") == 0) gr->diverged++;
-        else if (strcmp(status, "failed") == 0) gr->failed++;
-        else if (strcmp(status, "interrupted") == 0) gr->interrupted++;
-        else if (strcmp(status, "crashed") == 0) gr->crashed++;
-        else gr->running++;
+        if (strcmp(status, "finished") == 0)
+            gr->finished++;
+        else if (strcmp(status, "diverged") == 0)
+            gr->diverged++;
+        else if (strcmp(status, "failed") == 0)
+            gr->failed++;
+        else if (strcmp(status, "interrupted") == 0)
+            gr->interrupted++;
+        else if (strcmp(status, "crashed") == 0)
+            gr->crashed++;
+        else
+            gr->running++;
     }
     sqlite3_finalize(st);
     st = NULL;
@@ -390,16 +380,15 @@ int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err)
 
     /* 2. each finished run's final value (largest step) of every test_* metric and of
      * ms_per_step */
-    if (nb_store_prepare(
-            s,
-            "SELECT r.task, r.dataset, r.norm, f.name, f.value, f.kind FROM ("
-            "  SELECT run, name, value, kind, row_number() OVER ("
-            "    PARTITION BY run, name ORDER BY step DESC, rowid DESC) AS rn"
-            "  FROM metrics WHERE name GLOB 'test_*' OR name = 'ms_per_step') f "
-            "JOIN runs r ON r.id = f.run "
-            "WHERE f.rn = 1 AND r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
-            "ORDER BY f.run, f.name",
-            &st, what, err))
+    if (nb_store_prepare(s,
+                         "SELECT r.task, r.dataset, r.norm, f.name, f.value, f.kind FROM ("
+                         "  SELECT run, name, value, kind, row_number() OVER ("
+                         "    PARTITION BY run, name ORDER BY step DESC, rowid DESC) AS rn"
+                         "  FROM metrics WHERE name GLOB 'test_*' OR name = 'ms_per_step') f "
+                         "JOIN runs r ON r.id = f.run "
+                         "WHERE f.rn = 1 AND r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
+                         "ORDER BY f.run, f.name",
+                         &st, what, err))
         goto fail;
     if (task) sqlite3_bind_text(st, 1, task, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -479,23 +468,22 @@ fail:
     return -1;
 }
 
-void nb_report_free(nb_report *r)
-{
+void nb_report_free(nb_report *r) {
     if (!r) return;
     for (int i = 0; i < r->n; i++) {
         nb_report_group *g = &r->groups[i];
         free(g->task);
         free(g->dataset);
         free(g->norm);
-        for (int j = 0; j < g->nmetrics; j++) free(g->metrics[j].name);
+        for (int j = 0; j < g->nmetrics; j++)
+            free(g->metrics[j].name);
         free(g->metrics);
     }
     free(r->groups);
     free(r);
 }
 
-char *nb_speed_sentence(const nb_report_group *g, char *buf, size_t size)
-{
+char *nb_speed_sentence(const nb_report_group *g, char *buf, size_t size) {
     buf[0] = '\0';
     if (!g->has_speed) return buf;
     double r = g->speed, sd = g->speed_std;

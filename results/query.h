@@ -16,8 +16,8 @@ typedef struct nb_run_info {
     int64_t id;
     char *task, *dataset, *norm;
     int64_t seed;
-    char *status;  /* running|finished|failed|interrupted|diverged|crashed */
-    char *message; /* NULL when none */
+    char *status;    /* running|finished|failed|interrupted|diverged|crashed */
+    char *message;   /* NULL when none */
     double started;  /* seconds since the Unix epoch */
     double finished; /* NAN while running or crashed */
     double duration; /* seconds: finished - started; for a running run, until now; for a crashed
@@ -76,7 +76,7 @@ typedef struct nb_report_metric {
 
 typedef struct nb_report_group {
     char *task, *dataset, *norm;
-    int finished; /* runs averaged */
+    int finished;                                        /* runs averaged */
     int diverged, failed, interrupted, crashed, running; /* counted, never averaged */
     nb_report_metric *metrics; /* (nmetrics), each "test_*" metric's final values, by name */
     int nmetrics;

@@ -62,20 +62,17 @@ static const char *const migrations[] = {
     ") STRICT;",
 };
 
-int nb_store_schema_version(void)
-{
+int nb_store_schema_version(void) {
     return (int)(sizeof migrations / sizeof migrations[0]);
 }
 
-double nb_store_now(void)
-{
+double nb_store_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int nb_store_fail(const nb_store *s, int rc, const char *what, nb_err *err)
-{
+int nb_store_fail(const nb_store *s, int rc, const char *what, nb_err *err) {
     const char *msg = s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
     if (s->db && sqlite3_errcode(s->db) == SQLITE_OK) msg = sqlite3_errstr(rc);
     nb_errf(err, "cannot %s in results store '%s': %s", what, s->path, msg);
@@ -120,23 +117,20 @@ int nb_store_fail(const nb_store *s, int rc, const char *what, nb_err *err)
 }
 
 int nb_store_prepare(nb_store *s, const char *sql, sqlite3_stmt **st, const char *what,
-                     nb_err *err)
-{
+                     nb_err *err) {
     int rc = sqlite3_prepare_v2(s->db, sql, -1, st, NULL);
     if (rc != SQLITE_OK) return nb_store_fail(s, rc, what, err);
     return 0;
 }
 
-static int exec(nb_store *s, const char *sql, const char *what, nb_err *err)
-{
+static int exec(nb_store *s, const char *sql, const char *what, nb_err *err) {
     int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
     return rc == SQLITE_OK ? 0 : nb_store_fail(s, rc, what, err);
 }
 
 /* Runs a one-row pragma (or query) and copies the first column's text into out. */
 static int query_text(nb_store *s, const char *sql, char *out, size_t size, const char *what,
-                      nb_err *err)
-{
+                      nb_err *err) {
     sqlite3_stmt *st = NULL;
     if (nb_store_prepare(s, sql, &st, what, err)) return -1;
     int rc = sqlite3_step(st);
@@ -151,8 +145,7 @@ static int query_text(nb_store *s, const char *sql, char *out, size_t size, cons
     return 0;
 }
 
-static int query_int(nb_store *s, const char *sql, long long *out, const char *what, nb_err *err)
-{
+static int query_int(nb_store *s, const char *sql, long long *out, const char *what, nb_err *err) {
     char buf[64];
     if (query_text(s, sql, buf, sizeof buf, what, err)) return -1;
     *out = strtoll(buf, NULL, 10);
@@ -161,8 +154,7 @@ static int query_int(nb_store *s, const char *sql, long long *out, const char *w
 
 /* Sets a pragma and reads it back: SQLite ignores a misspelled or refused pragma silently. */
 static int pragma_set(nb_store *s, const char *set, const char *get, const char *expect,
-                      nb_err *err)
-{
+                      nb_err *err) {
     char got[64];
     if (exec(s, set, "configure the connection", err)) return -1;
     if (query_text(s, get, got, sizeof got, "configure the connection", err)) return -1;
@@ -175,13 +167,11 @@ static int pragma_set(nb_store *s, const char *set, const char *get, const char 
     return 0;
 }
 
-static void rollback(nb_store *s)
-{
+static void rollback(nb_store *s) {
     if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-static int migrate(nb_store *s, int readonly, nb_err *err)
-{
+static int migrate(nb_store *s, int readonly, nb_err *err) {
     const int latest = nb_store_schema_version();
     for (;;) {
         long long v = 0;
@@ -196,8 +186,10 @@ static int migrate(nb_store *s, int readonly, nb_err *err)
         }
         if (v == latest) return 0;
         if (readonly && sqlite3_db_readonly(s->db, "main") == 1) {
-            nb_errf(err, "results store '%s' has schema version %lld and needs migrating to %d, "
-                    "but it is read-only", s->path, v, latest);
+            nb_errf(err,
+                    "results store '%s' has schema version %lld and needs migrating to %d, "
+                    "but it is read-only",
+                    s->path, v, latest);
             return nb_hintf(err, "make the file and its directory writable");
         }
         /* One step per transaction, re-checked inside it: another process may have migrated. */
@@ -230,8 +222,7 @@ fail:
     return -1;
 }
 
-static int check_create_dir(const char *path, nb_err *err)
-{
+static int check_create_dir(const char *path, nb_err *err) {
     char *dup = strdup(path);
     if (!dup) return nb_errf(err, "out of memory");
     char *slash = strrchr(dup, '/');
@@ -257,8 +248,7 @@ static int check_create_dir(const char *path, nb_err *err)
     return ret;
 }
 
-int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err)
-{
+int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err) {
     *out = NULL;
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -312,8 +302,7 @@ fail:
     return -1;
 }
 
-void nb_store_close(nb_store *s)
-{
+void nb_store_close(nb_store *s) {
     if (!s) return;
     sqlite3_finalize(s->metric_ins);
     sqlite3_close(s->db);
@@ -321,24 +310,20 @@ void nb_store_close(nb_store *s)
     free(s);
 }
 
-void nb_store_set_busy_timeout(nb_store *s, int ms)
-{
+void nb_store_set_busy_timeout(nb_store *s, int ms) {
     sqlite3_busy_timeout(s->db, ms);
 }
 
-const char *nb_store_path(const nb_store *s)
-{
+const char *nb_store_path(const nb_store *s) {
     return s->path;
 }
 
-static int bind_text(sqlite3_stmt *st, int i, const char *v)
-{
+static int bind_text(sqlite3_stmt *st, int i, const char *v) {
     return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
 }
 
 /* Runs one prepared write statement inside BEGIN IMMEDIATE ... COMMIT; finalizes it. */
-static int write_one(nb_store *s, sqlite3_stmt *st, const char *what, nb_err *err)
-{
+static int write_one(nb_store *s, sqlite3_stmt *st, const char *what, nb_err *err) {
     int ret = -1;
     if (exec(s, "BEGIN IMMEDIATE", what, err)) goto out;
     int rc = sqlite3_step(st);
@@ -354,8 +339,7 @@ out:
     return ret;
 }
 
-int nb_run_create(nb_store *s, const nb_run_spec *spec, int64_t *run_id, nb_err *err)
-{
+int nb_run_create(nb_store *s, const nb_run_spec *spec, int64_t *run_id, nb_err *err) {
     if (!spec->task || !spec->dataset || !spec->norm)
         return nb_errf(err, "cannot create a run: task, dataset and norm are required");
     char host[256];
@@ -397,8 +381,7 @@ out:
 }
 
 static int put_kv(nb_store *s, const char *table, int64_t run, const char *key, const char *value,
-                  nb_err *err)
-{
+                  nb_err *err) {
     char sql[160];
     snprintf(sql, sizeof sql,
              "INSERT INTO %s (run, key, value) VALUES (?, ?, ?) "
@@ -414,35 +397,34 @@ static int put_kv(nb_store *s, const char *table, int64_t run, const char *key, 
     return write_one(s, st, what, err);
 }
 
-int nb_run_param(nb_store *s, int64_t run, const char *key, const char *value, nb_err *err)
-{
+int nb_run_param(nb_store *s, int64_t run, const char *key, const char *value, nb_err *err) {
     return put_kv(s, "params", run, key, value, err);
 }
 
-int nb_run_tag(nb_store *s, int64_t run, const char *key, const char *value, nb_err *err)
-{
+int nb_run_tag(nb_store *s, int64_t run, const char *key, const char *value, nb_err *err) {
     return put_kv(s, "tags", run, key, value, err);
 }
 
-int nb_metric_kind(double v)
-{
+int nb_metric_kind(double v) {
     if (isnan(v)) return NB_METRIC_NAN;
     if (isinf(v)) return v > 0 ? NB_METRIC_POS_INF : NB_METRIC_NEG_INF;
     return NB_METRIC_FINITE;
 }
 
-double nb_metric_from_kind(int kind, double value)
-{
+double nb_metric_from_kind(int kind, double value) {
     switch (kind) {
-    case NB_METRIC_NAN: return NAN;
-    case NB_METRIC_POS_INF: return INFINITY;
-    case NB_METRIC_NEG_INF: return -INFINITY;
-    default: return value;
+    case NB_METRIC_NAN:
+        return NAN;
+    case NB_METRIC_POS_INF:
+        return INFINITY;
+    case NB_METRIC_NEG_INF:
+        return -INFINITY;
+    default:
+        return value;
     }
 }
 
-int nb_metrics_add(nb_store *s, int64_t run, const nb_metric *m, int count, nb_err *err)
-{
+int nb_metrics_add(nb_store *s, int64_t run, const nb_metric *m, int count, nb_err *err) {
     const char *what = "record metrics";
     if (count <= 0) return 0;
     if (!s->metric_ins &&
@@ -484,8 +466,7 @@ fail:
     return -1;
 }
 
-int nb_run_finish(nb_store *s, int64_t run, const char *status, const char *message, nb_err *err)
-{
+int nb_run_finish(nb_store *s, int64_t run, const char *status, const char *message, nb_err *err) {
     static const char *const ok[] = {"finished", "failed", "interrupted", "diverged"};
     int valid = 0;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)

@@ -17,37 +17,33 @@
 
 static char tmpdir[256];
 
-static void path_in_tmp(char *out, size_t size, const char *name)
-{
+static void path_in_tmp(char *out, size_t size, const char *name) {
     snprintf(out, size, "%s/%s", tmpdir, name);
 }
 
-static int setup(void **state)
-{
+static int setup(void **state) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/nb-store-test.XXXXXX");
     if (!mkdtemp(tmpdir)) return -1;
     return 0;
 }
 
-static int teardown(void **state)
-{
+static int teardown(void **state) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "chmod -R u+w '%s'; rm -rf '%s'", tmpdir, tmpdir);
     return system(cmd) == 0 ? 0 : -1;
 }
 
-#define CHECK_OK(call)                                                                           \
-    do {                                                                                         \
-        nb_err_clear(&err);                                                                      \
-        if ((call) != 0) {                                                                       \
-            print_error("%s failed: %s (hint: %s)\n", #call, err.msg, err.hint);                 \
-            fail();                                                                              \
-        }                                                                                        \
+#define CHECK_OK(call)                                                                             \
+    do {                                                                                           \
+        nb_err_clear(&err);                                                                        \
+        if ((call) != 0) {                                                                         \
+            print_error("%s failed: %s (hint: %s)\n", #call, err.msg, err.hint);                   \
+            fail();                                                                                \
+        }                                                                                          \
     } while (0)
 
 static int64_t add_run(nb_store *s, const char *task, const char *dataset, const char *norm,
-                       int64_t seed)
-{
+                       int64_t seed) {
     nb_err err;
     int64_t id = 0;
     nb_run_spec spec = {task, dataset, norm, seed, "{\"lr\": 0.1}"};
@@ -55,15 +51,13 @@ static int64_t add_run(nb_store *s, const char *task, const char *dataset, const
     return id;
 }
 
-static void add_metric(nb_store *s, int64_t run, const char *name, int64_t step, double v)
-{
+static void add_metric(nb_store *s, int64_t run, const char *name, int64_t step, double v) {
     nb_err err;
     nb_metric m = {name, step, (double)step * 0.01, v};
     CHECK_OK(nb_metrics_add(s, run, &m, 1, &err));
 }
 
-static void finish(nb_store *s, int64_t run, const char *status)
-{
+static void finish(nb_store *s, int64_t run, const char *status) {
     nb_err err;
     CHECK_OK(nb_run_finish(s, run, status, NULL, &err));
 }
@@ -71,8 +65,7 @@ static void finish(nb_store *s, int64_t run, const char *status)
 /* A run of the given group that finished with these final values (an earlier, worse value at
  * step 100 checks that the final one is taken). */
 static void finished_run(nb_store *s, const char *norm, int64_t seed, double err_v, double nll,
-                         double ms)
-{
+                         double ms) {
     int64_t id = add_run(s, "mnist", "synthetic", norm, seed);
     add_metric(s, id, "test_error", 100, 0.9);
     add_metric(s, id, "test_error", 200, err_v);
@@ -83,8 +76,7 @@ static void finished_run(nb_store *s, const char *norm, int64_t seed, double err
 }
 
 /* Creates a run in a child process that then dies without finishing it. */
-static void crashed_run(const char *path, const char *norm)
-{
+static void crashed_run(const char *path, const char *norm) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -107,8 +99,7 @@ static void crashed_run(const char *path, const char *norm)
  *   rms:   3 finished (test_error .11 .13 .15, ms 8 9 10) + 1 interrupted + 1 crashed
  *   none:  1 finished (test_error .20, ms 5)
  * and order / a dataset name that needs CSV quoting: 1 finished layer run. */
-static void build_fixture(const char *path)
-{
+static void build_fixture(const char *path) {
     nb_err err;
     nb_store *s = NULL;
     CHECK_OK(nb_store_open(&s, path, 0, &err));
@@ -140,8 +131,7 @@ static void build_fixture(const char *path)
 
 /* ---- tests -------------------------------------------------------------------------------- */
 
-static void test_create_migrate_reopen(void **state)
-{
+static void test_create_migrate_reopen(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "a.db");
     nb_err err;
@@ -167,9 +157,9 @@ static void test_create_migrate_reopen(void **state)
     assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
     sqlite3_finalize(st);
     /* STRICT: a type slip is refused */
-    assert_int_not_equal(sqlite3_exec(db, "INSERT INTO metrics VALUES (1, 'x', 'abc', 0, 1, 0)",
-                                      NULL, NULL, NULL),
-                         SQLITE_OK);
+    assert_int_not_equal(
+        sqlite3_exec(db, "INSERT INTO metrics VALUES (1, 'x', 'abc', 0, 1, 0)", NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(db);
 
     /* reopen: nothing migrates again, the data is there */
@@ -194,8 +184,7 @@ static void test_create_migrate_reopen(void **state)
     nb_store_close(s);
 }
 
-static void test_missing_store(void **state)
-{
+static void test_missing_store(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "missing.db");
     nb_err err;
@@ -208,8 +197,7 @@ static void test_missing_store(void **state)
     assert_int_equal(access(path, F_OK), -1); /* a reader never creates it */
 }
 
-static void test_newer_version_refused(void **state)
-{
+static void test_newer_version_refused(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "new.db");
     nb_err err;
@@ -229,16 +217,17 @@ static void test_newer_version_refused(void **state)
     assert_int_equal(nb_store_open(&s, path, 1, &err), -1);
 }
 
-static void test_nan_inf_roundtrip(void **state)
-{
+static void test_nan_inf_roundtrip(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "nan.db");
     nb_err err;
     nb_store *s = NULL;
     CHECK_OK(nb_store_open(&s, path, 0, &err));
     int64_t id = add_run(s, "mnist", "synthetic", "none", 1);
-    nb_metric m[5] = {{"loss", 1, 0.1, 1.5},       {"loss", 2, 0.2, NAN},
-                      {"loss", 3, 0.3, INFINITY},  {"loss", 4, 0.4, -INFINITY},
+    nb_metric m[5] = {{"loss", 1, 0.1, 1.5},
+                      {"loss", 2, 0.2, NAN},
+                      {"loss", 3, 0.3, INFINITY},
+                      {"loss", 4, 0.4, -INFINITY},
                       {"loss", 5, 0.5, -0.0}};
     CHECK_OK(nb_metrics_add(s, id, m, 5, &err));
     nb_run_detail *d = NULL;
@@ -271,8 +260,7 @@ static void test_nan_inf_roundtrip(void **state)
     sqlite3_close(db);
 }
 
-static void test_statuses(void **state)
-{
+static void test_statuses(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "st.db");
     nb_err err;
@@ -303,8 +291,7 @@ static void test_statuses(void **state)
     nb_store_close(s);
 }
 
-static void test_crashed(void **state)
-{
+static void test_crashed(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "crash.db");
     nb_err err;
@@ -336,8 +323,7 @@ static void test_crashed(void **state)
     assert_string_equal(nb_effective_status("running", 1, "some-other-host.invalid"), "running");
 }
 
-static void test_two_processes(void **state)
-{
+static void test_two_processes(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "two.db");
     nb_err err;
@@ -398,8 +384,7 @@ static void test_two_processes(void **state)
     nb_store_close(s);
 }
 
-static void test_unwritable_directory(void **state)
-{
+static void test_unwritable_directory(void **state) {
     char dir[512], path[600];
     nb_err err;
     nb_store *s = NULL;
@@ -423,13 +408,13 @@ static void test_unwritable_directory(void **state)
     assert_non_null(strstr(err.msg, "does not exist"));
 }
 
-static void test_not_a_database(void **state)
-{
+static void test_not_a_database(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "notes.txt");
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    for (int i = 0; i < 100; i++) fputs("these are not the tables you are looking for\n", f);
+    for (int i = 0; i < 100; i++)
+        fputs("these are not the tables you are looking for\n", f);
     fclose(f);
     nb_err err;
     nb_store *s = NULL;
@@ -448,8 +433,7 @@ static void test_not_a_database(void **state)
     assert_non_null(strstr(err.msg, "not a normbench results store"));
 }
 
-static void test_locked_store(void **state)
-{
+static void test_locked_store(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "locked.db");
     nb_err err;
@@ -471,24 +455,21 @@ static void test_locked_store(void **state)
     nb_store_close(s);
 }
 
-static const nb_report_group *group(const nb_report *r, const char *norm)
-{
+static const nb_report_group *group(const nb_report *r, const char *norm) {
     for (int i = 0; i < r->n; i++)
         if (strcmp(r->groups[i].norm, norm) == 0) return &r->groups[i];
     fail_msg("no group for norm '%s'", norm);
     return NULL;
 }
 
-static const nb_stat *metric(const nb_report_group *g, const char *name)
-{
+static const nb_stat *metric(const nb_report_group *g, const char *name) {
     for (int i = 0; i < g->nmetrics; i++)
         if (strcmp(g->metrics[i].name, name) == 0) return &g->metrics[i].stat;
     fail_msg("no metric '%s' for norm '%s'", name, g->norm);
     return NULL;
 }
 
-static void test_report_aggregation(void **state)
-{
+static void test_report_aggregation(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "fixture.db");
     build_fixture(path);
@@ -557,8 +538,7 @@ static void test_report_aggregation(void **state)
                         "batch ran 2.00 ± 0.20× slower per step than layer");
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--fixture") == 0) {
         build_fixture(argv[2]);
         return 0;
