@@ -17,7 +17,10 @@
 typedef struct nb_store nb_store;
 
 /* Opens (creating and migrating if needed) the store at path. readonly opens without creating
- * (a missing file is an error that says so). */
+ * (a missing file is an error "no results store at 'PATH'" with a hint); it still sets WAL and
+ * migrates an older store when the file is writable. Refused with a clear message: a store
+ * newer than this binary, a file that is not a database, an SQLite database that is not a
+ * results store, an unwritable or missing directory (when creating). */
 int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err);
 /* Closes the store; s may be NULL. */
 void nb_store_close(nb_store *s);
