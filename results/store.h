@@ -17,9 +17,24 @@
 typedef struct nb_store nb_store;
 
 /* Opens (creating and migrating if needed) the store at path. readonly opens without creating
- * (a missing file is an error that says so). */
+ * (a missing file is an error "no results store at 'PATH'" with a hint); it still sets WAL and
+ * migrates an older store when the file is writable. Refused with a clear message: a store
+ * newer than this binary, a file that is not a database, an SQLite database that is not a
+ * results store, an unwritable or missing directory (when creating). */
 int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err);
+/* Closes the store; s may be NULL. */
 void nb_store_close(nb_store *s);
+
+/* The path the store was opened with (owned by the store). */
+const char *nb_store_path(const nb_store *s);
+
+/* Sets how long a write waits for another process's lock before failing with "database is
+ * locked" (default 10 s). */
+void nb_store_set_busy_timeout(nb_store *s, int ms);
+
+/* The schema version (PRAGMA user_version) this binary writes; a store with a higher one is
+ * refused by nb_store_open. */
+int nb_store_schema_version(void);
 
 typedef struct nb_run_spec {
     const char *task, *dataset, *norm;
@@ -41,6 +56,14 @@ typedef struct nb_metric {
     double wall;      /* seconds since the run started */
     double value;     /* any double, NaN and +-Inf included */
 } nb_metric;
+
+/* How a metric value is stored (metrics.kind): a NaN or infinite value has a NULL value column
+ * and its kind says which it was. */
+enum { NB_METRIC_FINITE = 0, NB_METRIC_NAN = 1, NB_METRIC_POS_INF = 2, NB_METRIC_NEG_INF = 3 };
+/* The kind of v. */
+int nb_metric_kind(double v);
+/* The value a stored (kind, value) pair stands for: NaN, +Inf, -Inf, or value. */
+double nb_metric_from_kind(int kind, double value);
 
 /* Appends count metrics in one transaction. */
 int nb_metrics_add(nb_store *s, int64_t run, const nb_metric *m, int count, nb_err *err);

@@ -1,0 +1,93 @@
+/* results/provenance.c — see results/provenance.h. */
+#include "results/provenance.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buildinfo.h"
+#include "util/json.h"
+
+/* OpenBLAS's own queries (cblas.h declares them too, but which cblas.h is found depends on the
+ * alternatives system; these four signatures are stable). */
+extern char *openblas_get_config(void);
+extern char *openblas_get_corename(void);
+extern int openblas_get_num_threads(void);
+extern int openblas_get_parallel(void);
+
+char *nb_hostname(char *buf, size_t size) {
+    if (gethostname(buf, size) != 0 || !buf[0]) snprintf(buf, size, "unknown");
+    buf[size - 1] = '\0';
+    return buf;
+}
+
+/* "model name : X" from /proc/cpuinfo (x86; "Model" or "cpu model" elsewhere), or "". */
+static void cpu_model(char *out, size_t size) {
+    out[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0 && strncmp(line, "Model", 5) != 0 &&
+            strncmp(line, "cpu model", 9) != 0)
+            continue;
+        const char *c = strchr(line, ':');
+        if (!c) continue;
+        c++;
+        while (*c == ' ' || *c == '\t')
+            c++;
+        snprintf(out, size, "%s", c);
+        out[strcspn(out, "\n")] = '\0';
+        break;
+    }
+    fclose(f);
+}
+
+static void key(nb_buf *b, const char *k, int first) {
+    nb_buf_puts(b, first ? "{" : ",");
+    nb_buf_json_str(b, k);
+    nb_buf_puts(b, ":");
+}
+
+char *nb_provenance_json(void) {
+    nb_buf b = {0};
+    const char *rev = NB_GIT_REV;
+    size_t rl = strlen(rev);
+    int dirty = rl >= 6 && strcmp(rev + rl - 6, "-dirty") == 0;
+    char host[256], cpu[256];
+    nb_hostname(host, sizeof host);
+    cpu_model(cpu, sizeof cpu);
+
+    key(&b, "git_rev", 1);
+    nb_buf_json_str(&b, rev);
+    key(&b, "git_dirty", 0);
+    nb_buf_puts(&b, dirty ? "true" : "false");
+    key(&b, "cc", 0);
+    nb_buf_json_str(&b, NB_CC_VERSION);
+    key(&b, "cflags", 0);
+    nb_buf_json_str(&b, NB_CFLAGS);
+    key(&b, "cpu_model", 0);
+    nb_buf_json_str(&b, cpu[0] ? cpu : NULL);
+    key(&b, "cores_online", 0);
+    nb_buf_printf(&b, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
+    key(&b, "omp_num_threads", 0);
+    nb_buf_json_str(&b, getenv("OMP_NUM_THREADS"));
+    key(&b, "omp_max_threads", 0);
+    nb_buf_printf(&b, "%d", omp_get_max_threads());
+    key(&b, "omp_wait_policy", 0);
+    nb_buf_json_str(&b, getenv("OMP_WAIT_POLICY"));
+    key(&b, "openblas_config", 0);
+    nb_buf_json_str(&b, openblas_get_config());
+    key(&b, "openblas_corename", 0);
+    nb_buf_json_str(&b, openblas_get_corename());
+    key(&b, "openblas_num_threads", 0);
+    nb_buf_printf(&b, "%d", openblas_get_num_threads());
+    key(&b, "openblas_parallel", 0);
+    nb_buf_printf(&b, "%d", openblas_get_parallel());
+    key(&b, "hostname", 0);
+    nb_buf_json_str(&b, host);
+    nb_buf_puts(&b, "}");
+    return nb_buf_take(&b);
+}

@@ -1,0 +1,20 @@
+/* results/provenance.h — where and how a run ran, recorded with every run.
+ *
+ * The JSON object has: git_rev, git_dirty (bool), cc, cflags (from the generated buildinfo.h),
+ * cpu_model (/proc/cpuinfo), cores_online, omp_num_threads (the environment variable, or null),
+ * omp_max_threads, omp_wait_policy (or null), openblas_config, openblas_corename,
+ * openblas_num_threads, openblas_parallel (0 sequential, 1 pthreads, 2 OpenMP), hostname. */
+#ifndef NB_RESULTS_PROVENANCE_H
+#define NB_RESULTS_PROVENANCE_H
+
+#include <stddef.h>
+
+/* Returns the provenance as a newly allocated JSON object (caller frees), or NULL when out of
+ * memory. Never fails otherwise: a value that cannot be found is null. */
+char *nb_provenance_json(void);
+
+/* Writes this machine's host name into buf (size bytes, NUL-terminated); "unknown" if it cannot
+ * be found. Returns buf. */
+char *nb_hostname(char *buf, size_t size);
+
+#endif

@@ -1,0 +1,498 @@
+/* results/query.c — reading the results store (results/query.h). */
+#include "results/query.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "results/provenance.h"
+#include "results/store_internal.h"
+
+const char *nb_effective_status(const char *status, int64_t pid, const char *host) {
+    if (!status || strcmp(status, "running") != 0 || !host || pid <= 0) return status;
+    char me[256];
+    nb_hostname(me, sizeof me);
+    if (strcmp(me, host) != 0) return status; /* cannot tell from here */
+    if (kill((pid_t)pid, 0) == -1 && errno == ESRCH) return "crashed";
+    return status;
+}
+
+static char *dup_col(sqlite3_stmt *st, int i) {
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? strdup((const char *)t) : NULL;
+}
+
+static double col_double_or_nan(sqlite3_stmt *st, int i) {
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+/* Grows *p (elements of size sz) to hold at least n + 1; returns -1 when out of memory. */
+static int grow(void **p, int *cap, int n, size_t sz) {
+    if (n < *cap) return 0;
+    int nc = *cap ? *cap * 2 : 16;
+    void *q = realloc(*p, (size_t)nc * sz);
+    if (!q) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+static void info_free(nb_run_info *r) {
+    free(r->task);
+    free(r->dataset);
+    free(r->norm);
+    free(r->status);
+    free(r->message);
+    free(r->host);
+}
+
+/* Columns: id, task, dataset, norm, seed, status, message, started, finished, pid, host,
+ * test_error value, test_error kind, last metric wall. */
+#define RUN_COLUMNS                                                                                \
+    "SELECT r.id, r.task, r.dataset, r.norm, r.seed, r.status, r.message, r.started, "             \
+    "r.finished, r.pid, r.host, te.value, te.kind, "                                               \
+    "(SELECT max(wall) FROM metrics WHERE run = r.id) "                                            \
+    "FROM runs r LEFT JOIN metrics te ON te.rowid = (SELECT rowid FROM metrics WHERE run = r.id "  \
+    "AND name = 'test_error' ORDER BY step DESC, rowid DESC LIMIT 1) "
+
+static int read_info(sqlite3_stmt *st, nb_run_info *r) {
+    memset(r, 0, sizeof *r);
+    r->id = sqlite3_column_int64(st, 0);
+    r->task = dup_col(st, 1);
+    r->dataset = dup_col(st, 2);
+    r->norm = dup_col(st, 3);
+    r->seed = sqlite3_column_int64(st, 4);
+    char *status = dup_col(st, 5);
+    r->message = dup_col(st, 6);
+    r->started = sqlite3_column_double(st, 7);
+    r->finished = col_double_or_nan(st, 8);
+    r->pid = sqlite3_column_int64(st, 9);
+    r->host = dup_col(st, 10);
+    r->has_test_error = sqlite3_column_type(st, 12) != SQLITE_NULL;
+    r->test_error = r->has_test_error ? nb_metric_from_kind(sqlite3_column_int(st, 12),
+                                                            sqlite3_column_double(st, 11))
+                                      : NAN;
+    const char *eff = nb_effective_status(status, r->pid, r->host);
+    r->status = eff == status ? status : strdup(eff);
+    if (eff != status) free(status);
+    if (!isnan(r->finished))
+        r->duration = r->finished - r->started;
+    else if (r->status && strcmp(r->status, "running") == 0)
+        r->duration = nb_store_now() - r->started;
+    else
+        r->duration = col_double_or_nan(st, 13);
+    if (!r->task || !r->dataset || !r->norm || !r->status || !r->host) return -1;
+    return 0;
+}
+
+int nb_runs_list(nb_store *s, nb_run_info **runs, int *n, nb_err *err) {
+    *runs = NULL;
+    *n = 0;
+    sqlite3_stmt *st = NULL;
+    if (nb_store_prepare(s, RUN_COLUMNS "ORDER BY r.id", &st, "list runs", err)) return -1;
+    nb_run_info *v = NULL;
+    int cnt = 0, cap = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (grow((void **)&v, &cap, cnt, sizeof *v)) goto oom;
+        if (read_info(st, &v[cnt++])) goto oom;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        nb_runs_free(v, cnt);
+        return nb_store_fail(s, rc, "list runs", err);
+    }
+    *runs = v;
+    *n = cnt;
+    return 0;
+oom:
+    sqlite3_finalize(st);
+    nb_runs_free(v, cnt);
+    return nb_errf(err, "out of memory");
+}
+
+void nb_runs_free(nb_run_info *runs, int n) {
+    for (int i = 0; i < n; i++)
+        info_free(&runs[i]);
+    free(runs);
+}
+
+/* ---- one run ------------------------------------------------------------------------------ */
+
+static int read_kv(nb_store *s, const char *sql, int64_t id, nb_kv **out, int *n, nb_err *err) {
+    sqlite3_stmt *st = NULL;
+    if (nb_store_prepare(s, sql, &st, "read a run", err)) return -1;
+    sqlite3_bind_int64(st, 1, id);
+    int cap = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (grow((void **)out, &cap, *n, sizeof **out)) goto oom;
+        nb_kv *kv = &(*out)[(*n)++];
+        kv->key = dup_col(st, 0);
+        kv->value = dup_col(st, 1);
+        if (!kv->key || !kv->value) goto oom;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return nb_store_fail(s, rc, "read a run", err);
+    return 0;
+oom:
+    sqlite3_finalize(st);
+    return nb_errf(err, "out of memory");
+}
+
+static int read_series(nb_store *s, nb_run_detail *d, nb_err *err) {
+    sqlite3_stmt *st = NULL;
+    if (nb_store_prepare(s,
+                         "SELECT name, step, wall, value, kind FROM metrics WHERE run = ? "
+                         "ORDER BY name, step, rowid",
+                         &st, "read a run's metrics", err))
+        return -1;
+    sqlite3_bind_int64(st, 1, d->info.id);
+    int scap = 0, pcap = 0, rc;
+    nb_series *cur = NULL;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (!cur || strcmp(cur->name, name) != 0) {
+            if (grow((void **)&d->series, &scap, d->nseries, sizeof *d->series)) goto oom;
+            cur = &d->series[d->nseries++];
+            memset(cur, 0, sizeof *cur);
+            pcap = 0;
+            if (!(cur->name = strdup(name))) goto oom;
+        }
+        if (cur->n >= pcap) {
+            int nc = pcap ? pcap * 2 : 16;
+            int64_t *a = realloc(cur->step, (size_t)nc * sizeof *a);
+            if (a) cur->step = a;
+            double *b = realloc(cur->wall, (size_t)nc * sizeof *b);
+            if (b) cur->wall = b;
+            double *c = realloc(cur->value, (size_t)nc * sizeof *c);
+            if (c) cur->value = c;
+            if (!a || !b || !c) goto oom;
+            pcap = nc;
+        }
+        cur->step[cur->n] = sqlite3_column_int64(st, 1);
+        cur->wall[cur->n] = sqlite3_column_double(st, 2);
+        cur->value[cur->n] =
+            nb_metric_from_kind(sqlite3_column_int(st, 4), sqlite3_column_double(st, 3));
+        cur->n++;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return nb_store_fail(s, rc, "read a run's metrics", err);
+    return 0;
+oom:
+    sqlite3_finalize(st);
+    return nb_errf(err, "out of memory");
+}
+
+int nb_run_get(nb_store *s, int64_t id, nb_run_detail **out, nb_err *err) {
+    *out = NULL;
+    nb_run_detail *d = calloc(1, sizeof *d);
+    if (!d) return nb_errf(err, "out of memory");
+    sqlite3_stmt *st = NULL;
+    if (nb_store_prepare(s,
+                         "SELECT * FROM (" RUN_COLUMNS "WHERE r.id = ?1), "
+                         "(SELECT config, provenance FROM runs WHERE id = ?1)",
+                         &st, "read a run", err)) {
+        free(d);
+        return -1;
+    }
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        sqlite3_finalize(st);
+        free(d);
+        nb_errf(err, "no run '%lld' in results store '%s'", (long long)id, s->path);
+        return nb_hintf(err, "'normbench runs' lists the runs it holds");
+    }
+    if (rc != SQLITE_ROW) {
+        nb_store_fail(s, rc, "read a run", err);
+        sqlite3_finalize(st);
+        free(d);
+        return -1;
+    }
+    int bad = read_info(st, &d->info);
+    d->config = dup_col(st, 14);
+    d->provenance = dup_col(st, 15);
+    sqlite3_finalize(st);
+    if (bad || !d->config || !d->provenance) {
+        nb_run_detail_free(d);
+        return nb_errf(err, "out of memory");
+    }
+    if (read_kv(s, "SELECT key, value FROM params WHERE run = ? ORDER BY key", id, &d->params,
+                &d->nparams, err) ||
+        read_kv(s, "SELECT key, value FROM tags WHERE run = ? ORDER BY key", id, &d->tags,
+                &d->ntags, err) ||
+        read_series(s, d, err)) {
+        nb_run_detail_free(d);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+void nb_run_detail_free(nb_run_detail *d) {
+    if (!d) return;
+    info_free(&d->info);
+    free(d->config);
+    free(d->provenance);
+    for (int i = 0; i < d->nparams; i++) {
+        free(d->params[i].key);
+        free(d->params[i].value);
+    }
+    free(d->params);
+    for (int i = 0; i < d->ntags; i++) {
+        free(d->tags[i].key);
+        free(d->tags[i].value);
+    }
+    free(d->tags);
+    for (int i = 0; i < d->nseries; i++) {
+        free(d->series[i].name);
+        free(d->series[i].step);
+        free(d->series[i].wall);
+        free(d->series[i].value);
+    }
+    free(d->series);
+    free(d);
+}
+
+/* ---- report ------------------------------------------------------------------------------- */
+
+/* Display order of the norms; names not listed sort after, alphabetically. */
+static int norm_rank(const char *norm) {
+    static const char *const order[] = {"none", "batch", "weight", "layer", "rms", "prms"};
+    for (int i = 0; i < (int)(sizeof order / sizeof order[0]); i++)
+        if (strcmp(norm, order[i]) == 0) return i;
+    return 100;
+}
+
+static int group_cmp(const void *a, const void *b) {
+    const nb_report_group *x = a, *y = b;
+    int c = strcmp(x->task, y->task);
+    if (!c) c = strcmp(x->dataset, y->dataset);
+    if (!c) c = norm_rank(x->norm) - norm_rank(y->norm);
+    if (!c) c = strcmp(x->norm, y->norm);
+    return c;
+}
+
+/* Values collected for one (group, metric) before the statistics. */
+typedef struct acc {
+    int group;
+    char *name; /* NULL for ms_per_step */
+    double *v;
+    int n, cap;
+} acc;
+
+static nb_stat stat_of(const double *v, int n) {
+    nb_stat s = {n, NAN, NAN};
+    if (n == 0) return s;
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += v[i];
+    s.mean = sum / n;
+    if (n == 1) {
+        s.std = 0;
+        return s;
+    }
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (v[i] - s.mean) * (v[i] - s.mean);
+    s.std = sqrt(ss / (n - 1));
+    return s;
+}
+
+static int find_group(const nb_report *r, const char *task, const char *dataset, const char *norm) {
+    for (int i = 0; i < r->n; i++)
+        if (strcmp(r->groups[i].task, task) == 0 && strcmp(r->groups[i].dataset, dataset) == 0 &&
+            strcmp(r->groups[i].norm, norm) == 0)
+            return i;
+    return -1;
+}
+
+static int metric_name_cmp(const void *a, const void *b) {
+    return strcmp(((const nb_report_metric *)a)->name, ((const nb_report_metric *)b)->name);
+}
+
+static void accs_free(acc *a, int n) {
+    for (int i = 0; i < n; i++) {
+        free(a[i].name);
+        free(a[i].v);
+    }
+    free(a);
+}
+
+int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err) {
+    *out = NULL;
+    nb_report *r = calloc(1, sizeof *r);
+    if (!r) return nb_errf(err, "out of memory");
+    sqlite3_stmt *st = NULL;
+    acc *accs = NULL;
+    int nacc = 0, acap = 0, gcap = 0, rc;
+    const char *what = "build the report";
+
+    /* 1. every run, for the groups and their status counts */
+    if (nb_store_prepare(s,
+                         "SELECT task, dataset, norm, status, pid, host FROM runs "
+                         "WHERE ?1 IS NULL OR task = ?1 ORDER BY task, dataset, norm, id",
+                         &st, what, err))
+        goto fail;
+    if (task) sqlite3_bind_text(st, 1, task, -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        const char *d = (const char *)sqlite3_column_text(st, 1);
+        const char *nm = (const char *)sqlite3_column_text(st, 2);
+        int g = r->n - 1; /* rows come grouped */
+        if (g < 0 || strcmp(r->groups[g].task, t) || strcmp(r->groups[g].dataset, d) ||
+            strcmp(r->groups[g].norm, nm)) {
+            if (grow((void **)&r->groups, &gcap, r->n, sizeof *r->groups)) goto oom;
+            nb_report_group *ng = &r->groups[r->n++];
+            memset(ng, 0, sizeof *ng);
+            ng->ms_per_step = stat_of(NULL, 0);
+            ng->task = strdup(t);
+            ng->dataset = strdup(d);
+            ng->norm = strdup(nm);
+            if (!ng->task || !ng->dataset || !ng->norm) goto oom;
+            g = r->n - 1;
+        }
+        nb_report_group *gr = &r->groups[g];
+        const char *status = nb_effective_status((const char *)sqlite3_column_text(st, 3),
+                                                 sqlite3_column_int64(st, 4),
+                                                 (const char *)sqlite3_column_text(st, 5));
+        if (strcmp(status, "finished") == 0)
+            gr->finished++;
+        else if (strcmp(status, "diverged") == 0)
+            gr->diverged++;
+        else if (strcmp(status, "failed") == 0)
+            gr->failed++;
+        else if (strcmp(status, "interrupted") == 0)
+            gr->interrupted++;
+        else if (strcmp(status, "crashed") == 0)
+            gr->crashed++;
+        else
+            gr->running++;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_DONE) {
+        nb_store_fail(s, rc, what, err);
+        goto fail;
+    }
+
+    /* 2. each finished run's final value (largest step) of every test_* metric and of
+     * ms_per_step */
+    if (nb_store_prepare(s,
+                         "SELECT r.task, r.dataset, r.norm, f.name, f.value, f.kind FROM ("
+                         "  SELECT run, name, value, kind, row_number() OVER ("
+                         "    PARTITION BY run, name ORDER BY step DESC, rowid DESC) AS rn"
+                         "  FROM metrics WHERE name GLOB 'test_*' OR name = 'ms_per_step') f "
+                         "JOIN runs r ON r.id = f.run "
+                         "WHERE f.rn = 1 AND r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
+                         "ORDER BY f.run, f.name",
+                         &st, what, err))
+        goto fail;
+    if (task) sqlite3_bind_text(st, 1, task, -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int g = find_group(r, (const char *)sqlite3_column_text(st, 0),
+                           (const char *)sqlite3_column_text(st, 1),
+                           (const char *)sqlite3_column_text(st, 2));
+        if (g < 0) continue; /* a run added between the two queries */
+        const char *name = (const char *)sqlite3_column_text(st, 3);
+        int is_ms = strcmp(name, "ms_per_step") == 0;
+        double v = nb_metric_from_kind(sqlite3_column_int(st, 5), sqlite3_column_double(st, 4));
+        int a = -1;
+        for (int i = 0; i < nacc && a < 0; i++)
+            if (accs[i].group == g &&
+                (is_ms ? !accs[i].name : accs[i].name && strcmp(accs[i].name, name) == 0))
+                a = i;
+        if (a < 0) {
+            if (grow((void **)&accs, &acap, nacc, sizeof *accs)) goto oom;
+            a = nacc++;
+            memset(&accs[a], 0, sizeof accs[a]);
+            accs[a].group = g;
+            if (!is_ms && !(accs[a].name = strdup(name))) goto oom;
+        }
+        if (grow((void **)&accs[a].v, &accs[a].cap, accs[a].n, sizeof(double))) goto oom;
+        accs[a].v[accs[a].n++] = v;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_DONE) {
+        nb_store_fail(s, rc, what, err);
+        goto fail;
+    }
+
+    /* 3. statistics */
+    for (int i = 0; i < nacc; i++) {
+        nb_report_group *g = &r->groups[accs[i].group];
+        nb_stat stt = stat_of(accs[i].v, accs[i].n);
+        if (!accs[i].name) {
+            g->ms_per_step = stt;
+            continue;
+        }
+        nb_report_metric *m = realloc(g->metrics, (size_t)(g->nmetrics + 1) * sizeof *m);
+        if (!m) goto oom;
+        g->metrics = m;
+        m[g->nmetrics].name = accs[i].name;
+        m[g->nmetrics].stat = stt;
+        g->nmetrics++;
+        accs[i].name = NULL;
+    }
+    for (int i = 0; i < r->n; i++)
+        if (r->groups[i].nmetrics > 1)
+            qsort(r->groups[i].metrics, (size_t)r->groups[i].nmetrics, sizeof(nb_report_metric),
+                  metric_name_cmp);
+
+    /* 4. speed relative to layer in the same task and dataset */
+    for (int i = 0; i < r->n; i++) {
+        nb_report_group *g = &r->groups[i];
+        if (strcmp(g->norm, "layer") == 0) continue;
+        int l = find_group(r, g->task, g->dataset, "layer");
+        if (l < 0) continue;
+        const nb_stat *ms = &g->ms_per_step, *ml = &r->groups[l].ms_per_step;
+        if (ms->n == 0 || ml->n == 0 || !(ms->mean > 0) || !(ml->mean > 0)) continue;
+        g->has_speed = 1;
+        g->speed = ml->mean / ms->mean;
+        double rl = ml->std / ml->mean, rx = ms->std / ms->mean;
+        g->speed_std = g->speed * sqrt(rl * rl + rx * rx);
+    }
+    qsort(r->groups, (size_t)r->n, sizeof *r->groups, group_cmp);
+    accs_free(accs, nacc);
+    *out = r;
+    return 0;
+oom:
+    nb_errf(err, "out of memory");
+fail:
+    sqlite3_finalize(st);
+    accs_free(accs, nacc);
+    nb_report_free(r);
+    return -1;
+}
+
+void nb_report_free(nb_report *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) {
+        nb_report_group *g = &r->groups[i];
+        free(g->task);
+        free(g->dataset);
+        free(g->norm);
+        for (int j = 0; j < g->nmetrics; j++)
+            free(g->metrics[j].name);
+        free(g->metrics);
+    }
+    free(r->groups);
+    free(r);
+}
+
+char *nb_speed_sentence(const nb_report_group *g, char *buf, size_t size) {
+    buf[0] = '\0';
+    if (!g->has_speed) return buf;
+    double r = g->speed, sd = g->speed_std;
+    const char *dir = "faster";
+    if (r < 1) {
+        sd = sd / r / r; /* same relative error on 1/r */
+        r = 1 / r;
+        dir = "slower";
+    }
+    snprintf(buf, size, "%s ran %.2f ± %.2f× %s per step than layer", g->norm, r, sd, dir);
+    return buf;
+}

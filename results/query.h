@@ -1,0 +1,104 @@
+/* results/query.h — reading the results store: the run list, one run in full, and the report
+ * aggregation behind `normbench report`.
+ *
+ * A run whose status is "running" but whose process no longer exists on this host is reported
+ * with status "crashed" (computed at read time; the store is not changed). All functions return
+ * 0 on success and -1 with err filled on failure; results are owned by the caller and freed with
+ * the matching *_free function. */
+#ifndef NB_RESULTS_QUERY_H
+#define NB_RESULTS_QUERY_H
+
+#include <stdint.h>
+
+#include "results/store.h"
+
+typedef struct nb_run_info {
+    int64_t id;
+    char *task, *dataset, *norm;
+    int64_t seed;
+    char *status;    /* running|finished|failed|interrupted|diverged|crashed */
+    char *message;   /* NULL when none */
+    double started;  /* seconds since the Unix epoch */
+    double finished; /* NAN while running or crashed */
+    double duration; /* seconds: finished - started; for a running run, until now; for a crashed
+                        one, the wall time of its last metric; NAN when unknown */
+    int64_t pid;
+    char *host;
+    int has_test_error; /* the run recorded "test_error" */
+    double test_error;  /* its value at the largest step (NaN/Inf restored) */
+} nb_run_info;
+
+/* All runs, by id. */
+int nb_runs_list(nb_store *s, nb_run_info **runs, int *n, nb_err *err);
+void nb_runs_free(nb_run_info *runs, int n);
+
+/* "crashed" if status is "running" and host is this host and no process pid exists; else
+ * status. Returns a static string or status itself. */
+const char *nb_effective_status(const char *status, int64_t pid, const char *host);
+
+typedef struct nb_kv {
+    char *key, *value;
+} nb_kv;
+
+typedef struct nb_series {
+    char *name;
+    int n;         /* points, by step */
+    int64_t *step; /* (n) */
+    double *wall;  /* (n) */
+    double *value; /* (n), NaN/Inf restored */
+} nb_series;
+
+typedef struct nb_run_detail {
+    nb_run_info info;
+    char *config, *provenance; /* JSON objects as stored */
+    nb_kv *params;             /* (nparams), by key */
+    int nparams;
+    nb_kv *tags; /* (ntags), by key */
+    int ntags;
+    nb_series *series; /* (nseries), by name; the last value is series[i].value[n - 1] */
+    int nseries;
+} nb_run_detail;
+
+/* One run in full. An unknown id is an error naming it. */
+int nb_run_get(nb_store *s, int64_t id, nb_run_detail **out, nb_err *err);
+void nb_run_detail_free(nb_run_detail *d);
+
+/* n values, their mean and sample standard deviation (0 when n == 1; NAN when n == 0). */
+typedef struct nb_stat {
+    int n;
+    double mean, std;
+} nb_stat;
+
+typedef struct nb_report_metric {
+    char *name; /* "test_error", "test_nll", ... */
+    nb_stat stat;
+} nb_report_metric;
+
+typedef struct nb_report_group {
+    char *task, *dataset, *norm;
+    int finished;                                        /* runs averaged */
+    int diverged, failed, interrupted, crashed, running; /* counted, never averaged */
+    nb_report_metric *metrics; /* (nmetrics), each "test_*" metric's final values, by name */
+    int nmetrics;
+    nb_stat ms_per_step; /* final "ms_per_step" of each finished run */
+    /* Speed relative to `layer` in the same task and dataset: mean_layer / mean_this, with its
+     * standard deviation by error propagation. has_speed is 0 for layer itself and when either
+     * side has no ms_per_step. */
+    int has_speed;
+    double speed, speed_std;
+} nb_report_group;
+
+typedef struct nb_report {
+    nb_report_group *groups; /* by task, dataset, then norm in the canonical order */
+    int n;
+} nb_report;
+
+/* Aggregates finished runs by (task, dataset, norm); task NULL means all tasks. */
+int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err);
+void nb_report_free(nb_report *r);
+
+/* The sentence "rms ran 1.21 ± 0.03× faster per step than layer" (or "slower", with the inverse
+ * ratio, when speed < 1) into buf; "" when the group has no speed. Returns buf. */
+char *nb_speed_sentence(const nb_report_group *g, char *buf, size_t size);
+
+#endif
