@@ -586,6 +586,15 @@ static void test_rng_below_shuffle(void **state) {
     for (int i = 0; i < N; i++)
         assert_int_equal(seen[i], 1);
     assert_true(moved > N / 2);
+    /* every permutation of 3 equally likely (catches the classic off-by-one Fisher-Yates) */
+    int perm[6] = {0};
+    for (int i = 0; i < 60000; i++) {
+        int p3[3] = {0, 1, 2};
+        nb_rng_shuffle(&r, p3, 3);
+        perm[p3[0] * 2 + (p3[1] > p3[2])]++;
+    }
+    for (int k = 0; k < 6; k++)
+        assert_in_range(perm[k], 9400, 10600); /* sd ~91 */
     /* same seed, same order */
     int b[N], c[N];
     for (int i = 0; i < N; i++)
