@@ -30,6 +30,7 @@ static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid
 static const char *const bias_choices[] = {"standard", "none", "kiros", NULL};
 static const char *const var_choices[] = {"biased", "unbiased", NULL};
 static const char *const kround_choices[] = {"ceil", "floor", NULL};
+static const char *const epson_choices[] = {"raw", "corrected", NULL};
 
 static volatile sig_atomic_t stop_requested = 0;
 
@@ -123,6 +124,7 @@ static char *config_json(const nb_train_cfg *cfg)
     kv_num(&j, "beta2", cfg->adam.beta2);
     kv_num(&j, "adam_eps", cfg->adam.eps);
     kv_str(&j, "adam_eps_placement", cfg->adam.eps_inside ? "inside-sqrt" : "outside-sqrt");
+    kv_str(&j, "adam_eps_on", cfg->adam.eps_corrected ? "corrected-v" : "raw-v");
     kv_str(&j, "adam_bias_correction", bias_choices[cfg->adam.bias]);
     kv_num(&j, "clip_global", cfg->clip);
     kv_num(&j, "seed", (double)cfg->seed);
@@ -145,7 +147,7 @@ int cmd_run(int argc, const char **argv)
     int norm = NB_NORM_LAYER, act = 0, bias = 0, bn_var = 1, kround = 0;
     int64_t seed = 1, steps = 0, epochs = 0;
     int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
-    int adam_eps_inside = 0, log_every = 0, eval_batch = 0;
+    int adam_eps_inside = 0, adam_eps_on = 0, log_every = 0, eval_batch = 0;
     double lr = 0, p = 0, eps = 0, clip = 0, beta1 = 0, beta2 = 0, adam_eps = 0;
     nb_opt opts[] = {
         {"norm", NB_OPT_CHOICE, &norm, "NAME", "normalization (default layer)", norm_choices},
@@ -170,6 +172,9 @@ int cmd_run(int argc, const char **argv)
         {"beta2", NB_OPT_DOUBLE, &beta2, "X", "Adam beta2 (0.999)", NULL, 1e-12, 0.99999999},
         {"adam-eps", NB_OPT_DOUBLE, &adam_eps, "X", "Adam epsilon (1e-8)", NULL, 1e-30, 1},
         {"adam-eps-inside", NB_OPT_FLAG, &adam_eps_inside, NULL, "Adam: m/sqrt(v+eps)"},
+        {"adam-eps-on", NB_OPT_CHOICE, &adam_eps_on, "V",
+         "Adam eps meets the raw v or the bias-corrected v (mnist: corrected, as PyTorch)",
+         epson_choices},
         {"adam-bias", NB_OPT_CHOICE, &bias, "B", "Adam bias correction (standard)", bias_choices},
         {"clip", NB_OPT_DOUBLE, &clip, "X", "clip the global gradient norm at X (off)", NULL,
          1e-12, 1e12},
@@ -226,6 +231,7 @@ int cmd_run(int argc, const char **argv)
     if (beta2 > 0) cfg.adam.beta2 = beta2;
     if (adam_eps > 0) cfg.adam.eps = adam_eps;
     if (adam_eps_inside) cfg.adam.eps_inside = 1;
+    if (nb_opt_seen(opts, "adam-eps-on")) cfg.adam.eps_corrected = adam_eps_on == 1;
     if (nb_opt_seen(opts, "adam-bias")) cfg.adam.bias = (nb_adam_bias)bias;
     if (clip > 0) cfg.clip = clip;
     if (log_every) cfg.log_every = log_every;

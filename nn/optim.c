@@ -25,25 +25,31 @@ typedef struct adam_k {
 
 /* lr_t and the constants, once per call; lr_t and 1-b in double before rounding to real. */
 static adam_k adam_consts(long t, const nb_adam_cfg *cfg) {
-    double lr_t = cfg->lr;
-    double td = (double)t;
+    double td = (double)t, c1 = 1, c2 = 1; /* bias-correction denominators of m and v */
     switch (cfg->bias) {
     case NB_ADAM_BIAS_STANDARD:
-        lr_t = cfg->lr * sqrt(1.0 - pow(cfg->beta2, td)) / (1.0 - pow(cfg->beta1, td));
+        c1 = 1.0 - pow(cfg->beta1, td);
+        c2 = 1.0 - pow(cfg->beta2, td);
         break;
     case NB_ADAM_BIAS_KIROS:
-        lr_t = cfg->lr * sqrt(1.0 - pow(0.001, td)) / (1.0 - pow(0.1, td));
+        c1 = 1.0 - pow(0.1, td);
+        c2 = 1.0 - pow(0.001, td);
         break;
     case NB_ADAM_BIAS_NONE:
     default:
         break;
     }
+    double lr_t = cfg->lr * sqrt(c2) / c1;
+    /* eps on the corrected v^ = v/c2, written on the raw v: sqrt(v^)+eps = (sqrt(v)+eps*sqrt(c2))
+     * /sqrt(c2) and v^+eps = (v+eps*c2)/c2; the 1/sqrt(c2) is already in lr_t. */
+    double eps = cfg->eps;
+    if (cfg->eps_corrected) eps *= cfg->eps_inside ? c2 : sqrt(c2);
     adam_k k;
     k.b1 = (real)cfg->beta1;
     k.omb1 = (real)(1.0 - cfg->beta1);
     k.b2 = (real)cfg->beta2;
     k.omb2 = (real)(1.0 - cfg->beta2);
-    k.eps = (real)cfg->eps;
+    k.eps = (real)eps;
     k.lr_t = (real)lr_t;
     k.eps_inside = cfg->eps_inside;
     return k;

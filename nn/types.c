@@ -80,6 +80,7 @@ void nb_adam_cfg_default(nb_adam_cfg *cfg)
     cfg->beta2 = 0.999;
     cfg->eps = 1e-8;
     cfg->eps_inside = 0;
+    cfg->eps_corrected = 0;
     cfg->bias = NB_ADAM_BIAS_STANDARD;
 }
 

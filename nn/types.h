@@ -66,10 +66,15 @@ typedef enum nb_adam_bias {
 typedef struct nb_adam_cfg {
     double lr, beta1, beta2, eps;
     int eps_inside;    /* 0: m/(sqrt(v)+eps) (Kingma & Ba); 1: m/sqrt(v+eps) (WN code) */
+    int eps_corrected; /* 0: eps meets the raw v (Kingma & Ba's "efficient" form with lr_t: the
+                          order-embedding and attentive-reader code); 1: eps meets the
+                          bias-corrected v^ = v/(1-b2^t), i.e. m^/(sqrt(v^)+eps) (PyTorch) or
+                          m^/sqrt(v^+eps) (WN code) */
     nb_adam_bias bias; /* bias correction variant */
 } nb_adam_cfg;
 
-/* lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8 outside, standard bias correction. */
+/* lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8 outside the sqrt on the raw v, standard bias
+ * correction. */
 void nb_adam_cfg_default(nb_adam_cfg *cfg);
 
 /* ---- flat parameter layout ---------------------------------------------------------------- */

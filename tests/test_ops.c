@@ -796,15 +796,18 @@ static void T(test_ref_adam)(void **state) {
     static const nb_adam_bias bk[] = {NB_ADAM_BIAS_STANDARD, NB_ADAM_BIAS_NONE, NB_ADAM_BIAS_KIROS};
     treal *grads = T(ref_copy)("adam_grads", (size_t)steps * NP);
     for (int bi = 0; bi < 3; bi++)
-        for (int inside = 0; inside < 2; inside++) {
+        for (int variant = 0; variant < 4; variant++) {
+            int inside = variant & 1, corrected = variant >> 1;
             nb_adam_cfg cfg = {.lr = cf[0],
                                .beta1 = cf[1],
                                .beta2 = cf[2],
                                .eps = cf[3],
                                .eps_inside = inside,
+                               .eps_corrected = corrected,
                                .bias = bk[bi]};
             char tag[64], nm[80];
-            snprintf(tag, sizeof tag, "adam_%s_%s", bn[bi], inside ? "inside" : "outside");
+            snprintf(tag, sizeof tag, "adam_%s_%s%s", bn[bi], inside ? "inside" : "outside",
+                     corrected ? "_corrected" : "");
             treal *p = T(ref_copy)("adam_p0", NP);
             treal m[NP] = {0}, v[NP] = {0};
             snprintf(nm, sizeof nm, "%s_p", tag);

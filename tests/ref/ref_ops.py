@@ -10,8 +10,9 @@ Cases
   xent_*     F.cross_entropy (mean) and its gradient; per-row losses (reduction='none');
              a second case with logits of +-1000
   adam_*     ADAM_T steps on fixed gradients for every variant
-             (bias standard/none/kiros x eps outside/inside); p after each step and the final
-             moments.
+             (bias standard/none/kiros x eps outside/inside x eps on raw v / on corrected v^);
+             p after each step and the final moments. With eps on v^ and outside the sqrt,
+             standard bias correction is exactly torch.optim.Adam.
 
 Adam conventions. normbench's contract (nn/optim.h) folds the bias correction into the step,
     p -= lr_t * m / (sqrt(v) + eps),   lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)
@@ -116,25 +117,41 @@ def lr_t(bias, t):
     return LR
 
 
-def adam_explicit(bias, inside):
+def corrections(bias, t):
+    if bias == "standard":
+        return 1 - B1 ** t, 1 - B2 ** t
+    if bias == "kiros":
+        return 1 - 0.1 ** t, 1 - 0.001 ** t
+    return 1.0, 1.0
+
+
+def adam_explicit(bias, inside, corrected):
     p, m, v = p0.clone(), torch.zeros(NP, dtype=D), torch.zeros(NP, dtype=D)
     traj = []
     for t in range(1, ADAM_T + 1):
         g = grads[t - 1]
         m = B1 * m + (1 - B1) * g
         v = B2 * v + (1 - B2) * g * g
-        den = torch.sqrt(v + EPS) if inside else torch.sqrt(v) + EPS
-        p = p - lr_t(bias, t) * m / den
+        if corrected:
+            # eps meets the bias-corrected moments, written as textbook Adam
+            c1, c2 = corrections(bias, t)
+            mh, vh = m / c1, v / c2
+            den = torch.sqrt(vh + EPS) if inside else torch.sqrt(vh) + EPS
+            p = p - LR * mh / den
+        else:
+            den = torch.sqrt(v + EPS) if inside else torch.sqrt(v) + EPS
+            p = p - lr_t(bias, t) * m / den
         traj.append(p.clone())
     return torch.stack(traj), m, v
 
 
-def adam_torch():
+def adam_torch(corrected):
     p = p0.clone().requires_grad_(True)
     opt = torch.optim.Adam([p], lr=LR, betas=(B1, B2), eps=EPS, foreach=False)
     traj = []
     for t in range(1, ADAM_T + 1):
-        opt.param_groups[0]["eps"] = EPS / math.sqrt(1 - B2 ** t)  # see the docstring
+        if not corrected:
+            opt.param_groups[0]["eps"] = EPS / math.sqrt(1 - B2 ** t)  # see the docstring
         p.grad = grads[t - 1].clone()
         opt.step()
         traj.append(p.detach().clone())
@@ -144,16 +161,19 @@ def adam_torch():
 
 for bias in ("standard", "none", "kiros"):
     for inside in (0, 1):
-        if bias == "standard" and not inside:
-            traj, m, v = adam_torch()
-            e_traj, _, _ = adam_explicit(bias, inside)
-            assert torch.allclose(traj, e_traj, rtol=1e-13, atol=1e-15), "torch vs explicit"
-        else:
-            traj, m, v = adam_explicit(bias, inside)
-        tag = "adam_%s_%s" % (bias, "inside" if inside else "outside")
-        put(tag + "_p", traj)
-        put(tag + "_m", m)
-        put(tag + "_v", v)
+        for corrected in (0, 1):
+            if bias == "standard" and not inside:
+                # the real torch.optim.Adam: as is for eps on v^, with eps rescaled for raw v
+                traj, m, v = adam_torch(corrected)
+                e_traj, _, _ = adam_explicit(bias, inside, corrected)
+                assert torch.allclose(traj, e_traj, rtol=1e-13, atol=1e-15), "torch vs explicit"
+            else:
+                traj, m, v = adam_explicit(bias, inside, corrected)
+            tag = "adam_%s_%s%s" % (bias, "inside" if inside else "outside",
+                                    "_corrected" if corrected else "")
+            put(tag + "_p", traj)
+            put(tag + "_m", m)
+            put(tag + "_v", v)
 
 path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.bin")
 refio.write(path, out)
