@@ -80,8 +80,11 @@ static int src_open(idx_src *s, const char *path, nb_err *err) {
         struct archive_entry *entry;
         if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK ||
             archive_read_next_header(a, &entry) != ARCHIVE_OK) {
-            nb_errf(err, "cannot decompress '%s': %s", path,
-                    archive_error_string(a) ? archive_error_string(a) : "not a gzip stream");
+            /* the raw format finds nothing in an empty or undecodable stream */
+            const char *why = archive_error_string(a);
+            if (!why || strstr(why, "Unrecognized archive format"))
+                why = "the gzip stream is empty or damaged";
+            nb_errf(err, "cannot decompress '%s': %s", path, why);
             nb_hintf(err, IDX_HINT);
             archive_read_free(a);
             return -1;
@@ -142,10 +145,11 @@ int nb_idx_read(const char *path, int expect_ndims, nb_idx *out, nb_err *err) {
         goto done;
     }
     if (hdr[3] != expect_ndims) {
-        nb_errf(err, "'%s' has %d dimensions (magic 0x%08x), expected %d (magic 0x%08x)%s", path,
-                hdr[3], (unsigned)magic, expect_ndims, (unsigned)want,
-                expect_ndims == 3   ? " for images"
-                : expect_ndims == 1 ? " for labels"
+        nb_errf(err, "'%s' has magic 0x%08x (%d dimension%s), expected 0x%08x (%d dimension%s%s)",
+                path, (unsigned)magic, hdr[3], hdr[3] == 1 ? "" : "s", (unsigned)want, expect_ndims,
+                expect_ndims == 1 ? "" : "s",
+                expect_ndims == 3   ? ": images"
+                : expect_ndims == 1 ? ": labels"
                                     : "");
         nb_hintf(err, "check that the images and labels files are not swapped; otherwise %s",
                  IDX_HINT);
