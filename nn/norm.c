@@ -51,8 +51,7 @@
 #if defined(__AVX512F__) || defined(__AVX__)
 #define HAVE_NT 1
 /* dst[0..n) = src[0..n) with streaming stores on the aligned middle part. */
-static inline void nt_copy(real *dst, const real *src, int n)
-{
+static inline void nt_copy(real *dst, const real *src, int n) {
     int i = 0;
 #if defined(__AVX512F__)
     const int L = 64 / (int)sizeof(real);
@@ -77,44 +76,36 @@ static inline void nt_copy(real *dst, const real *src, int n)
     for (; i < n; i++)
         dst[i] = src[i];
 }
-static inline void nt_fence(void)
-{
+static inline void nt_fence(void) {
     _mm_sfence();
 }
 #else
 #define HAVE_NT 0
-static inline void nt_copy(real *dst, const real *src, int n)
-{
+static inline void nt_copy(real *dst, const real *src, int n) {
     memcpy(dst, src, (size_t)n * sizeof(real));
 }
-static inline void nt_fence(void)
-{
-}
+static inline void nt_fence(void) {}
 #endif
 
 /* Whether a forward writing B*C values streams them. */
-static inline int use_nt(int B, int C)
-{
+static inline int use_nt(int B, int C) {
     return HAVE_NT && (size_t)B * (size_t)C * sizeof(real) >= NT_MIN_BYTES;
 }
 
 /* r from m (variance or mean square), with eps inside or outside the sqrt. */
-static inline double rstd_of(double m, const nb_norm_cfg *cfg)
-{
+static inline double rstd_of(double m, const nb_norm_cfg *cfg) {
     return cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps);
 }
 
 /* 2/cnt * dr/dm: the coefficient of (x_i - mu) * sum_j dghat_j (x_j - mu) in dx_i (LN, BN)
  * or of x_i * sum_j dghat_j x_j (RMS), for r computed from m = sumsq/cnt. */
-static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg)
-{
+static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg) {
     if (!cfg->eps_outside) return -r * r * r / cnt;
     double s = sqrt(m);
     return s > 0 ? -r * r / (s * cnt) : 0.0;
 }
 
-static inline int par_ok(int B, int C)
-{
+static inline int par_ok(int B, int C) {
     return (size_t)B * (size_t)C >= PAR_MIN;
 }
 
@@ -124,8 +115,7 @@ typedef struct partials {
     int T;       /* threads the parallel region may use */
 } partials;
 
-static void partials_init(partials *p, int want, int par, int C)
-{
+static void partials_init(partials *p, int want, int par, int C) {
     p->buf = NULL;
     p->T = par ? omp_get_max_threads() : 1;
     if (!want) return;
@@ -135,8 +125,7 @@ static void partials_init(partials *p, int want, int par, int C)
 
 /* Inside a parallel region after each thread filled its partials: dg/db += the thread-ordered
  * sums. Contains a barrier and a worksharing loop, so every thread of the team must call it. */
-static void partials_reduce(const partials *p, real *dg, real *db, int C, int nt)
-{
+static void partials_reduce(const partials *p, real *dg, real *db, int C, int nt) {
 #pragma omp barrier
 #pragma omp for schedule(static)
     for (int c = 0; c < C; c++) {
@@ -153,36 +142,32 @@ static void partials_reduce(const partials *p, real *dg, real *db, int C, int nt
 /* Reductions over n values with four independent vector accumulators (one per quarter of the
  * span): one accumulator chains every add through the adder's latency, which caps a
  * memory-speed row pass at about half of what the memory system delivers here. */
-#define QUARTER_REDUCE(EXPR)                                                                   \
-    real s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                     \
-    const int q = n / 4;                                                                     \
-    _Pragma("omp simd reduction(+ : s0, s1, s2, s3)") for (int i = 0; i < q; i++)            \
-    {                                                                                        \
-        s0 += EXPR(i);                                                                       \
-        s1 += EXPR(i + q);                                                                   \
-        s2 += EXPR(i + 2 * q);                                                               \
-        s3 += EXPR(i + 3 * q);                                                               \
-    }                                                                                        \
-    for (int i = 4 * q; i < n; i++)                                                          \
-        s0 += EXPR(i);                                                                       \
+#define QUARTER_REDUCE(EXPR)                                                                       \
+    real s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                           \
+    const int q = n / 4;                                                                           \
+    _Pragma("omp simd reduction(+ : s0, s1, s2, s3)") for (int i = 0; i < q; i++) {                \
+        s0 += EXPR(i);                                                                             \
+        s1 += EXPR(i + q);                                                                         \
+        s2 += EXPR(i + 2 * q);                                                                     \
+        s3 += EXPR(i + 3 * q);                                                                     \
+    }                                                                                              \
+    for (int i = 4 * q; i < n; i++)                                                                \
+        s0 += EXPR(i);                                                                             \
     return (s0 + s1) + (s2 + s3)
 
-static inline real red_sum(const real *x, int n)
-{
+static inline real red_sum(const real *x, int n) {
 #define E_SUM(i) x[i]
     QUARTER_REDUCE(E_SUM);
 #undef E_SUM
 }
 
-static inline real red_sumsq(const real *x, int n)
-{
+static inline real red_sumsq(const real *x, int n) {
 #define E_SQ(i) (x[i] * x[i])
     QUARTER_REDUCE(E_SQ);
 #undef E_SQ
 }
 
-static inline real red_sumsqdev(const real *x, real mu, int n)
-{
+static inline real red_sumsqdev(const real *x, real mu, int n) {
 #define E_DEV(i) ((x[i] - mu) * (x[i] - mu))
     QUARTER_REDUCE(E_DEV);
 #undef E_DEV
@@ -190,8 +175,7 @@ static inline real red_sumsqdev(const real *x, real mu, int n)
 
 /* y[i] = g[i] ((x[i] - mu) r) + b[i] over n values (b may be NULL). */
 static inline void affine_span(real *y, const real *x, const real *g, const real *b, real mu,
-                               real r, int n)
-{
+                               real r, int n) {
     if (b) {
 #pragma omp simd
         for (int i = 0; i < n; i++)
@@ -208,8 +192,7 @@ static inline void affine_span(real *y, const real *x, const real *g, const real
  * waits on memory while nothing is written, and streaming forward reached ~0.7 of a streaming
  * copy instead of ~0.9. */
 static inline void affine_row(real *out, const real *x, const real *g, const real *b, real mu,
-                              real r, int C, int nt, const real *next)
-{
+                              real r, int C, int nt, const real *next) {
     if (!nt) {
         affine_span(out, x, g, b, mu, r, C);
         return;
@@ -230,8 +213,7 @@ static inline void affine_row(real *out, const real *x, const real *g, const rea
 
 static inline void ln_fwd_row(real *out, real *mean, real *rstd, const real *x, const real *g,
                               const real *b, int C, const nb_norm_cfg *cfg, int nt,
-                              const real *next)
-{
+                              const real *next) {
     const real mu = (real)((double)red_sum(x, C) / C);
     const real v = red_sumsqdev(x, mu, C);
     const real r = (real)rstd_of((double)v / C, cfg);
@@ -241,8 +223,7 @@ static inline void ln_fwd_row(real *out, real *mean, real *rstd, const real *x, 
 }
 
 void FN(nb_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp, const real *g,
-                              const real *b, int B, int C, const nb_norm_cfg *cfg)
-{
+                              const real *b, int B, int C, const nb_norm_cfg *cfg) {
     const int nt = use_nt(B, C);
 #pragma omp parallel if (par_ok(B, C))
     {
@@ -259,8 +240,7 @@ void FN(nb_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp
 /* dx_i += r (dg_i - mean(dg)) + (x_i - mu) coef sum_j dg_j (x_j - mu), dg = g*dy;
  * pg += dy * xhat, pb += dy (when not NULL). */
 static inline void ln_bwd_row(real *dx, double *pg, double *pb, const real *dy, const real *x,
-                              const real *g, real mu, real r, int C, const nb_norm_cfg *cfg)
-{
+                              const real *g, real mu, real r, int C, const nb_norm_cfg *cfg) {
     real sg = 0, sgx = 0, sxx = 0;
     if (cfg->eps_outside) {
 #pragma omp simd reduction(+ : sg, sgx, sxx)
@@ -297,8 +277,7 @@ static inline void ln_bwd_row(real *dx, double *pg, double *pb, const real *dy, 
 
 void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
                                const real *g, const real *mean, const real *rstd, int B, int C,
-                               const nb_norm_cfg *cfg)
-{
+                               const nb_norm_cfg *cfg) {
     partials p;
     int par = par_ok(B, C);
     partials_init(&p, dg || db, par, C);
@@ -309,8 +288,8 @@ void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout,
         double *pg = p.buf ? p.buf + (size_t)t * 2 * C : NULL;
         for (int row = r0; row < r1; row++) {
             size_t o = (size_t)row * C;
-            ln_bwd_row(dinp + o, pg, pg ? pg + C : NULL, dout + o, inp + o, g, mean[row],
-                       rstd[row], C, cfg);
+            ln_bwd_row(dinp + o, pg, pg ? pg + C : NULL, dout + o, inp + o, g, mean[row], rstd[row],
+                       C, cfg);
         }
         if (p.buf) partials_reduce(&p, dg, db, C, nt);
     }
@@ -332,8 +311,7 @@ void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout,
 /* ---- RMSNorm / pRMSNorm --------------------------------------------------------------------- */
 
 static inline void rms_fwd_row(real *out, real *rstd, const real *x, const real *g, const real *b,
-                               int C, int k, const nb_norm_cfg *cfg, int nt, const real *next)
-{
+                               int C, int k, const nb_norm_cfg *cfg, int nt, const real *next) {
     const real s = red_sumsq(x, k);
     const real r = (real)rstd_of((double)s / k, cfg);
     *rstd = r;
@@ -341,14 +319,12 @@ static inline void rms_fwd_row(real *out, real *rstd, const real *x, const real 
 }
 
 /* k outside [1, C] is clamped, as nb_prms_k() would. */
-static inline int clamp_k(int k, int C)
-{
+static inline int clamp_k(int k, int C) {
     return k < 1 ? 1 : (k > C ? C : k);
 }
 
 void FN(nb_rmsnorm_forward)(real *out, real *rstd, const real *inp, const real *g, const real *b,
-                            int B, int C, int k, const nb_norm_cfg *cfg)
-{
+                            int B, int C, int k, const nb_norm_cfg *cfg) {
     const int nt = use_nt(B, C);
     k = clamp_k(k, C);
 #pragma omp parallel if (par_ok(B, C))
@@ -365,8 +341,7 @@ void FN(nb_rmsnorm_forward)(real *out, real *rstd, const real *inp, const real *
 
 /* dx_i += r dg_i + [i<k] x_i coef sum_{all j} dg_j x_j, dg = g*dy; pg += dy x r, pb += dy. */
 static inline void rms_bwd_row(real *dx, double *pg, double *pb, const real *dy, const real *x,
-                               const real *g, real r, int C, int k, const nb_norm_cfg *cfg)
-{
+                               const real *g, real r, int C, int k, const nb_norm_cfg *cfg) {
     real sgx = 0, sxx = 0;
 #pragma omp simd reduction(+ : sgx)
     for (int i = 0; i < C; i++)
@@ -397,8 +372,7 @@ static inline void rms_bwd_row(real *dx, double *pg, double *pb, const real *dy,
 
 void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
                              const real *g, const real *rstd, int B, int C, int k,
-                             const nb_norm_cfg *cfg)
-{
+                             const nb_norm_cfg *cfg) {
     partials p;
     int par = par_ok(B, C);
     k = clamp_k(k, C);
@@ -433,15 +407,13 @@ void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, c
 /* ---- BatchNorm ------------------------------------------------------------------------------ */
 
 /* Number of BN_CB-column blocks covering C. */
-static inline int bn_blocks(int C)
-{
+static inline int bn_blocks(int C) {
     return (C + BN_CB - 1) / BN_CB;
 }
 
 void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_mean,
                               real *running_var, const real *inp, const real *g, const real *b,
-                              int B, int C, int training, const nb_norm_cfg *cfg)
-{
+                              int B, int C, int training, const nb_norm_cfg *cfg) {
     const int nblk = bn_blocks(C);
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int blk = 0; blk < nblk; blk++) {
@@ -504,8 +476,7 @@ void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_m
 
 void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
                                const real *g, const real *mean, const real *rstd, int B, int C,
-                               int training, const nb_norm_cfg *cfg)
-{
+                               int training, const nb_norm_cfg *cfg) {
     const int nblk = bn_blocks(C);
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int blk = 0; blk < nblk; blk++) {
@@ -560,8 +531,7 @@ void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout,
 
 /* ---- WeightNorm ----------------------------------------------------------------------------- */
 
-void FN(nb_weightnorm_forward)(real *w, real *vnorm, const real *v, const real *g, int OC, int C)
-{
+void FN(nb_weightnorm_forward)(real *w, real *vnorm, const real *v, const real *g, int OC, int C) {
 #pragma omp parallel for schedule(static) if (par_ok(OC, C))
     for (int o = 0; o < OC; o++) {
         const real *vo = v + (size_t)o * C;
@@ -581,8 +551,7 @@ void FN(nb_weightnorm_forward)(real *w, real *vnorm, const real *v, const real *
 }
 
 void FN(nb_weightnorm_backward)(real *dv, real *dg, const real *dw, const real *v, const real *g,
-                                const real *vnorm, int OC, int C)
-{
+                                const real *vnorm, int OC, int C) {
 #pragma omp parallel for schedule(static) if (par_ok(OC, C))
     for (int o = 0; o < OC; o++) {
         const real *vo = v + (size_t)o * C, *dwo = dw + (size_t)o * C;
