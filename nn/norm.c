@@ -1,0 +1,573 @@
+#include "real.h"
+/* nn/norm.c — LayerNorm, RMSNorm/pRMSNorm, BatchNorm and WeightNorm, forward and backward
+ * (generic: compiled as float and, with -DNB_F64, as double; see nn/nn.h). Contracts in
+ * nn/norm.h; formulas in NUMERICS.md.
+ *
+ * Dimension letters: B rows, C values per row (features), OC output units (WeightNorm).
+ *
+ * Numerics. Row statistics are two-pass (mean, then the sum of squared deviations; the row is
+ * in L1 for the second pass) with explicitly vectorized reductions (omp simd reduction: gcc
+ * does not vectorize a float reduction without it and -ffast-math is not used). The per-row
+ * scalars (r, the backward coefficients) are computed in double. BatchNorm's per-column
+ * statistics and every gain/bias gradient summed over rows are accumulated in double.
+ *
+ * Epsilon placement (cfg->eps_outside): r = 1/sqrt(m + eps) or r = 1/(sqrt(m) + eps), where m
+ * is the variance (LN, BN) or the mean square (RMS). Backward uses dr/dm = -r^3/2 or
+ * -r^2/(2 sqrt(m)) respectively; for the outside form backward recomputes m (one extra sum in
+ * a pass it makes anyway) rather than recovering sqrt(m) = 1/r - eps, which cancels badly
+ * when sqrt(m) is near eps. At m == 0 the term it multiplies is exactly zero, so it is 0.
+ *
+ * Threads. Row-wise kernels split rows over threads (static schedule); gain/bias gradients go
+ * through per-thread double partials summed in thread order, so results are deterministic for
+ * a fixed thread count. BatchNorm works on blocks of columns, each owned by one thread, and
+ * is deterministic for any thread count. Small problems stay serial.
+ */
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX512F__) || defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+/* Below this many elements a kernel runs on one thread (fork/join would cost more). */
+#define PAR_MIN 32768
+/* BatchNorm's column block: the per-column double accumulators of one block live on the stack
+ * and one row's slice of a block is 256 (float) or 512 (double) contiguous bytes. */
+#define BN_CB 64
+/* WeightNorm's floor for ||v||: a zero row gives w = 0 rather than 0/0. */
+#define WN_FLOOR 1e-12
+
+/* Outputs of at least this many bytes are written with non-temporal (streaming) stores where
+ * the target has them: an array this large leaves the cache before it is read again, and
+ * streaming skips the read-for-ownership of every output line (about a third of the memory
+ * traffic of a normalization). Smaller outputs stay in cache for the next layer. */
+#define NT_MIN_BYTES (64u << 20)
+/* Streaming forward computes this many values into an L1 buffer, then streams them out. */
+#define NT_CHUNK 256
+
+#if defined(__AVX512F__) || defined(__AVX__)
+#define HAVE_NT 1
+/* dst[0..n) = src[0..n) with streaming stores on the aligned middle part. */
+static inline void nt_copy(real *dst, const real *src, int n) {
+    int i = 0;
+#if defined(__AVX512F__)
+    const int L = 64 / (int)sizeof(real);
+    const uintptr_t A = 63;
+#else
+    const int L = 32 / (int)sizeof(real);
+    const uintptr_t A = 31;
+#endif
+    for (; i < n && ((uintptr_t)(dst + i) & A); i++)
+        dst[i] = src[i];
+    for (; i + L <= n; i += L) {
+#if defined(__AVX512F__) && defined(NB_F64)
+        _mm512_stream_pd(dst + i, _mm512_loadu_pd(src + i));
+#elif defined(__AVX512F__)
+        _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+#elif defined(NB_F64)
+        _mm256_stream_pd(dst + i, _mm256_loadu_pd(src + i));
+#else
+        _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+#endif
+    }
+    for (; i < n; i++)
+        dst[i] = src[i];
+}
+static inline void nt_fence(void) {
+    _mm_sfence();
+}
+#else
+#define HAVE_NT 0
+static inline void nt_copy(real *dst, const real *src, int n) {
+    memcpy(dst, src, (size_t)n * sizeof(real));
+}
+static inline void nt_fence(void) {}
+#endif
+
+/* Whether a forward writing B*C values streams them. */
+static inline int use_nt(int B, int C) {
+    return HAVE_NT && (size_t)B * (size_t)C * sizeof(real) >= NT_MIN_BYTES;
+}
+
+/* r from m (variance or mean square), with eps inside or outside the sqrt. */
+static inline double rstd_of(double m, const nb_norm_cfg *cfg) {
+    return cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps);
+}
+
+/* 2/cnt * dr/dm: the coefficient of (x_i - mu) * sum_j dghat_j (x_j - mu) in dx_i (LN, BN)
+ * or of x_i * sum_j dghat_j x_j (RMS), for r computed from m = sumsq/cnt. */
+static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg) {
+    if (!cfg->eps_outside) return -r * r * r / cnt;
+    double s = sqrt(m);
+    return s > 0 ? -r * r / (s * cnt) : 0.0;
+}
+
+static inline int par_ok(int B, int C) {
+    return (size_t)B * (size_t)C >= PAR_MIN;
+}
+
+/* Per-thread double partials of dg and db for the row-parallel backward kernels. */
+typedef struct partials {
+    double *buf; /* (T, 2, C): dg partial then db partial per thread; NULL when not wanted */
+    int T;       /* threads the parallel region may use */
+} partials;
+
+static void partials_init(partials *p, int want, int par, int C) {
+    p->buf = NULL;
+    p->T = par ? omp_get_max_threads() : 1;
+    if (!want) return;
+    p->buf = calloc((size_t)p->T * 2 * (size_t)C, sizeof(double));
+    if (!p->buf) p->T = 1; /* out of memory: serial, gradients summed by the caller's fallback */
+}
+
+/* Inside a parallel region after each thread filled its partials: dg/db += the thread-ordered
+ * sums. Contains a barrier and a worksharing loop, so every thread of the team must call it. */
+static void partials_reduce(const partials *p, real *dg, real *db, int C, int nt) {
+#pragma omp barrier
+#pragma omp for schedule(static)
+    for (int c = 0; c < C; c++) {
+        double sg = 0, sb = 0;
+        for (int t = 0; t < nt; t++) {
+            sg += p->buf[(size_t)t * 2 * C + c];
+            sb += p->buf[(size_t)t * 2 * C + C + c];
+        }
+        if (dg) dg[c] += (real)sg;
+        if (db) db[c] += (real)sb;
+    }
+}
+
+/* Reductions over n values with four independent vector accumulators (one per quarter of the
+ * span): one accumulator chains every add through the adder's latency, which caps a
+ * memory-speed row pass at about half of what the memory system delivers here. */
+#define QUARTER_REDUCE(EXPR)                                                                       \
+    real s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                           \
+    const int q = n / 4;                                                                           \
+    _Pragma("omp simd reduction(+ : s0, s1, s2, s3)") for (int i = 0; i < q; i++) {                \
+        s0 += EXPR(i);                                                                             \
+        s1 += EXPR(i + q);                                                                         \
+        s2 += EXPR(i + 2 * q);                                                                     \
+        s3 += EXPR(i + 3 * q);                                                                     \
+    }                                                                                              \
+    for (int i = 4 * q; i < n; i++)                                                                \
+        s0 += EXPR(i);                                                                             \
+    return (s0 + s1) + (s2 + s3)
+
+static inline real red_sum(const real *x, int n) {
+#define E_SUM(i) x[i]
+    QUARTER_REDUCE(E_SUM);
+#undef E_SUM
+}
+
+static inline real red_sumsq(const real *x, int n) {
+#define E_SQ(i) (x[i] * x[i])
+    QUARTER_REDUCE(E_SQ);
+#undef E_SQ
+}
+
+static inline real red_sumsqdev(const real *x, real mu, int n) {
+#define E_DEV(i) ((x[i] - mu) * (x[i] - mu))
+    QUARTER_REDUCE(E_DEV);
+#undef E_DEV
+}
+
+/* y[i] = g[i] ((x[i] - mu) r) + b[i] over n values (b may be NULL). */
+static inline void affine_span(real *y, const real *x, const real *g, const real *b, real mu,
+                               real r, int n) {
+    if (b) {
+#pragma omp simd
+        for (int i = 0; i < n; i++)
+            y[i] = g[i] * ((x[i] - mu) * r) + b[i];
+    } else {
+#pragma omp simd
+        for (int i = 0; i < n; i++)
+            y[i] = g[i] * ((x[i] - mu) * r);
+    }
+}
+
+/* affine_span over a row of C values, streamed out through an L1 buffer when nt; next (the
+ * row processed after this one, or NULL) is then prefetched: without it the row's first pass
+ * waits on memory while nothing is written, and streaming forward reached ~0.7 of a streaming
+ * copy instead of ~0.9. */
+static inline void affine_row(real *out, const real *x, const real *g, const real *b, real mu,
+                              real r, int C, int nt, const real *next) {
+    if (!nt) {
+        affine_span(out, x, g, b, mu, r, C);
+        return;
+    }
+    _Alignas(64) real tmp[NT_CHUNK];
+    for (int c0 = 0; c0 < C; c0 += NT_CHUNK) {
+        int n = C - c0 < NT_CHUNK ? C - c0 : NT_CHUNK;
+        /* the next row: its reads from memory overlap these streaming writes */
+        if (next)
+            for (int i = 0; i < n; i += 64 / (int)sizeof(real))
+                __builtin_prefetch(next + c0 + i, 0, 3);
+        affine_span(tmp, x + c0, g + c0, b ? b + c0 : NULL, mu, r, n);
+        nt_copy(out + c0, tmp, n);
+    }
+}
+
+/* ---- LayerNorm ------------------------------------------------------------------------------ */
+
+static inline void ln_fwd_row(real *out, real *mean, real *rstd, const real *x, const real *g,
+                              const real *b, int C, const nb_norm_cfg *cfg, int nt,
+                              const real *next) {
+    const real mu = (real)((double)red_sum(x, C) / C);
+    const real v = red_sumsqdev(x, mu, C);
+    const real r = (real)rstd_of((double)v / C, cfg);
+    *mean = mu;
+    *rstd = r;
+    affine_row(out, x, g, b, mu, r, C, nt, next);
+}
+
+void FN(nb_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp, const real *g,
+                              const real *b, int B, int C, const nb_norm_cfg *cfg) {
+    const int nt = use_nt(B, C);
+#pragma omp parallel if (par_ok(B, C))
+    {
+#pragma omp for schedule(static)
+        for (int row = 0; row < B; row++) {
+            size_t o = (size_t)row * C;
+            ln_fwd_row(out + o, mean + row, rstd + row, inp + o, g, b, C, cfg, nt,
+                       row + 1 < B ? inp + o + C : NULL);
+        }
+        if (nt) nt_fence();
+    }
+}
+
+/* dx_i += r (dg_i - mean(dg)) + (x_i - mu) coef sum_j dg_j (x_j - mu), dg = g*dy;
+ * pg += dy * xhat, pb += dy (when not NULL). */
+static inline void ln_bwd_row(real *dx, double *pg, double *pb, const real *dy, const real *x,
+                              const real *g, real mu, real r, int C, const nb_norm_cfg *cfg) {
+    real sg = 0, sgx = 0, sxx = 0;
+    if (cfg->eps_outside) {
+#pragma omp simd reduction(+ : sg, sgx, sxx)
+        for (int i = 0; i < C; i++) {
+            real d = x[i] - mu, gd = g[i] * dy[i];
+            sg += gd;
+            sgx += gd * d;
+            sxx += d * d;
+        }
+    } else {
+#pragma omp simd reduction(+ : sg, sgx)
+        for (int i = 0; i < C; i++) {
+            real gd = g[i] * dy[i];
+            sg += gd;
+            sgx += gd * (x[i] - mu);
+        }
+    }
+    const real mg = (real)((double)sg / C);
+    const real k = (real)(rstd_coef(r, (double)sxx / C, C, cfg) * (double)sgx);
+#pragma omp simd
+    for (int i = 0; i < C; i++)
+        dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
+    if (pg) {
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            pg[i] += (double)dy[i] * (double)((x[i] - mu) * r);
+    }
+    if (pb) {
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            pb[i] += (double)dy[i];
+    }
+}
+
+void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                               const real *g, const real *mean, const real *rstd, int B, int C,
+                               const nb_norm_cfg *cfg) {
+    partials p;
+    int par = par_ok(B, C);
+    partials_init(&p, dg || db, par, C);
+#pragma omp parallel if (par && p.T > 1) num_threads(p.T)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int r0 = (int)((long long)B * t / nt), r1 = (int)((long long)B * (t + 1) / nt);
+        double *pg = p.buf ? p.buf + (size_t)t * 2 * C : NULL;
+        for (int row = r0; row < r1; row++) {
+            size_t o = (size_t)row * C;
+            ln_bwd_row(dinp + o, pg, pg ? pg + C : NULL, dout + o, inp + o, g, mean[row], rstd[row],
+                       C, cfg);
+        }
+        if (p.buf) partials_reduce(&p, dg, db, C, nt);
+    }
+    if (!p.buf && (dg || db)) { /* out of memory for the partials: serial column sums */
+        for (int c = 0; c < C; c++) {
+            double sg = 0, sb = 0;
+            for (int row = 0; row < B; row++) {
+                size_t o = (size_t)row * C + c;
+                sg += (double)dout[o] * (double)((inp[o] - mean[row]) * rstd[row]);
+                sb += (double)dout[o];
+            }
+            if (dg) dg[c] += (real)sg;
+            if (db) db[c] += (real)sb;
+        }
+    }
+    free(p.buf);
+}
+
+/* ---- RMSNorm / pRMSNorm --------------------------------------------------------------------- */
+
+static inline void rms_fwd_row(real *out, real *rstd, const real *x, const real *g, const real *b,
+                               int C, int k, const nb_norm_cfg *cfg, int nt, const real *next) {
+    const real s = red_sumsq(x, k);
+    const real r = (real)rstd_of((double)s / k, cfg);
+    *rstd = r;
+    affine_row(out, x, g, b, 0, r, C, nt, next); /* x - 0 == x exactly */
+}
+
+/* k outside [1, C] is clamped, as nb_prms_k() would. */
+static inline int clamp_k(int k, int C) {
+    return k < 1 ? 1 : (k > C ? C : k);
+}
+
+void FN(nb_rmsnorm_forward)(real *out, real *rstd, const real *inp, const real *g, const real *b,
+                            int B, int C, int k, const nb_norm_cfg *cfg) {
+    const int nt = use_nt(B, C);
+    k = clamp_k(k, C);
+#pragma omp parallel if (par_ok(B, C))
+    {
+#pragma omp for schedule(static)
+        for (int row = 0; row < B; row++) {
+            size_t o = (size_t)row * C;
+            rms_fwd_row(out + o, rstd + row, inp + o, g, b, C, k, cfg, nt,
+                        row + 1 < B ? inp + o + C : NULL);
+        }
+        if (nt) nt_fence();
+    }
+}
+
+/* dx_i += r dg_i + [i<k] x_i coef sum_{all j} dg_j x_j, dg = g*dy; pg += dy x r, pb += dy. */
+static inline void rms_bwd_row(real *dx, double *pg, double *pb, const real *dy, const real *x,
+                               const real *g, real r, int C, int k, const nb_norm_cfg *cfg) {
+    real sgx = 0, sxx = 0;
+#pragma omp simd reduction(+ : sgx)
+    for (int i = 0; i < C; i++)
+        sgx += g[i] * dy[i] * x[i];
+    if (cfg->eps_outside) {
+#pragma omp simd reduction(+ : sxx)
+        for (int i = 0; i < k; i++)
+            sxx += x[i] * x[i];
+    }
+    const real kc = (real)(rstd_coef(r, (double)sxx / k, k, cfg) * (double)sgx);
+#pragma omp simd
+    for (int i = 0; i < k; i++)
+        dx[i] += r * (g[i] * dy[i]) + x[i] * kc;
+#pragma omp simd
+    for (int i = k; i < C; i++)
+        dx[i] += r * (g[i] * dy[i]);
+    if (pg) {
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            pg[i] += (double)dy[i] * (double)(x[i] * r);
+    }
+    if (pb) {
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            pb[i] += (double)dy[i];
+    }
+}
+
+void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                             const real *g, const real *rstd, int B, int C, int k,
+                             const nb_norm_cfg *cfg) {
+    partials p;
+    int par = par_ok(B, C);
+    k = clamp_k(k, C);
+    partials_init(&p, dg || db, par, C);
+#pragma omp parallel if (par && p.T > 1) num_threads(p.T)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int r0 = (int)((long long)B * t / nt), r1 = (int)((long long)B * (t + 1) / nt);
+        double *pg = p.buf ? p.buf + (size_t)t * 2 * C : NULL;
+        for (int row = r0; row < r1; row++) {
+            size_t o = (size_t)row * C;
+            rms_bwd_row(dinp + o, pg, pg ? pg + C : NULL, dout + o, inp + o, g, rstd[row], C, k,
+                        cfg);
+        }
+        if (p.buf) partials_reduce(&p, dg, db, C, nt);
+    }
+    if (!p.buf && (dg || db)) { /* out of memory for the partials: serial column sums */
+        for (int c = 0; c < C; c++) {
+            double sg = 0, sb = 0;
+            for (int row = 0; row < B; row++) {
+                size_t o = (size_t)row * C + c;
+                sg += (double)dout[o] * (double)(inp[o] * rstd[row]);
+                sb += (double)dout[o];
+            }
+            if (dg) dg[c] += (real)sg;
+            if (db) db[c] += (real)sb;
+        }
+    }
+    free(p.buf);
+}
+
+/* ---- BatchNorm ------------------------------------------------------------------------------ */
+
+/* Number of BN_CB-column blocks covering C. */
+static inline int bn_blocks(int C) {
+    return (C + BN_CB - 1) / BN_CB;
+}
+
+void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_mean,
+                              real *running_var, const real *inp, const real *g, const real *b,
+                              int B, int C, int training, const nb_norm_cfg *cfg) {
+    const int nblk = bn_blocks(C);
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;
+        if (training) {
+            double s[BN_CB], v[BN_CB];
+            memset(s, 0, sizeof s);
+            memset(v, 0, sizeof v);
+            for (int row = 0; row < B; row++) {
+                const real *x = inp + (size_t)row * C + c0;
+#pragma omp simd
+                for (int c = 0; c < w; c++)
+                    s[c] += (double)x[c];
+            }
+            for (int c = 0; c < w; c++)
+                s[c] /= B;
+            for (int row = 0; row < B; row++) {
+                const real *x = inp + (size_t)row * C + c0;
+#pragma omp simd
+                for (int c = 0; c < w; c++) {
+                    double d = (double)x[c] - s[c];
+                    v[c] += d * d;
+                }
+            }
+            const double nb = B, unb = B > 1 ? nb / (B - 1) : 1.0, mom = cfg->bn_momentum;
+            for (int c = 0; c < w; c++) {
+                double var = v[c] / nb; /* biased */
+                mean[c0 + c] = (real)s[c];
+                rstd[c0 + c] = (real)rstd_of(cfg->bn_unbiased_batch ? var * unb : var, cfg);
+                if (running_mean)
+                    running_mean[c0 + c] =
+                        (real)((1 - mom) * (double)running_mean[c0 + c] + mom * s[c]);
+                if (running_var)
+                    running_var[c0 + c] =
+                        (real)((1 - mom) * (double)running_var[c0 + c] +
+                               mom * (cfg->bn_unbiased_running ? var * unb : var));
+            }
+        } else {
+            for (int c = 0; c < w; c++) {
+                mean[c0 + c] = running_mean ? running_mean[c0 + c] : 0;
+                rstd[c0 + c] = (real)rstd_of(running_var ? (double)running_var[c0 + c] : 1.0, cfg);
+            }
+        }
+        const real *mu = mean + c0, *r = rstd + c0, *gg = g + c0, *bb = b ? b + c0 : NULL;
+        for (int row = 0; row < B; row++) {
+            const real *x = inp + (size_t)row * C + c0;
+            real *y = out + (size_t)row * C + c0;
+            if (bb) {
+#pragma omp simd
+                for (int c = 0; c < w; c++)
+                    y[c] = gg[c] * ((x[c] - mu[c]) * r[c]) + bb[c];
+            } else {
+#pragma omp simd
+                for (int c = 0; c < w; c++)
+                    y[c] = gg[c] * ((x[c] - mu[c]) * r[c]);
+            }
+        }
+    }
+}
+
+void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                               const real *g, const real *mean, const real *rstd, int B, int C,
+                               int training, const nb_norm_cfg *cfg) {
+    const int nblk = bn_blocks(C);
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;
+        const real *mu = mean + c0, *r = rstd + c0, *gg = g + c0;
+        double sy[BN_CB], syx[BN_CB], sxx[BN_CB];
+        memset(sy, 0, sizeof sy);
+        memset(syx, 0, sizeof syx);
+        memset(sxx, 0, sizeof sxx);
+        const int need_sxx = training && cfg->eps_outside;
+        for (int row = 0; row < B; row++) {
+            const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                double d = (double)(x[c] - mu[c]);
+                sy[c] += (double)dy[c];
+                syx[c] += (double)dy[c] * d;
+            }
+            if (need_sxx) {
+#pragma omp simd
+                for (int c = 0; c < w; c++) {
+                    double d = (double)(x[c] - mu[c]);
+                    sxx[c] += d * d;
+                }
+            }
+        }
+        /* per column: dx = A*dy + K*(x - mu) + M */
+        real A[BN_CB], K[BN_CB], M[BN_CB];
+        const double nb = B, D = cfg->bn_unbiased_batch && B > 1 ? nb - 1 : nb;
+        for (int c = 0; c < w; c++) {
+            double rc = r[c], gc = gg[c];
+            if (dg) dg[c0 + c] += (real)(rc * syx[c]);
+            if (db) db[c0 + c] += (real)sy[c];
+            A[c] = (real)(gc * rc);
+            if (training) {
+                K[c] = (real)(rstd_coef(rc, sxx[c] / D, D, cfg) * gc * syx[c]);
+                M[c] = (real)(-gc * rc * sy[c] / nb);
+            } else {
+                K[c] = 0;
+                M[c] = 0;
+            }
+        }
+        for (int row = 0; row < B; row++) {
+            const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
+            real *dx = dinp + (size_t)row * C + c0;
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                dx[c] += A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
+        }
+    }
+}
+
+/* ---- WeightNorm ----------------------------------------------------------------------------- */
+
+void FN(nb_weightnorm_forward)(real *w, real *vnorm, const real *v, const real *g, int OC, int C) {
+#pragma omp parallel for schedule(static) if (par_ok(OC, C))
+    for (int o = 0; o < OC; o++) {
+        const real *vo = v + (size_t)o * C;
+        real *wo = w + (size_t)o * C;
+        double ss = 0;
+#pragma omp simd reduction(+ : ss)
+        for (int i = 0; i < C; i++)
+            ss += (double)vo[i] * (double)vo[i];
+        double n = sqrt(ss);
+        if (!(n > WN_FLOOR)) n = WN_FLOOR;
+        vnorm[o] = (real)n;
+        const real s = (real)((double)g[o] / n);
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            wo[i] = s * vo[i];
+    }
+}
+
+void FN(nb_weightnorm_backward)(real *dv, real *dg, const real *dw, const real *v, const real *g,
+                                const real *vnorm, int OC, int C) {
+#pragma omp parallel for schedule(static) if (par_ok(OC, C))
+    for (int o = 0; o < OC; o++) {
+        const real *vo = v + (size_t)o * C, *dwo = dw + (size_t)o * C;
+        real *dvo = dv + (size_t)o * C;
+        double s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int i = 0; i < C; i++)
+            s += (double)dwo[i] * (double)vo[i];
+        const double n = vnorm[o], dgo = s / n;
+        if (dg) dg[o] += (real)dgo;
+        /* w = g v/||v||: dv = (g/n)(dw - (dgo/n) v). Where the norm was floored the forward is
+         * w = g v/floor, whose derivative has no projection term. */
+        const real a = (real)((double)g[o] / n);
+        const real pcoef = n > (double)(real)WN_FLOOR ? (real)(dgo / n) : 0;
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            dvo[i] += a * (dwo[i] - pcoef * vo[i]);
+    }
+}
