@@ -156,7 +156,7 @@ int cmd_run(int argc, const char **argv)
         {"epochs", NB_OPT_I64, &epochs, "N", "epochs to train (task default)", NULL, 1, 1e6},
         {"steps", NB_OPT_I64, &steps, "N", "stop after N training steps instead", NULL, 1, 1e12},
         {"batch", NB_OPT_INT, &batch, "N", "batch size (task default)", NULL, 1, 1e6},
-        {"lr", NB_OPT_DOUBLE, &lr, "X", "Adam learning rate (task default)", NULL, 1e-12, 1e12},
+        {"lr", NB_OPT_DOUBLE, &lr, "X", "Adam learning rate (task default)", NULL, 1e-12, 1e30},
         {"subset", NB_OPT_INT, &subset, "N", "use only N training examples", NULL, 1, 1e9},
         {"p", NB_OPT_DOUBLE, &p, "X", "pRMSNorm fraction (0.0625)", NULL, 1e-9, 1},
         {"p-rounding", NB_OPT_CHOICE, &kround, "R", "pRMSNorm k = n*p rounded (paper: ceil)",

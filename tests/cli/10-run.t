@@ -115,7 +115,7 @@ check "unwritable store fails at run time" 1 "$NB" run mnist --dataset synthetic
 has "unwritable store is named" "$tmp/err" "$tmp/no/such/dir/x.db"
 
 # Divergence: an absurd learning rate makes the loss infinite; the run says so.
-check "diverging run exits 1" 1 "$NB" run mnist --dataset synthetic --subset 2000 --steps 50 --batch 32 --norm none --lr 1e10 --quiet --db "$tmp/div.db"
+check "diverging run exits 1" 1 "$NB" run mnist --dataset synthetic --subset 2000 --steps 50 --batch 32 --norm none --lr 1e30 --quiet --db "$tmp/div.db"
 s=$(sqlite3 "$tmp/div.db" "select status from runs")
 [ "$s" = diverged ] && ok "diverged run recorded as diverged" || not_ok "diverged run recorded as diverged (got '$s')" "$(cat "$tmp/err")"
 
