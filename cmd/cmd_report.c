@@ -250,7 +250,7 @@ int cmd_report(int argc, const char **argv) {
          .type = NB_OPT_STR,
          .dst = &task,
          .metavar = "T",
-         .help = "only this task (mnist, cifar, order, reader)"},
+         .help = "only this task (e.g. mnist)"},
         {.name = "db",
          .type = NB_OPT_STR,
          .dst = &db,
