@@ -289,7 +289,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         }
     if (fmt == FMT_TABLE) {
         printf("# %s\n", settings);
-        printf("# %s: %d timed steps per row after 5 warm-up steps; vs_layer = layer's median / "
+        printf("# %s: %d timed steps per row after >= 0.3 s of warm-up; vs_layer = layer's median / "
                "this median\n",
                task->name, iters);
         printf("%-6s %-7s %6s %12s %10s %10s %9s\n", "task", "norm", "batch", "ms_per_step",
