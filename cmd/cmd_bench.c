@@ -28,8 +28,7 @@ static const char *const format_choices[] = {"table", "csv", "json", NULL};
 enum { FMT_TABLE, FMT_CSV, FMT_JSON };
 
 /* The settings every timing depends on, in one line. */
-static void settings_line(char *buf, size_t n)
-{
+static void settings_line(char *buf, size_t n) {
     const char *wait = getenv("OMP_WAIT_POLICY");
     const char *par[] = {"sequential", "pthreads", "openmp"};
     int p = openblas_get_parallel();
@@ -38,24 +37,23 @@ static void settings_line(char *buf, size_t n)
              openblas_get_corename(), p >= 0 && p <= 2 ? par[p] : "?");
 }
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
-{
+static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static void mean_std(const double *v, int n, double *mean, double *sd)
-{
+static void mean_std(const double *v, int n, double *mean, double *sd) {
     double s = 0, ss = 0;
-    for (int i = 0; i < n; i++) s += v[i];
+    for (int i = 0; i < n; i++)
+        s += v[i];
     *mean = s / n;
-    for (int i = 0; i < n; i++) ss += (v[i] - *mean) * (v[i] - *mean);
+    for (int i = 0; i < n; i++)
+        ss += (v[i] - *mean) * (v[i] - *mean);
     *sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
 }
 
@@ -63,8 +61,7 @@ static void mean_std(const double *v, int n, double *mean, double *sd)
 
 /* The baseline: a parallel copy, each thread memcpy-ing its contiguous share (glibc's memcpy
  * streams large arrays past the cache, the fastest copy this machine has). */
-static void copy_kernel(float *restrict dst, const float *restrict src, size_t n)
-{
+static void copy_kernel(float *restrict dst, const float *restrict src, size_t n) {
 #pragma omp parallel
     {
         size_t nth = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
@@ -78,8 +75,7 @@ typedef struct kbuf {
     float *x, *y, *dy, *dx, *g, *b, *dg, *db, *mean, *rstd, *rm, *rv;
 } kbuf;
 
-static void run_kernel(int norm, int backward, kbuf *k, const nb_norm_cfg *cfg, int kk)
-{
+static void run_kernel(int norm, int backward, kbuf *k, const nb_norm_cfg *cfg, int kk) {
     int B = k->B, C = k->C;
     switch (norm) {
     case NB_NORM_LAYER:
@@ -95,11 +91,10 @@ static void run_kernel(int norm, int backward, kbuf *k, const nb_norm_cfg *cfg, 
             nb_rmsnorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->rstd, B, C, kk, cfg);
         break;
     case NB_NORM_BATCH:
-        nb_batchnorm_forward(k->y, k->mean, k->rstd, k->rm, k->rv, k->x, k->g, k->b, B, C, 1,
-                             cfg);
+        nb_batchnorm_forward(k->y, k->mean, k->rstd, k->rm, k->rv, k->x, k->g, k->b, B, C, 1, cfg);
         if (backward)
-            nb_batchnorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B, C,
-                                  1, cfg);
+            nb_batchnorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B, C, 1,
+                                  cfg);
         break;
     case NB_NORM_WEIGHT: /* the (B, C) array as a weight of B units with C inputs each */
         nb_weightnorm_forward(k->y, k->rstd, k->x, k->g, B, C);
@@ -109,8 +104,7 @@ static void run_kernel(int norm, int backward, kbuf *k, const nb_norm_cfg *cfg, 
 }
 
 /* Median seconds of fn over repetitions (at least 5, and at least ~0.25 s in all). */
-static double time_median(void (*fn)(void *), void *arg)
-{
+static double time_median(void (*fn)(void *), void *arg) {
     double t[64];
     int n = 0;
     double start = nb_now();
@@ -129,28 +123,25 @@ typedef struct kcall {
     const nb_norm_cfg *cfg;
 } kcall;
 
-static void call_kernel(void *a)
-{
+static void call_kernel(void *a) {
     kcall *c = a;
     run_kernel(c->norm, c->backward, c->k, c->cfg, c->kk);
 }
 
-static void call_copy(void *a)
-{
+static void call_copy(void *a) {
     kbuf *k = a;
     copy_kernel(k->y, k->x, (size_t)k->B * k->C);
 }
 
-static float *falloc(size_t n, nb_rng *rng, double scale, double offset)
-{
+static float *falloc(size_t n, nb_rng *rng, double scale, double offset) {
     float *p = aligned_alloc(64, ((n * sizeof(float)) + 63) & ~(size_t)63);
     if (!p) return NULL;
-    for (size_t i = 0; i < n; i++) p[i] = rng ? (float)(offset + scale * nb_rng_normal(rng)) : 0;
+    for (size_t i = 0; i < n; i++)
+        p[i] = rng ? (float)(offset + scale * nb_rng_normal(rng)) : 0;
     return p;
 }
 
-static int bench_kernels(const int *norms, int nnorms, int fmt)
-{
+static int bench_kernels(const int *norms, int nnorms, int fmt) {
     static const int shapes[][2] = {{128, 1000}, {65536, 1024}};
     char settings[1024];
     settings_line(settings, sizeof settings);
@@ -189,7 +180,8 @@ static int bench_kernels(const int *norms, int nnorms, int fmt)
         if (!k.x || !k.dy || !k.y || !k.dx || !k.g || !k.b || !k.dg || !k.db || !k.mean ||
             !k.rstd || !k.rm || !k.rv)
             return nb_die("out of memory for a %dx%d benchmark", k.B, k.C);
-        for (size_t i = 0; i < W; i++) k.rv[i] = 1;
+        for (size_t i = 0; i < W; i++)
+            k.rv[i] = 1;
         char shape[32];
         snprintf(shape, sizeof shape, "%dx%d", k.B, k.C);
         double copy_t = time_median(call_copy, &k);
@@ -211,18 +203,17 @@ static int bench_kernels(const int *norms, int nnorms, int fmt)
                 if (fmt == FMT_TABLE)
                     printf("%-12s %-7s %-8s %10.3f %9.2f %9.2f %9.2f\n", shape, name, pass, t * 1e3,
                            gbs, copy_gbs, gbs / copy_gbs);
-                else if (fmt == FMT_CSV)
-                {
+                else if (fmt == FMT_CSV) {
                     printf("%s,%s,%s,%.4f,%.3f,%.3f,%.4f,%d,", shape, name, pass, t * 1e3, gbs,
                            copy_gbs, gbs / copy_gbs, omp_get_max_threads());
                     nb_csv_field(stdout, settings);
                     putchar('\n');
-                }
-                else {
-                    printf("%s{\"shape\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", \"ms\": %.4f, "
-                           "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"ratio_to_copy\": %.4f}",
-                           first ? "" : ", ", shape, name, pass, t * 1e3, gbs, copy_gbs,
-                           gbs / copy_gbs);
+                } else {
+                    printf(
+                        "%s{\"shape\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", \"ms\": %.4f, "
+                        "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"ratio_to_copy\": %.4f}",
+                        first ? "" : ", ", shape, name, pass, t * 1e3, gbs, copy_gbs,
+                        gbs / copy_gbs);
                     first = 0;
                 }
             }
@@ -236,8 +227,7 @@ static int bench_kernels(const int *norms, int nnorms, int fmt)
 
 /* ---- training steps ------------------------------------------------------------------------ */
 
-static int parse_int_list(const char *list, int *out, int max)
-{
+static int parse_int_list(const char *list, int *out, int max) {
     int n = 0;
     const char *p = list;
     while (*p && n < max) {
@@ -251,49 +241,87 @@ static int parse_int_list(const char *list, int *out, int max)
 }
 
 static int bench_step(const nb_task *task, const int *norms, int nnorms, const int *batches,
-                      int nbatches, int iters, int fmt)
-{
+                      int nbatches, int iters, int fmt) {
     char settings[1024];
     settings_line(settings, sizeof settings);
-    double *sec = malloc(sizeof(double) * (size_t)iters);
     double *ms = malloc(sizeof(double) * (size_t)nnorms * nbatches);
     double *sd = malloc(sizeof(double) * (size_t)nnorms * nbatches);
     double *med = malloc(sizeof(double) * (size_t)nnorms * nbatches);
-    if (!sec || !ms || !sd || !med) {
-        free(sec), free(ms), free(sd), free(med);
+    if (!ms || !sd || !med) {
+        free(ms), free(sd), free(med);
         return nb_die("out of memory");
     }
-    for (int bi = 0; bi < nbatches; bi++)
+    /* Per batch size: one model per norm, all open at once, timed in interleaved rounds of
+     * ROUND steps (each round starting at the next norm), so that a slow spell of the machine
+     * is shared by all norms instead of landing on one. */
+    enum { ROUND = 5 };
+    void *inst[NB_NORM_COUNT];
+    int *filled = calloc((size_t)nnorms, sizeof(int));
+    double *samples = malloc(sizeof(double) * (size_t)nnorms * iters);
+    if (!filled || !samples) {
+        free(filled), free(samples), free(ms), free(sd), free(med);
+        return nb_die("out of memory");
+    }
+    for (int bi = 0; bi < nbatches; bi++) {
+        nb_err err;
+        nb_err_clear(&err);
+        int failed = 0;
         for (int i = 0; i < nnorms; i++) {
+            inst[i] = NULL;
+            filled[i] = 0;
+            if (norms[i] == NB_NORM_BATCH && batches[bi] < 2) continue;
             nb_train_cfg cfg;
             memset(&cfg, 0, sizeof cfg);
             task->defaults(&cfg, (nb_norm_kind)norms[i]);
             cfg.task = task->name;
             cfg.seed = 1;
             cfg.batch = batches[bi];
-            if (norms[i] == NB_NORM_BATCH && cfg.batch < 2) {
-                ms[bi * nnorms + i] = sd[bi * nnorms + i] = med[bi * nnorms + i] = NAN;
+            inst[i] = task->bench_open(&cfg, &err);
+            if (!inst[i]) {
+                failed = 1;
+                break;
+            }
+            /* warm-up: at least 5 steps and 0.3 s (page faults, thread start-up, clocks) */
+            double w0 = nb_now();
+            for (int t = 0; t < 5 || nb_now() - w0 < 0.3; t++)
+                task->bench_step(inst[i]);
+        }
+        for (int r = 0; !failed; r++) {
+            int more = 0;
+            for (int j = 0; j < nnorms; j++) {
+                int i = (j + r) % nnorms;
+                if (!inst[i]) continue;
+                for (int t = 0; t < ROUND && filled[i] < iters; t++)
+                    samples[(size_t)i * iters + filled[i]++] = 1e3 * task->bench_step(inst[i]);
+                more |= filled[i] < iters;
+            }
+            if (!more) break;
+        }
+        for (int i = 0; i < nnorms; i++) {
+            if (inst[i]) task->bench_close(inst[i]);
+            int j = bi * nnorms + i;
+            if (failed || filled[i] == 0) {
+                ms[j] = sd[j] = med[j] = NAN;
                 continue;
             }
-            nb_err err;
-            nb_err_clear(&err);
-            if (task->bench_step(&cfg, iters, sec, &err) != 0) {
-                free(sec), free(ms), free(sd), free(med);
-                return nb_report_err(&err);
-            }
-            for (int t = 0; t < iters; t++) sec[t] *= 1e3;
-            mean_std(sec, iters, &ms[bi * nnorms + i], &sd[bi * nnorms + i]);
-            med[bi * nnorms + i] = median(sec, iters);
-            fprintf(stderr, "bench: %s %s batch %d: %.3f ms/step\n", task->name,
-                    nb_norm_name((nb_norm_kind)norms[i]), batches[bi], med[bi * nnorms + i]);
+            double *v = samples + (size_t)i * iters;
+            mean_std(v, iters, &ms[j], &sd[j]);
+            med[j] = median(v, iters);
         }
+        if (failed) {
+            free(filled), free(samples), free(ms), free(sd), free(med);
+            return nb_report_err(&err);
+        }
+    }
+    free(filled);
+    free(samples);
     if (fmt == FMT_TABLE) {
         printf("# %s\n", settings);
-        printf("# %s: %d timed steps per row after >= 0.3 s of warm-up; vs_layer = layer's median / "
-               "this median\n",
-               task->name, iters);
-        printf("%-6s %-7s %6s %12s %10s %10s %9s\n", "task", "norm", "batch", "ms_per_step",
-               "mean", "std", "vs_layer");
+        printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, norms interleaved in "
+               "rounds of %d steps;\n# vs_layer = layer's median / this median\n",
+               task->name, iters, ROUND);
+        printf("%-6s %-7s %6s %12s %10s %10s %9s\n", "task", "norm", "batch", "ms_per_step", "mean",
+               "std", "vs_layer");
     } else if (fmt == FMT_CSV) {
         printf("task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings\n");
     } else {
@@ -342,12 +370,11 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         }
     }
     if (fmt == FMT_JSON) printf("]}\n");
-    free(sec), free(ms), free(sd), free(med);
+    free(ms), free(sd), free(med);
     return NB_EXIT_OK;
 }
 
-int cmd_bench(int argc, const char **argv)
-{
+int cmd_bench(int argc, const char **argv) {
     const char *norms_arg = NULL, *batch_arg = NULL;
     int fmt = FMT_TABLE, threads = 0, steps = 30;
     nb_opt opts[] = {
@@ -383,7 +410,7 @@ int cmd_bench(int argc, const char **argv)
     const nb_task *task = nb_task_find(pos[1]);
     if (!task) return nb_unknown_task("bench", pos[1]);
     int batches[16], nbatches = 0;
-    for (; task->bench_batches[nbatches] && nbatches < 16; nbatches++)
+    for (; nbatches < 16 && task->bench_batches[nbatches]; nbatches++)
         batches[nbatches] = task->bench_batches[nbatches];
     if (batch_arg) {
         nbatches = parse_int_list(batch_arg, batches, 16);

@@ -18,14 +18,14 @@ static const char usage[] =
 static const char *const formats[] = {"table", "md", "csv", "json", NULL};
 enum { F_TABLE, F_MD, F_CSV, F_JSON };
 
-/* "mean ± std", "mean" for one run, "-" for none. */
-static void fmt_stat(char *buf, size_t size, const nb_stat *s) {
+/* "mean ± std" with a fixed number of decimals, "mean" for one run, "-" for none. */
+static void fmt_stat(char *buf, size_t size, const nb_stat *s, int decimals) {
     if (s->n == 0)
         snprintf(buf, size, "-");
     else if (s->n == 1)
-        snprintf(buf, size, "%.4g", s->mean);
+        snprintf(buf, size, "%.*f", decimals, s->mean);
     else
-        snprintf(buf, size, "%.4g ± %.2g", s->mean, s->std);
+        snprintf(buf, size, "%.*f ± %.*f", decimals, s->mean, decimals, s->std);
 }
 
 static int width(const char *s) {
@@ -80,9 +80,9 @@ static void print_block(const nb_report *r, int a, int b, int md) {
         for (int m = 0; m < nm; m++) {
             const nb_stat *st = find_metric(g, names[m]);
             nb_stat none = {0, NAN, NAN};
-            fmt_stat(row[2 + m], CELL, st ? st : &none);
+            fmt_stat(row[2 + m], CELL, st ? st : &none, 4);
         }
-        fmt_stat(row[2 + nm], CELL, &g->ms_per_step);
+        fmt_stat(row[2 + nm], CELL, &g->ms_per_step, 2);
         int counts[5] = {g->diverged, g->failed, g->interrupted, g->crashed, g->running};
         for (int k = 0; k < 5; k++)
             snprintf(row[3 + nm + k], CELL, "%d", counts[k]);
@@ -174,7 +174,7 @@ static void csv_row(const nb_report_group *g, const nb_report_metric *m) {
            g->crashed, g->running);
     if (g->has_speed) csv_num(g->speed);
     putchar(',');
-    if (g->has_speed) csv_num(g->speed_std);
+    if (g->has_speed && !isnan(g->speed_std)) csv_num(g->speed_std);
     putchar('\n');
 }
 
@@ -229,7 +229,10 @@ static void print_json(const nb_report *r) {
             fputs("{\"ratio\": ", stdout);
             nb_json_num(stdout, g->speed);
             fputs(", \"std\": ", stdout);
-            nb_json_num(stdout, g->speed_std);
+            if (isnan(g->speed_std))
+                fputs("null", stdout);
+            else
+                nb_json_num(stdout, g->speed_std);
             char s[160];
             fputs(", \"sentence\": ", stdout);
             nb_json_str(stdout, nb_speed_sentence(g, s, sizeof s));

@@ -34,8 +34,7 @@ static const char *const epson_choices[] = {"raw", "corrected", NULL};
 
 static volatile sig_atomic_t stop_requested = 0;
 
-static void on_signal(int sig)
-{
+static void on_signal(int sig) {
     stop_requested = 1;
     /* A second Ctrl-C ends the process at once. */
     signal(sig, SIG_DFL);
@@ -52,8 +51,7 @@ typedef struct run_ctx {
     nb_progress_line progress;
 } run_ctx;
 
-static int ensure_run(run_ctx *c, nb_err *err)
-{
+static int ensure_run(run_ctx *c, nb_err *err) {
     if (c->created) return 0;
     if (nb_run_create(c->store, &c->spec, &c->run_id, err) != 0) return -1;
     c->created = 1;
@@ -64,45 +62,39 @@ static int ensure_run(run_ctx *c, nb_err *err)
     return 0;
 }
 
-static int sink_record(void *ctx, const nb_metric *m, int n, nb_err *err)
-{
+static int sink_record(void *ctx, const nb_metric *m, int n, nb_err *err) {
     run_ctx *c = ctx;
     if (ensure_run(c, err) != 0) return -1;
     return nb_metrics_add(c->store, c->run_id, m, n, err);
 }
 
-static int sink_param(void *ctx, const char *key, const char *value, nb_err *err)
-{
+static int sink_param(void *ctx, const char *key, const char *value, nb_err *err) {
     run_ctx *c = ctx;
     if (ensure_run(c, err) != 0) return -1;
     return nb_run_param(c->store, c->run_id, key, value, err);
 }
 
-static void sink_progress(void *ctx, const nb_progress *p)
-{
+static void sink_progress(void *ctx, const nb_progress *p) {
     run_ctx *c = ctx;
     nb_progress_draw(&c->progress, p);
 }
 
 /* Every option in force, as JSON: the run's configuration record. */
-static void kv_str(nb_buf *b, const char *k, const char *v)
-{
+static void kv_str(nb_buf *b, const char *k, const char *v) {
     nb_buf_puts(b, b->len > 1 ? ", " : "");
     nb_buf_json_str(b, k);
     nb_buf_puts(b, ": ");
     nb_buf_json_str(b, v);
 }
 
-static void kv_num(nb_buf *b, const char *k, double v)
-{
+static void kv_num(nb_buf *b, const char *k, double v) {
     nb_buf_puts(b, b->len > 1 ? ", " : "");
     nb_buf_json_str(b, k);
     nb_buf_puts(b, ": ");
     nb_buf_json_num(b, v);
 }
 
-static char *config_json(const nb_train_cfg *cfg)
-{
+static char *config_json(const nb_train_cfg *cfg) {
     nb_buf j = {0};
     nb_buf_puts(&j, "{");
     kv_str(&j, "task", cfg->task);
@@ -141,8 +133,7 @@ static char *config_json(const nb_train_cfg *cfg)
 
 void openblas_set_num_threads(int);
 
-int cmd_run(int argc, const char **argv)
-{
+int cmd_run(int argc, const char **argv) {
     const char *dataset = NULL, *data_dir = NULL, *db = NULL, *tag = NULL;
     int norm = NB_NORM_LAYER, act = 0, bias = 0, bn_var = 1, kround = 0;
     int64_t seed = 1, steps = 0, epochs = 0;
@@ -152,7 +143,8 @@ int cmd_run(int argc, const char **argv)
     nb_opt opts[] = {
         {"norm", NB_OPT_CHOICE, &norm, "NAME", "normalization (default layer)", norm_choices},
         {"dataset", NB_OPT_STR, &dataset, "NAME", "dataset (task default)"},
-        {"seed", NB_OPT_I64, &seed, "N", "seed for init, data order and dropout (1)", NULL, 0, 1e15},
+        {"seed", NB_OPT_I64, &seed, "N", "seed for init, data order and dropout (1)", NULL, 0,
+         1e15},
         {"epochs", NB_OPT_I64, &epochs, "N", "epochs to train (task default)", NULL, 1, 1e6},
         {"steps", NB_OPT_I64, &steps, "N", "stop after N training steps instead", NULL, 1, 1e12},
         {"batch", NB_OPT_INT, &batch, "N", "batch size (task default)", NULL, 1, 1e6},
@@ -176,8 +168,8 @@ int cmd_run(int argc, const char **argv)
          "Adam eps meets the raw v or the bias-corrected v (mnist: corrected, as PyTorch)",
          epson_choices},
         {"adam-bias", NB_OPT_CHOICE, &bias, "B", "Adam bias correction (standard)", bias_choices},
-        {"clip", NB_OPT_DOUBLE, &clip, "X", "clip the global gradient norm at X (off)", NULL,
-         1e-12, 1e12},
+        {"clip", NB_OPT_DOUBLE, &clip, "X", "clip the global gradient norm at X (off)", NULL, 1e-12,
+         1e12},
         {"log-every", NB_OPT_INT, &log_every, "N", "record the training loss every N steps (50)",
          NULL, 1, 1e9},
         {"eval-batch", NB_OPT_INT, &eval_batch, "N", "rows per evaluation pass (500)", NULL, 1,
@@ -205,11 +197,13 @@ int cmd_run(int argc, const char **argv)
     cfg.task = task->name;
     cfg.dataset = dataset ? dataset : task->default_dataset;
     int known = 0;
-    for (int i = 0; task->datasets[i]; i++) known |= strcmp(task->datasets[i], cfg.dataset) == 0;
+    for (int i = 0; task->datasets[i]; i++)
+        known |= strcmp(task->datasets[i], cfg.dataset) == 0;
     if (!known) {
         fprintf(stderr, "error: task '%s' has no dataset '%s'\nhint: its datasets are:", task->name,
                 cfg.dataset);
-        for (int i = 0; task->datasets[i]; i++) fprintf(stderr, " %s", task->datasets[i]);
+        for (int i = 0; task->datasets[i]; i++)
+            fprintf(stderr, " %s", task->datasets[i]);
         fputc('\n', stderr);
         return NB_EXIT_USAGE;
     }
@@ -286,7 +280,7 @@ int cmd_run(int argc, const char **argv)
     if (ctx.created) {
         nb_err ferr;
         nb_err_clear(&ferr);
-        const char *msg = status == NB_STATUS_FINISHED ? NULL
+        const char *msg = status == NB_STATUS_FINISHED      ? NULL
                           : status == NB_STATUS_INTERRUPTED ? "interrupted by a signal"
                                                             : err.msg;
         if (nb_run_finish(ctx.store, ctx.run_id, nb_status_name(status), msg, &ferr) != 0)

@@ -30,15 +30,13 @@ static const nb_command commands[] = {
     {"help", cmd_help, "show help for normbench or one command"},
 };
 
-static const nb_command *find_command(const char *name)
-{
+static const nb_command *find_command(const char *name) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(commands[i].name, name) == 0) return &commands[i];
     return NULL;
 }
 
-static void print_main_help(FILE *f)
-{
+static void print_main_help(FILE *f) {
     fprintf(f, "usage: normbench COMMAND [OPTIONS]\n"
                "       normbench help COMMAND | normbench COMMAND --help | normbench --version\n\n"
                "Trains the LayerNorm and RMSNorm papers' models with six normalizations\n"
@@ -50,8 +48,7 @@ static void print_main_help(FILE *f)
                "exit status: 0 success, 1 failure at run time, 2 usage error\n");
 }
 
-int cmd_help(int argc, const char **argv)
-{
+int cmd_help(int argc, const char **argv) {
     if (argc < 2) {
         print_main_help(stdout);
         return NB_EXIT_OK;
@@ -67,8 +64,7 @@ int cmd_help(int argc, const char **argv)
 }
 
 /* Fails the program when stdout could not be written (e.g. a full disk), as git does. */
-static int finish_stdout(int rc)
-{
+static int finish_stdout(int rc) {
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "error: cannot write to standard output: %s\n", strerror(errno));
         return rc == NB_EXIT_OK ? NB_EXIT_FAIL : rc;
@@ -86,14 +82,14 @@ static int finish_stdout(int rc)
  * the CPU's own feature flags support, normbench re-executes itself once with
  * OPENBLAS_CORETYPE set (SkylakeX for AVX-512, Haswell for AVX2). A user's own
  * OPENBLAS_CORETYPE is always respected; the core in force is recorded with every run. */
-static void fix_blas_core(char **argv)
-{
+static void fix_blas_core(char **argv) {
     if (getenv("OPENBLAS_CORETYPE") || getenv("NORMBENCH_BLAS_CHECKED")) return;
-    static const char *const old_cores[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
-                                            "Atom", "Sandybridge", NULL};
+    static const char *const old_cores[] = {"Prescott", "Core2", "Penryn",      "Dunnington",
+                                            "Nehalem",  "Atom",  "Sandybridge", NULL};
     const char *core = openblas_get_corename();
     int old = 0;
-    for (int i = 0; core && old_cores[i]; i++) old |= strcasecmp(core, old_cores[i]) == 0;
+    for (int i = 0; core && old_cores[i]; i++)
+        old |= strcasecmp(core, old_cores[i]) == 0;
     if (!old) return;
     __builtin_cpu_init();
     const char *want = NULL;
@@ -110,8 +106,7 @@ static void fix_blas_core(char **argv)
     unsetenv("OPENBLAS_CORETYPE");
 }
 
-int main(int argc, const char **argv)
-{
+int main(int argc, const char **argv) {
     fix_blas_core((char **)argv);
     if (argc < 2) {
         print_main_help(stderr);

@@ -11,15 +11,13 @@
 #include "nn/nn.h"
 #include "tasks/task.h"
 
-int nb_report_err(const nb_err *e)
-{
+int nb_report_err(const nb_err *e) {
     fprintf(stderr, "error: %s\n", e->msg[0] ? e->msg : "unknown failure");
     if (e->hint[0]) fprintf(stderr, "hint: %s\n", e->hint);
     return NB_EXIT_FAIL;
 }
 
-int nb_die(const char *fmt, ...)
-{
+int nb_die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("error: ", stderr);
@@ -29,8 +27,7 @@ int nb_die(const char *fmt, ...)
     return NB_EXIT_FAIL;
 }
 
-int nb_usage_error(const char *cmd, const char *fmt, ...)
-{
+int nb_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("error: ", stderr);
@@ -41,8 +38,7 @@ int nb_usage_error(const char *cmd, const char *fmt, ...)
     return NB_EXIT_USAGE;
 }
 
-void nb_print_help(FILE *f, const char *usage, const nb_opt *opts)
-{
+void nb_print_help(FILE *f, const char *usage, const nb_opt *opts) {
     fputs(usage, f);
     if (!opts || !opts[0].name) return;
     fputs("\noptions:\n", f);
@@ -55,7 +51,8 @@ void nb_print_help(FILE *f, const char *usage, const nb_opt *opts)
         fprintf(f, "  %-22s %s", left, o->help);
         if (o->type == NB_OPT_CHOICE && o->choices) {
             fputs(" (", f);
-            for (int i = 0; o->choices[i]; i++) fprintf(f, "%s%s", i ? "|" : "", o->choices[i]);
+            for (int i = 0; o->choices[i]; i++)
+                fprintf(f, "%s%s", i ? "|" : "", o->choices[i]);
             fputc(')', f);
         }
         fputc('\n', f);
@@ -63,8 +60,7 @@ void nb_print_help(FILE *f, const char *usage, const nb_opt *opts)
     fprintf(f, "  %-22s %s\n", "-h, --help", "show this help");
 }
 
-static int set_value(const char *cmd, nb_opt *o, const char *v)
-{
+static int set_value(const char *cmd, nb_opt *o, const char *v) {
     char *end = NULL;
     errno = 0;
     switch (o->type) {
@@ -93,8 +89,8 @@ static int set_value(const char *cmd, nb_opt *o, const char *v)
         if (errno || end == v || *end || !isfinite(x))
             return nb_usage_error(cmd, "option '--%s' expects a number, not '%s'", o->name, v);
         if (o->min < o->max && (x < o->min || x > o->max))
-            return nb_usage_error(cmd, "option '--%s' must be between %g and %g, not '%s'",
-                                  o->name, o->min, o->max, v);
+            return nb_usage_error(cmd, "option '--%s' must be between %g and %g, not '%s'", o->name,
+                                  o->min, o->max, v);
         *(double *)o->dst = x;
         return 0;
     }
@@ -106,7 +102,8 @@ static int set_value(const char *cmd, nb_opt *o, const char *v)
             }
         fprintf(stderr, "error: invalid value '%s' for option '--%s'\nhint: valid values are:", v,
                 o->name);
-        for (int i = 0; o->choices[i]; i++) fprintf(stderr, " %s", o->choices[i]);
+        for (int i = 0; o->choices[i]; i++)
+            fprintf(stderr, " %s", o->choices[i]);
         fputc('\n', stderr);
         return NB_EXIT_USAGE;
     case NB_OPT_FLAG:
@@ -117,8 +114,7 @@ static int set_value(const char *cmd, nb_opt *o, const char *v)
 }
 
 int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **argv, nb_opt *opts,
-                  const char **pos, int maxpos, int *npos)
-{
+                  const char **pos, int maxpos, int *npos) {
     int np = 0, only_pos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -131,8 +127,7 @@ int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **arg
             continue;
         }
         if (only_pos || a[0] != '-' || a[1] == '\0') {
-            if (np >= maxpos)
-                return nb_usage_error(cmd, "unexpected argument '%s'", a);
+            if (np >= maxpos) return nb_usage_error(cmd, "unexpected argument '%s'", a);
             pos[np++] = a;
             continue;
         }
@@ -144,9 +139,11 @@ int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **arg
         for (nb_opt *p = opts; p && p->name; p++)
             if (strlen(p->name) == len && strncmp(p->name, name, len) == 0) o = p;
         if (!o) {
-            fprintf(stderr, "error: unknown option '--%.*s' for 'normbench %s'\nhint: valid options:",
+            fprintf(stderr,
+                    "error: unknown option '--%.*s' for 'normbench %s'\nhint: valid options:",
                     (int)len, name, cmd);
-            for (nb_opt *p = opts; p && p->name; p++) fprintf(stderr, " --%s", p->name);
+            for (nb_opt *p = opts; p && p->name; p++)
+                fprintf(stderr, " --%s", p->name);
             fputc('\n', stderr);
             return NB_EXIT_USAGE;
         }
@@ -169,21 +166,18 @@ int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **arg
     return 0;
 }
 
-int nb_opt_seen(const nb_opt *opts, const char *name)
-{
+int nb_opt_seen(const nb_opt *opts, const char *name) {
     for (const nb_opt *o = opts; o->name; o++)
         if (strcmp(o->name, name) == 0) return o->seen;
     return 0;
 }
 
-const char *nb_default_db(void)
-{
+const char *nb_default_db(void) {
     const char *e = getenv("NORMBENCH_DB");
     return e && *e ? e : "normbench.db";
 }
 
-const char *nb_default_data_dir(void)
-{
+const char *nb_default_data_dir(void) {
     static char buf[4096];
     const char *e = getenv("NORMBENCH_DATA");
     if (e && *e) return e;
@@ -197,11 +191,11 @@ const char *nb_default_data_dir(void)
     return buf;
 }
 
-int nb_parse_norm_list(const char *cmd, const char *list, int *kinds, int max)
-{
+int nb_parse_norm_list(const char *cmd, const char *list, int *kinds, int max) {
     int n = 0;
     if (strcmp(list, "all") == 0) {
-        for (int k = 0; k < NB_NORM_COUNT && n < max; k++) kinds[n++] = k;
+        for (int k = 0; k < NB_NORM_COUNT && n < max; k++)
+            kinds[n++] = k;
         return n;
     }
     const char *p = list;
@@ -215,7 +209,8 @@ int nb_parse_norm_list(const char *cmd, const char *list, int *kinds, int max)
         nb_norm_kind k;
         if (nb_norm_from_name(name, &k) != 0) {
             fprintf(stderr, "error: unknown norm '%s' in '%s'\nhint: valid norms: all", name, list);
-            for (int i = 0; i < NB_NORM_COUNT; i++) fprintf(stderr, " %s", nb_norm_name(i));
+            for (int i = 0; i < NB_NORM_COUNT; i++)
+                fprintf(stderr, " %s", nb_norm_name(i));
             fputc('\n', stderr);
             return -1;
         }
@@ -232,10 +227,10 @@ bad:
     return -1;
 }
 
-int nb_unknown_task(const char *cmd, const char *name)
-{
+int nb_unknown_task(const char *cmd, const char *name) {
     fprintf(stderr, "error: unknown task '%s'\nhint: the tasks are:", name);
-    for (int i = 0; nb_task_at(i); i++) fprintf(stderr, " %s", nb_task_at(i)->name);
+    for (int i = 0; nb_task_at(i); i++)
+        fprintf(stderr, " %s", nb_task_at(i)->name);
     fprintf(stderr, " (see 'normbench %s --help')\n", cmd);
     return NB_EXIT_USAGE;
 }

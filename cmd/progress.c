@@ -7,8 +7,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-void nb_progress_init(nb_progress_line *pl, int quiet)
-{
+void nb_progress_init(nb_progress_line *pl, int quiet) {
     memset(pl, 0, sizeof *pl);
     pl->quiet = quiet;
     pl->tty = isatty(STDERR_FILENO);
@@ -20,8 +19,7 @@ void nb_progress_init(nb_progress_line *pl, int quiet)
     pl->last_plain = 0;
 }
 
-static void fmt_time(char *out, size_t n, double s)
-{
+static void fmt_time(char *out, size_t n, double s) {
     if (!isfinite(s) || s < 0) {
         snprintf(out, n, "?");
         return;
@@ -33,8 +31,7 @@ static void fmt_time(char *out, size_t n, double s)
         snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
 }
 
-static int format_line(char *buf, size_t n, const nb_progress *p)
-{
+static int format_line(char *buf, size_t n, const nb_progress *p) {
     char eta[32], el[32];
     double left = p->steps_per_s > 0 ? (double)(p->steps - p->step) / p->steps_per_s : NAN;
     fmt_time(eta, sizeof eta, left);
@@ -44,8 +41,7 @@ static int format_line(char *buf, size_t n, const nb_progress *p)
                     p->steps_per_s, el, eta, strcmp(p->phase, "eval") == 0 ? "  (evaluating)" : "");
 }
 
-void nb_progress_draw(nb_progress_line *pl, const nb_progress *p)
-{
+void nb_progress_draw(nb_progress_line *pl, const nb_progress *p) {
     if (pl->quiet) return;
     char buf[256];
     if (pl->tty) {
@@ -67,8 +63,7 @@ void nb_progress_draw(nb_progress_line *pl, const nb_progress *p)
     fprintf(stderr, "%s\n", buf);
 }
 
-void nb_progress_end(nb_progress_line *pl)
-{
+void nb_progress_end(nb_progress_line *pl) {
     if (pl->tty && pl->drawn) fputc('\n', stderr);
     pl->drawn = 0;
 }

@@ -9,8 +9,7 @@
 
 #define NO_OFF ((size_t)-1)
 
-static real *alloc_real(size_t n)
-{
+static real *alloc_real(size_t n) {
     /* 64-byte aligned for the vector loops; zeroed. */
     size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
     real *p = aligned_alloc(64, bytes ? bytes : 64);
@@ -18,14 +17,12 @@ static real *alloc_real(size_t n)
     return p;
 }
 
-static int uses_gain(nb_norm_kind k)
-{
+static int uses_gain(nb_norm_kind k) {
     return k != NB_NORM_NONE;
 }
 
 int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_cfg *norm,
-                    nb_act_kind act, int Bmax, nb_rng *rng, nb_err *err)
-{
+                    nb_act_kind act, int Bmax, nb_rng *rng, nb_err *err) {
     memset(m, 0, sizeof *m);
     if (nlayers < 1 || nlayers > NB_MLP_MAX_LAYERS)
         return nb_errf(err, "an MLP needs 1 to %d layers, not %d", NB_MLP_MAX_LAYERS, nlayers);
@@ -83,8 +80,8 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
     for (int l = 0; l < nlayers; l++)
         if ((size_t)dims[l] * dims[l + 1] > maxw) maxw = (size_t)dims[l] * dims[l + 1];
     m->dwn = alloc_real(maxw);
-    int ok = m->params && m->grads && m->adam_m && m->adam_v && m->probs && m->dbuf0 &&
-             m->dbuf1 && m->dwn;
+    int ok = m->params && m->grads && m->adam_m && m->adam_v && m->probs && m->dbuf0 && m->dbuf1 &&
+             m->dwn;
     for (int l = 0; l < nlayers && ok; l++) {
         int C = dims[l], OC = dims[l + 1];
         m->pre[l] = alloc_real((size_t)Bmax * OC);
@@ -109,10 +106,12 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
         real *W = m->params + m->L[l].w;
         if (m->L[l].kind == NB_NORM_WEIGHT && norm->wn_data_init) {
             /* WN code: V ~ N(0, 0.05^2); g and b come from nb_mlp_data_init. */
-            for (size_t i = 0; i < (size_t)OC * C; i++) W[i] = (real)(0.05 * nb_rng_normal(rng));
+            for (size_t i = 0; i < (size_t)OC * C; i++)
+                W[i] = (real)(0.05 * nb_rng_normal(rng));
         } else if (relu_like) {
             double sd = sqrt(2.0 / C); /* He et al. */
-            for (size_t i = 0; i < (size_t)OC * C; i++) W[i] = (real)(sd * nb_rng_normal(rng));
+            for (size_t i = 0; i < (size_t)OC * C; i++)
+                W[i] = (real)(sd * nb_rng_normal(rng));
         } else {
             double a = sqrt(6.0 / (C + OC)); /* Glorot uniform */
             for (size_t i = 0; i < (size_t)OC * C; i++)
@@ -120,26 +119,28 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
         }
         if (m->L[l].g != NO_OFF) {
             real *g = m->params + m->L[l].g;
-            for (int o = 0; o < OC; o++) g[o] = 1;
+            for (int o = 0; o < OC; o++)
+                g[o] = 1;
             if (m->L[l].kind == NB_NORM_WEIGHT) {
                 /* Without data init, g = ||v|| so that the effective weight starts as v. */
                 for (int o = 0; o < OC; o++) {
                     double s = 0;
-                    for (int i = 0; i < C; i++) s += (double)W[(size_t)o * C + i] * W[(size_t)o * C + i];
+                    for (int i = 0; i < C; i++)
+                        s += (double)W[(size_t)o * C + i] * W[(size_t)o * C + i];
                     g[o] = (real)sqrt(s);
                 }
             }
         }
         if (m->L[l].rvar != NO_OFF) {
             real *rv = m->params + m->L[l].rvar;
-            for (int o = 0; o < OC; o++) rv[o] = 1;
+            for (int o = 0; o < OC; o++)
+                rv[o] = 1;
         }
     }
     return 0;
 }
 
-void FN(nb_mlp_free)(FN(nb_mlp) * m)
-{
+void FN(nb_mlp_free)(FN(nb_mlp) * m) {
     free(m->params);
     free(m->grads);
     free(m->adam_m);
@@ -159,47 +160,60 @@ void FN(nb_mlp_free)(FN(nb_mlp) * m)
     memset(m, 0, sizeof *m);
 }
 
-void FN(nb_mlp_zero_grad)(FN(nb_mlp) * m)
-{
+void FN(nb_mlp_zero_grad)(FN(nb_mlp) * m) {
     memset(m->grads, 0, m->layout.total * sizeof(real));
 }
 
-static void activate(FN(nb_mlp) * m, real *z, size_t n)
-{
+static void activate(FN(nb_mlp) * m, real *z, size_t n) {
     switch (m->act) {
-    case NB_ACT_RELU: FN(nb_relu_forward)(z, z, n); break;
-    case NB_ACT_LEAKY_RELU: FN(nb_leaky_relu_forward)(z, z, n, m->leaky_alpha); break;
-    case NB_ACT_TANH: FN(nb_tanh_forward)(z, z, n); break;
-    case NB_ACT_SIGMOID: FN(nb_sigmoid_forward)(z, z, n); break;
-    case NB_ACT_COUNT: break;
+    case NB_ACT_RELU:
+        FN(nb_relu_forward)(z, z, n);
+        break;
+    case NB_ACT_LEAKY_RELU:
+        FN(nb_leaky_relu_forward)(z, z, n, m->leaky_alpha);
+        break;
+    case NB_ACT_TANH:
+        FN(nb_tanh_forward)(z, z, n);
+        break;
+    case NB_ACT_SIGMOID:
+        FN(nb_sigmoid_forward)(z, z, n);
+        break;
+    case NB_ACT_COUNT:
+        break;
     }
 }
 
 static void activate_backward(FN(nb_mlp) * m, real *dz, const real *dout, const real *out,
-                              size_t n)
-{
+                              size_t n) {
     switch (m->act) {
-    case NB_ACT_RELU: FN(nb_relu_backward)(dz, dout, out, n); break;
-    case NB_ACT_LEAKY_RELU: FN(nb_leaky_relu_backward)(dz, dout, out, n, m->leaky_alpha); break;
-    case NB_ACT_TANH: FN(nb_tanh_backward)(dz, dout, out, n); break;
-    case NB_ACT_SIGMOID: FN(nb_sigmoid_backward)(dz, dout, out, n); break;
-    case NB_ACT_COUNT: break;
+    case NB_ACT_RELU:
+        FN(nb_relu_backward)(dz, dout, out, n);
+        break;
+    case NB_ACT_LEAKY_RELU:
+        FN(nb_leaky_relu_backward)(dz, dout, out, n, m->leaky_alpha);
+        break;
+    case NB_ACT_TANH:
+        FN(nb_tanh_backward)(dz, dout, out, n);
+        break;
+    case NB_ACT_SIGMOID:
+        FN(nb_sigmoid_backward)(dz, dout, out, n);
+        break;
+    case NB_ACT_COUNT:
+        break;
     }
 }
 
 /* The weight layer l multiplies by: W itself, or WeightNorm's g·V/||V|| (recomputed here). */
-static const real *effective_weight(FN(nb_mlp) * m, int l)
-{
+static const real *effective_weight(FN(nb_mlp) * m, int l) {
     const real *W = m->params + m->L[l].w;
     if (m->L[l].kind != NB_NORM_WEIGHT) return W;
-    FN(nb_weightnorm_forward)(m->wn_w[l], m->wn_norm[l], W, m->params + m->L[l].g, m->dims[l + 1],
-                              m->dims[l]);
+    FN(nb_weightnorm_forward)
+    (m->wn_w[l], m->wn_norm[l], W, m->params + m->L[l].g, m->dims[l + 1], m->dims[l]);
     return m->wn_w[l];
 }
 
 /* Layer l's forward from inp (B, C) into m->out[l] (B, OC). */
-static void layer_forward(FN(nb_mlp) * m, int l, const real *inp, int B, int training)
-{
+static void layer_forward(FN(nb_mlp) * m, int l, const real *inp, int B, int training) {
     int C = m->dims[l], OC = m->dims[l + 1];
     const real *P = m->params;
     const real *W = effective_weight(m, l);
@@ -209,7 +223,9 @@ static void layer_forward(FN(nb_mlp) * m, int l, const real *inp, int B, int tra
     m->inp[l] = (real *)inp;
     switch (m->L[l].kind) {
     case NB_NORM_NONE:
-    case NB_NORM_WEIGHT: FN(nb_dense_forward)(out, inp, W, b, B, C, OC); break;
+    case NB_NORM_WEIGHT:
+        FN(nb_dense_forward)(out, inp, W, b, B, C, OC);
+        break;
     case NB_NORM_LAYER:
         FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
         FN(nb_layernorm_forward)(out, m->mean[l], m->rstd[l], pre, g, b, B, OC, &m->norm);
@@ -224,16 +240,17 @@ static void layer_forward(FN(nb_mlp) * m, int l, const real *inp, int B, int tra
         break;
     case NB_NORM_BATCH:
         FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
-        FN(nb_batchnorm_forward)(out, m->mean[l], m->rstd[l], m->params + m->L[l].rmean,
-                                 m->params + m->L[l].rvar, pre, g, b, B, OC, training, &m->norm);
+        FN(nb_batchnorm_forward)
+        (out, m->mean[l], m->rstd[l], m->params + m->L[l].rmean, m->params + m->L[l].rvar, pre, g,
+         b, B, OC, training, &m->norm);
         break;
-    case NB_NORM_COUNT: break;
+    case NB_NORM_COUNT:
+        break;
     }
     if (l < m->nlayers - 1) activate(m, out, (size_t)B * OC);
 }
 
-double FN(nb_mlp_forward)(FN(nb_mlp) * m, const real *x, const int *y, int B, int training)
-{
+double FN(nb_mlp_forward)(FN(nb_mlp) * m, const real *x, const int *y, int B, int training) {
     const real *inp = x;
     for (int l = 0; l < m->nlayers; l++) {
         layer_forward(m, l, inp, B, training);
@@ -246,8 +263,7 @@ double FN(nb_mlp_forward)(FN(nb_mlp) * m, const real *x, const int *y, int B, in
                                        m->dims[m->nlayers]);
 }
 
-void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y)
-{
+void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
     int B = m->last_B, L = m->nlayers;
     real *G = m->dbuf0;  /* gradient w.r.t. the current layer's output */
     real *G2 = m->dbuf1; /* gradient w.r.t. its input (the previous layer's output) */
@@ -277,17 +293,19 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y)
             memset(dpre, 0, sizeof(real) * n);
             switch (m->L[l].kind) {
             case NB_NORM_LAYER:
-                FN(nb_layernorm_backward)(dpre, dg, db, dz, m->pre[l], g, m->mean[l], m->rstd[l],
-                                          B, OC, &m->norm);
+                FN(nb_layernorm_backward)
+                (dpre, dg, db, dz, m->pre[l], g, m->mean[l], m->rstd[l], B, OC, &m->norm);
                 break;
             case NB_NORM_RMS:
             case NB_NORM_PRMS:
-                FN(nb_rmsnorm_backward)(dpre, dg, db, dz, m->pre[l], g, m->rstd[l], B, OC,
-                                        m->L[l].kind == NB_NORM_RMS ? OC : m->L[l].k, &m->norm);
+                FN(nb_rmsnorm_backward)
+                (dpre, dg, db, dz, m->pre[l], g, m->rstd[l], B, OC,
+                 m->L[l].kind == NB_NORM_RMS ? OC : m->L[l].k, &m->norm);
                 break;
             default:
-                FN(nb_batchnorm_backward)(dpre, dg, db, dz, m->pre[l], g, m->mean[l], m->rstd[l],
-                                          B, OC, m->last_training, &m->norm);
+                FN(nb_batchnorm_backward)
+                (dpre, dg, db, dz, m->pre[l], g, m->mean[l], m->rstd[l], B, OC, m->last_training,
+                 &m->norm);
                 break;
             }
         }
@@ -298,11 +316,11 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y)
         if (m->L[l].kind == NB_NORM_WEIGHT) {
             memset(m->dwn, 0, sizeof(real) * (size_t)OC * C);
             FN(nb_dense_backward)(dinp, m->dwn, dbias, dpre, m->inp[l], m->wn_w[l], B, C, OC);
-            FN(nb_weightnorm_backward)(grads + m->L[l].w, dg, m->dwn, P + m->L[l].w, g,
-                                       m->wn_norm[l], OC, C);
+            FN(nb_weightnorm_backward)
+            (grads + m->L[l].w, dg, m->dwn, P + m->L[l].w, g, m->wn_norm[l], OC, C);
         } else {
-            FN(nb_dense_backward)(dinp, grads + m->L[l].w, dbias, dpre, m->inp[l],
-                                  P + m->L[l].w, B, C, OC);
+            FN(nb_dense_backward)
+            (dinp, grads + m->L[l].w, dbias, dpre, m->inp[l], P + m->L[l].w, B, C, OC);
         }
         if (dinp && dinp != G) {
             real *t = G;
@@ -312,8 +330,7 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y)
     }
 }
 
-void FN(nb_mlp_data_init)(FN(nb_mlp) * m, const real *x, int B)
-{
+void FN(nb_mlp_data_init)(FN(nb_mlp) * m, const real *x, int B) {
     if (m->norm.kind != NB_NORM_WEIGHT || !m->norm.wn_data_init) return;
     if (B > m->Bmax) B = m->Bmax;
     const real *inp = x;
@@ -329,7 +346,8 @@ void FN(nb_mlp_data_init)(FN(nb_mlp) * m, const real *x, int B)
             FN(nb_dense_forward)(m->pre[l], inp, effective_weight(m, l), NULL, B, m->dims[l], OC);
             for (int o = 0; o < OC; o++) {
                 double s = 0, ss = 0;
-                for (int i = 0; i < B; i++) s += m->pre[l][(size_t)i * OC + o];
+                for (int i = 0; i < B; i++)
+                    s += m->pre[l][(size_t)i * OC + o];
                 double mu = s / B;
                 for (int i = 0; i < B; i++) {
                     double d = m->pre[l][(size_t)i * OC + o] - mu;

@@ -14,12 +14,12 @@
 #define NB_MLP_MAX_LAYERS 8
 
 typedef struct NB_FN(nb_mlp) {
-    int nlayers;                      /* number of weight layers */
-    int dims[NB_MLP_MAX_LAYERS + 1];  /* dims[0] inputs ... dims[nlayers] classes */
-    nb_norm_cfg norm;                 /* the variant and its knobs */
+    int nlayers;                     /* number of weight layers */
+    int dims[NB_MLP_MAX_LAYERS + 1]; /* dims[0] inputs ... dims[nlayers] classes */
+    nb_norm_cfg norm;                /* the variant and its knobs */
     nb_act_kind act;
     NB_REAL leaky_alpha;
-    int Bmax;                         /* largest batch the buffers hold */
+    int Bmax; /* largest batch the buffers hold */
     nb_layout layout;
     NB_REAL *params, *grads, *adam_m, *adam_v; /* (layout.total) each */
     struct {
@@ -28,35 +28,35 @@ typedef struct NB_FN(nb_mlp) {
         size_t w, b, g, rmean, rvar; /* offsets; (size_t)-1 when absent */
     } L[NB_MLP_MAX_LAYERS];
     /* forward caches (Bmax rows) and backward scratch */
-    NB_REAL *inp[NB_MLP_MAX_LAYERS];  /* input of layer l: the data pointer or previous output */
-    NB_REAL *pre[NB_MLP_MAX_LAYERS];  /* x·W^T (B, dims[l+1]) */
-    NB_REAL *out[NB_MLP_MAX_LAYERS];  /* after norm+bias (+activation on hidden layers) */
+    NB_REAL *inp[NB_MLP_MAX_LAYERS]; /* input of layer l: the data pointer or previous output */
+    NB_REAL *pre[NB_MLP_MAX_LAYERS]; /* x·W^T (B, dims[l+1]) */
+    NB_REAL *out[NB_MLP_MAX_LAYERS]; /* after norm+bias (+activation on hidden layers) */
     NB_REAL *mean[NB_MLP_MAX_LAYERS], *rstd[NB_MLP_MAX_LAYERS];
     NB_REAL *wn_w[NB_MLP_MAX_LAYERS], *wn_norm[NB_MLP_MAX_LAYERS]; /* WeightNorm's effective W */
-    NB_REAL *probs;                   /* (Bmax, classes) */
-    NB_REAL *dbuf0, *dbuf1, *dwn;     /* scratch gradients */
+    NB_REAL *probs;                                                /* (Bmax, classes) */
+    NB_REAL *dbuf0, *dbuf1, *dwn;                                  /* scratch gradients */
     int last_B, last_training;
 } NB_FN(nb_mlp);
 
 /* Allocates and initializes (weights ~ N(0, 1/fan_in)·sqrt(2) for relu-like activations,
  * Glorot otherwise; gains 1, biases 0, running mean 0 / var 1), drawing from rng.
  * Returns 0, or -1 with a message in err (sizes out of range, out of memory). */
-int NB_FN(nb_mlp_init)(NB_FN(nb_mlp) *m, int nlayers, const int *dims, const nb_norm_cfg *norm,
+int NB_FN(nb_mlp_init)(NB_FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_cfg *norm,
                        nb_act_kind act, int Bmax, nb_rng *rng, nb_err *err);
-void NB_FN(nb_mlp_free)(NB_FN(nb_mlp) *m);
+void NB_FN(nb_mlp_free)(NB_FN(nb_mlp) * m);
 
 /* Forward over B <= Bmax rows of x (B, dims[0]); training selects batch statistics and
  * running-average updates for BN. Returns the mean cross-entropy against y (B) and leaves the
  * softmax in m->probs. y may be NULL (returns 0). */
-double NB_FN(nb_mlp_forward)(NB_FN(nb_mlp) *m, const NB_REAL *x, const int *y, int B,
+double NB_FN(nb_mlp_forward)(NB_FN(nb_mlp) * m, const NB_REAL *x, const int *y, int B,
                              int training);
 
 /* Backward of the last forward (its mean loss); ACCUMULATES into m->grads (zero them first
  * with nb_mlp_zero_grad). */
-void NB_FN(nb_mlp_backward)(NB_FN(nb_mlp) *m, const int *y);
-void NB_FN(nb_mlp_zero_grad)(NB_FN(nb_mlp) *m);
+void NB_FN(nb_mlp_backward)(NB_FN(nb_mlp) * m, const int *y);
+void NB_FN(nb_mlp_zero_grad)(NB_FN(nb_mlp) * m);
 
 /* WeightNorm's data-dependent initialization (Salimans & Kingma): runs x (B rows) through the
  * network layer by layer and sets each layer's g and b so that its pre-activations have zero
  * mean and unit variance per unit. Only for norm kind weight; a no-op otherwise. */
-void NB_FN(nb_mlp_data_init)(NB_FN(nb_mlp) *m, const NB_REAL *x, int B);
+void NB_FN(nb_mlp_data_init)(NB_FN(nb_mlp) * m, const NB_REAL *x, int B);

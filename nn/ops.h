@@ -15,13 +15,12 @@ void NB_FN(nb_dense_backward)(NB_REAL *dinp, NB_REAL *dw, NB_REAL *dbias, const 
 void NB_FN(nb_relu_forward)(NB_REAL *out, const NB_REAL *inp, size_t N);
 void NB_FN(nb_relu_backward)(NB_REAL *dinp, const NB_REAL *dout, const NB_REAL *out, size_t N);
 void NB_FN(nb_leaky_relu_forward)(NB_REAL *out, const NB_REAL *inp, size_t N, NB_REAL alpha);
-void NB_FN(nb_leaky_relu_backward)(NB_REAL *dinp, const NB_REAL *dout, const NB_REAL *out,
-                                   size_t N, NB_REAL alpha);
+void NB_FN(nb_leaky_relu_backward)(NB_REAL *dinp, const NB_REAL *dout, const NB_REAL *out, size_t N,
+                                   NB_REAL alpha);
 void NB_FN(nb_tanh_forward)(NB_REAL *out, const NB_REAL *inp, size_t N);
 void NB_FN(nb_tanh_backward)(NB_REAL *dinp, const NB_REAL *dout, const NB_REAL *out, size_t N);
 void NB_FN(nb_sigmoid_forward)(NB_REAL *out, const NB_REAL *inp, size_t N);
-void NB_FN(nb_sigmoid_backward)(NB_REAL *dinp, const NB_REAL *dout, const NB_REAL *out,
-                                size_t N);
+void NB_FN(nb_sigmoid_backward)(NB_REAL *dinp, const NB_REAL *dout, const NB_REAL *out, size_t N);
 
 /* Softmax cross-entropy, numerically stable (max subtracted, log-sum-exp).
  * probs (B,V) receives the softmax; losses (B) the per-row -log p[target] (may be NULL).

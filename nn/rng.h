@@ -17,9 +17,9 @@ typedef struct nb_rng {
 
 void nb_rng_seed(nb_rng *r, uint64_t seed, uint64_t stream);
 uint64_t nb_rng_u64(nb_rng *r);
-double nb_rng_uniform(nb_rng *r);             /* [0, 1), 53 random bits */
-double nb_rng_normal(nb_rng *r);              /* standard normal */
-uint64_t nb_rng_below(nb_rng *r, uint64_t n); /* uniform in [0, n), unbiased; n > 0 */
+double nb_rng_uniform(nb_rng *r);                 /* [0, 1), 53 random bits */
+double nb_rng_normal(nb_rng *r);                  /* standard normal */
+uint64_t nb_rng_below(nb_rng *r, uint64_t n);     /* uniform in [0, n), unbiased; n > 0 */
 void nb_rng_shuffle(nb_rng *r, int *a, size_t n); /* Fisher-Yates */
 
 #endif

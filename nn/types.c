@@ -13,13 +13,11 @@ static const char *const act_names[] = {"relu", "leaky-relu", "tanh", "sigmoid"}
 _Static_assert(sizeof act_names / sizeof act_names[0] == NB_ACT_COUNT,
                "every activation needs a name");
 
-const char *nb_norm_name(nb_norm_kind k)
-{
+const char *nb_norm_name(nb_norm_kind k) {
     return (k >= 0 && k < NB_NORM_COUNT) ? norm_names[k] : NULL;
 }
 
-int nb_norm_from_name(const char *name, nb_norm_kind *k)
-{
+int nb_norm_from_name(const char *name, nb_norm_kind *k) {
     for (int i = 0; i < NB_NORM_COUNT; i++)
         if (strcmp(name, norm_names[i]) == 0) {
             *k = (nb_norm_kind)i;
@@ -28,13 +26,11 @@ int nb_norm_from_name(const char *name, nb_norm_kind *k)
     return -1;
 }
 
-const char *nb_act_name(nb_act_kind k)
-{
+const char *nb_act_name(nb_act_kind k) {
     return (k >= 0 && k < NB_ACT_COUNT) ? act_names[k] : NULL;
 }
 
-int nb_act_from_name(const char *name, nb_act_kind *k)
-{
+int nb_act_from_name(const char *name, nb_act_kind *k) {
     for (int i = 0; i < NB_ACT_COUNT; i++)
         if (strcmp(name, act_names[i]) == 0) {
             *k = (nb_act_kind)i;
@@ -43,8 +39,7 @@ int nb_act_from_name(const char *name, nb_act_kind *k)
     return -1;
 }
 
-void nb_norm_cfg_default(nb_norm_cfg *cfg, nb_norm_kind kind)
-{
+void nb_norm_cfg_default(nb_norm_cfg *cfg, nb_norm_kind kind) {
     memset(cfg, 0, sizeof *cfg);
     cfg->kind = kind;
     cfg->eps = 1e-5;
@@ -57,8 +52,7 @@ void nb_norm_cfg_default(nb_norm_cfg *cfg, nb_norm_kind kind)
     cfg->wn_data_init = 1;
 }
 
-int nb_prms_k(int n, double p, int p_floor)
-{
+int nb_prms_k(int n, double p, int p_floor) {
     double x = (double)n * p;
     /* n*p is computed in double; a product such as 1000*0.125 is exact, and a value within
      * 1e-9 of an integer is taken as that integer so that 0.1*30 gives 3 both ways. */
@@ -73,8 +67,7 @@ int nb_prms_k(int n, double p, int p_floor)
     return (int)k;
 }
 
-void nb_adam_cfg_default(nb_adam_cfg *cfg)
-{
+void nb_adam_cfg_default(nb_adam_cfg *cfg) {
     cfg->lr = 1e-3;
     cfg->beta1 = 0.9;
     cfg->beta2 = 0.999;
@@ -84,8 +77,7 @@ void nb_adam_cfg_default(nb_adam_cfg *cfg)
     cfg->bias = NB_ADAM_BIAS_STANDARD;
 }
 
-size_t nb_layout_add(nb_layout *l, const char *name, size_t n, int trainable)
-{
+size_t nb_layout_add(nb_layout *l, const char *name, size_t n, int trainable) {
     if (l->count >= NB_MAX_TENSORS) return (size_t)-1;
     size_t off = (l->total + 15) & ~(size_t)15;
     nb_tensor *t = &l->t[l->count++];

@@ -49,7 +49,13 @@ int nb_prms_k(int n, double p, int p_floor);
 
 /* ---- activations ------------------------------------------------------------------------ */
 
-typedef enum nb_act_kind { NB_ACT_RELU, NB_ACT_LEAKY_RELU, NB_ACT_TANH, NB_ACT_SIGMOID, NB_ACT_COUNT } nb_act_kind;
+typedef enum nb_act_kind {
+    NB_ACT_RELU,
+    NB_ACT_LEAKY_RELU,
+    NB_ACT_TANH,
+    NB_ACT_SIGMOID,
+    NB_ACT_COUNT
+} nb_act_kind;
 
 /* "relu", "leaky-relu", "tanh", "sigmoid"; NULL when out of range. */
 const char *nb_act_name(nb_act_kind k);

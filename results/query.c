@@ -160,6 +160,8 @@ static int read_series(nb_store *s, nb_run_detail *d, nb_err *err) {
             pcap = 0;
             if (!(cur->name = strdup(name))) goto oom;
         }
+        /* cur is set above whenever it was NULL */
+        // cppcheck-suppress nullPointerRedundantCheck
         if (cur->n >= pcap) {
             int nc = pcap ? pcap * 2 : 16;
             int64_t *a = realloc(cur->step, (size_t)nc * sizeof *a);
@@ -452,8 +454,9 @@ int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err)
         if (ms->n == 0 || ml->n == 0 || !(ms->mean > 0) || !(ml->mean > 0)) continue;
         g->has_speed = 1;
         g->speed = ml->mean / ms->mean;
+        /* A single run on either side has no spread to propagate: NaN, not a made-up 0. */
         double rl = ml->std / ml->mean, rx = ms->std / ms->mean;
-        g->speed_std = g->speed * sqrt(rl * rl + rx * rx);
+        g->speed_std = (ms->n < 2 || ml->n < 2) ? NAN : g->speed * sqrt(rl * rl + rx * rx);
     }
     qsort(r->groups, (size_t)r->n, sizeof *r->groups, group_cmp);
     accs_free(accs, nacc);
@@ -493,6 +496,10 @@ char *nb_speed_sentence(const nb_report_group *g, char *buf, size_t size) {
         r = 1 / r;
         dir = "slower";
     }
-    snprintf(buf, size, "%s ran %.2f ± %.2f× %s per step than layer", g->norm, r, sd, dir);
+    if (isnan(sd))
+        snprintf(buf, size, "%s ran %.2f× %s per step than layer (single runs: no spread)", g->norm,
+                 r, dir);
+    else
+        snprintf(buf, size, "%s ran %.2f ± %.2f× %s per step than layer", g->norm, r, sd, dir);
     return buf;
 }

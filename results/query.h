@@ -82,8 +82,8 @@ typedef struct nb_report_group {
     int nmetrics;
     nb_stat ms_per_step; /* final "ms_per_step" of each finished run */
     /* Speed relative to `layer` in the same task and dataset: mean_layer / mean_this, with its
-     * standard deviation by error propagation. has_speed is 0 for layer itself and when either
-     * side has no ms_per_step. */
+     * standard deviation by error propagation (NaN when either side has a single run). has_speed is
+     * 0 for layer itself and when either side has no ms_per_step. */
     int has_speed;
     double speed, speed_std;
 } nb_report_group;

@@ -2,11 +2,11 @@
  * LN/RMS/pRMS/WN on the hidden layers, BN on all layers, trained with Adam.
  *
  * What the paper does not say, and what we chose (recorded with every run): ReLU, Adam with
- * lr 1e-3 in PyTorch's form (eps 1e-8 on the bias-corrected moments), 20 epochs unless --epochs/--steps. Batch 128, or 4 (the paper's other setting).
- * Train is the first 55,000 training images, validation the last 5,000, test the 10,000 test
- * images. Each epoch visits the training set in a fresh random order (data stream of the seed)
- * in full batches; the remainder that does not fill a batch is skipped that epoch, so that BN
- * never sees a short batch. */
+ * lr 1e-3 in PyTorch's form (eps 1e-8 on the bias-corrected moments), 20 epochs unless
+ * --epochs/--steps. Batch 128, or 4 (the paper's other setting). Train is the first 55,000 training
+ * images, validation the last 5,000, test the 10,000 test images. Each epoch visits the training
+ * set in a fresh random order (data stream of the seed) in full batches; the remainder that does
+ * not fill a batch is skipped that epoch, so that BN never sees a short batch. */
 #include "tasks/task.h"
 
 #include <math.h>
@@ -18,8 +18,7 @@
 
 static const char *const mnist_datasets[] = {"fashion-mnist", "mnist", "synthetic", NULL};
 
-static void mnist_defaults(nb_train_cfg *cfg, nb_norm_kind norm)
-{
+static void mnist_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     nb_norm_cfg_default(&cfg->norm, norm);
     /* The LN paper: "BN ... uses the unbiased variance estimator for the small batch". */
     cfg->norm.bn_unbiased_batch = 1;
@@ -37,8 +36,7 @@ static void mnist_defaults(nb_train_cfg *cfg, nb_norm_kind norm)
 static const int mlp_dims[] = {784, 1000, 1000, 10};
 
 /* Evaluates the model on a split: error rate and mean NLL. */
-static void evaluate(nb_mlp *m, const nb_split *s, int eb, double *err_rate, double *nll)
-{
+static void evaluate(nb_mlp *m, const nb_split *s, int eb, double *err_rate, double *nll) {
     long wrong = 0;
     double nll_sum = 0;
     for (int i = 0; i < s->n; i += eb) {
@@ -58,8 +56,7 @@ static void evaluate(nb_mlp *m, const nb_split *s, int eb, double *err_rate, dou
     *nll = s->n ? nll_sum / s->n : NAN;
 }
 
-static void gather(float *xb, int *yb, const nb_split *s, const int *perm, int from, int B)
-{
+static void gather(float *xb, int *yb, const nb_split *s, const int *perm, int from, int B) {
     for (int r = 0; r < B; r++) {
         int i = perm[from + r];
         memcpy(xb + (size_t)r * s->dim, s->x + (size_t)i * s->dim, sizeof(float) * s->dim);
@@ -68,8 +65,7 @@ static void gather(float *xb, int *yb, const nb_split *s, const int *perm, int f
 }
 
 static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status,
-                       nb_err *err)
-{
+                       nb_err *err) {
     int rc = -1;
     nb_mnist data;
     nb_mlp model;
@@ -93,8 +89,7 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
     nb_rng_seed(&data_rng, cfg->seed, NB_STREAM_DATA);
     int Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
-    if (nb_mlp_init(&model, 3, mlp_dims, &cfg->norm, cfg->act, Bmax, &init_rng, err) != 0)
-        goto out;
+    if (nb_mlp_init(&model, 3, mlp_dims, &cfg->norm, cfg->act, Bmax, &init_rng, err) != 0) goto out;
     have_model = 1;
     xb = malloc(sizeof(float) * (size_t)Bmax * tr->dim);
     yb = malloc(sizeof(int) * (size_t)Bmax);
@@ -103,7 +98,8 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
         nb_errf(err, "out of memory for the training batches");
         goto out;
     }
-    for (int i = 0; i < tr->n; i++) perm[i] = i;
+    for (int i = 0; i < tr->n; i++)
+        perm[i] = i;
 
     if (cfg->norm.kind == NB_NORM_WEIGHT && cfg->norm.wn_data_init) {
         /* Salimans & Kingma: initialize g and b from a batch of shuffled training data. */
@@ -133,8 +129,8 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                 nb_metric m = {"train_loss", step + 1, nb_now() - t0, loss};
                 if (sink->record(sink->ctx, &m, 1, err) != 0) goto out;
                 *status = NB_STATUS_DIVERGED;
-                nb_errf(err, "training loss became %s at step %lld", isnan(loss) ? "NaN" : "infinite",
-                        (long long)(step + 1));
+                nb_errf(err, "training loss became %s at step %lld",
+                        isnan(loss) ? "NaN" : "infinite", (long long)(step + 1));
                 rc = 0;
                 goto out;
             }
@@ -154,8 +150,13 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                 loss_n = 0;
             }
             if (sink->progress) {
-                nb_progress p = {epoch, epochs, step, planned, isnan(last_loss) ? loss : last_loss,
-                                 nb_now() - t0, step / (train_time > 0 ? train_time : 1e-9),
+                nb_progress p = {epoch,
+                                 epochs,
+                                 step,
+                                 planned,
+                                 isnan(last_loss) ? loss : last_loss,
+                                 nb_now() - t0,
+                                 step / (train_time > 0 ? train_time : 1e-9),
                                  "train"};
                 sink->progress(sink->ctx, &p);
             }
@@ -175,8 +176,14 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
             break;
         }
         if (sink->progress) {
-            nb_progress p = {epoch, epochs, step, planned, last_loss, nb_now() - t0,
-                             step / (train_time > 0 ? train_time : 1e-9), "eval"};
+            nb_progress p = {epoch,
+                             epochs,
+                             step,
+                             planned,
+                             last_loss,
+                             nb_now() - t0,
+                             step / (train_time > 0 ? train_time : 1e-9),
+                             "eval"};
             sink->progress(sink->ctx, &p);
         }
         double ve, vn, te, tn;
@@ -209,43 +216,58 @@ out:
     return rc;
 }
 
-static int mnist_bench_step(const nb_train_cfg *cfg, int iters, double *sec, nb_err *err)
-{
+typedef struct mnist_bench {
     nb_mlp model;
+    float *x;
+    int *y, B;
+    long t;
+    nb_adam_cfg adam;
+} mnist_bench;
+
+static void mnist_bench_close(void *p) {
+    mnist_bench *b = p;
+    if (!b) return;
+    nb_mlp_free(&b->model);
+    free(b->x);
+    free(b->y);
+    free(b);
+}
+
+static void *mnist_bench_open(const nb_train_cfg *cfg, nb_err *err) {
+    mnist_bench *b = calloc(1, sizeof *b);
+    if (!b) return nb_errf(err, "out of memory"), NULL;
     nb_rng rng;
     nb_rng_seed(&rng, cfg->seed, NB_STREAM_INIT);
-    int B = cfg->batch;
-    if (nb_mlp_init(&model, 3, mlp_dims, &cfg->norm, cfg->act, B, &rng, err) != 0) return -1;
-    float *x = malloc(sizeof(float) * (size_t)B * mlp_dims[0]);
-    int *y = malloc(sizeof(int) * (size_t)B);
-    if (!x || !y) {
-        free(x);
-        free(y);
-        nb_mlp_free(&model);
-        return nb_errf(err, "out of memory");
+    b->B = cfg->batch;
+    b->adam = cfg->adam;
+    if (nb_mlp_init(&b->model, 3, mlp_dims, &cfg->norm, cfg->act, b->B, &rng, err) != 0) {
+        free(b);
+        return NULL;
+    }
+    b->x = malloc(sizeof(float) * (size_t)b->B * mlp_dims[0]);
+    b->y = malloc(sizeof(int) * (size_t)b->B);
+    if (!b->x || !b->y) {
+        mnist_bench_close(b);
+        return nb_errf(err, "out of memory"), NULL;
     }
     nb_rng_seed(&rng, cfg->seed, NB_STREAM_SYNTH);
-    for (size_t i = 0; i < (size_t)B * mlp_dims[0]; i++) x[i] = (float)nb_rng_uniform(&rng);
-    for (int i = 0; i < B; i++) y[i] = (int)nb_rng_below(&rng, 10);
-    nb_mlp_data_init(&model, x, B);
-    /* Warm-up: at least 5 steps and 0.3 s, so that the first row timed does not pay for page
-     * faults, thread start-up and clock ramp-up. */
-    long t = 0;
-    double w0 = nb_now();
-    for (int it = -1; it < iters; it++) {
-        if (it < 0 && (t < 5 || nb_now() - w0 < 0.3)) it = -2; /* stay in warm-up */
-        double ts = nb_now();
-        nb_mlp_zero_grad(&model);
-        nb_mlp_forward(&model, x, y, B, 1);
-        nb_mlp_backward(&model, y);
-        nb_adam_step_layout(model.params, model.grads, model.adam_m, model.adam_v, &model.layout,
-                            ++t, &cfg->adam);
-        if (it >= 0) sec[it] = nb_now() - ts;
-    }
-    free(x);
-    free(y);
-    nb_mlp_free(&model);
-    return 0;
+    for (size_t i = 0; i < (size_t)b->B * mlp_dims[0]; i++)
+        b->x[i] = (float)nb_rng_uniform(&rng);
+    for (int i = 0; i < b->B; i++)
+        b->y[i] = (int)nb_rng_below(&rng, 10);
+    nb_mlp_data_init(&b->model, b->x, b->B);
+    return b;
+}
+
+static double mnist_bench_step(void *p) {
+    mnist_bench *b = p;
+    double ts = nb_now();
+    nb_mlp_zero_grad(&b->model);
+    nb_mlp_forward(&b->model, b->x, b->y, b->B, 1);
+    nb_mlp_backward(&b->model, b->y);
+    nb_adam_step_layout(b->model.params, b->model.grads, b->model.adam_m, b->model.adam_v,
+                        &b->model.layout, ++b->t, &b->adam);
+    return nb_now() - ts;
 }
 
 static const int mnist_bench_batches[] = {128, 4, 0};
@@ -257,6 +279,8 @@ const nb_task nb_task_mnist = {
     .datasets = mnist_datasets,
     .defaults = mnist_defaults,
     .train = mnist_train,
+    .bench_open = mnist_bench_open,
     .bench_step = mnist_bench_step,
+    .bench_close = mnist_bench_close,
     .bench_batches = mnist_bench_batches,
 };

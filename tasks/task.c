@@ -9,32 +9,32 @@ extern const nb_task nb_task_mnist;
 /* One row per task, in the order help and reports list them. */
 static const nb_task *const tasks[] = {&nb_task_mnist};
 
-const nb_task *nb_task_find(const char *name)
-{
+const nb_task *nb_task_find(const char *name) {
     for (size_t i = 0; i < sizeof tasks / sizeof tasks[0]; i++)
         if (strcmp(tasks[i]->name, name) == 0) return tasks[i];
     return NULL;
 }
 
-const nb_task *nb_task_at(int i)
-{
+const nb_task *nb_task_at(int i) {
     if (i < 0 || (size_t)i >= sizeof tasks / sizeof tasks[0]) return NULL;
     return tasks[i];
 }
 
-const char *nb_status_name(nb_status s)
-{
+const char *nb_status_name(nb_status s) {
     switch (s) {
-    case NB_STATUS_FINISHED: return "finished";
-    case NB_STATUS_INTERRUPTED: return "interrupted";
-    case NB_STATUS_DIVERGED: return "diverged";
-    case NB_STATUS_FAILED: return "failed";
+    case NB_STATUS_FINISHED:
+        return "finished";
+    case NB_STATUS_INTERRUPTED:
+        return "interrupted";
+    case NB_STATUS_DIVERGED:
+        return "diverged";
+    case NB_STATUS_FAILED:
+        return "failed";
     }
     return "failed";
 }
 
-double nb_now(void)
-{
+double nb_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;

@@ -35,14 +35,14 @@ typedef struct nb_train_cfg {
     nb_act_kind act;
     nb_adam_cfg adam;
     uint64_t seed;
-    int epochs;       /* epochs to train (when steps == 0) */
-    int64_t steps;    /* > 0: stop after this many steps (may end inside an epoch) */
-    int batch;        /* training batch size */
-    int eval_batch;   /* rows per evaluation forward (does not change results) */
-    int subset;       /* > 0: use only this many training (and at most as many val/test) examples */
-    int log_every;    /* steps between train_loss records */
-    double clip;      /* > 0: global gradient-norm clipping threshold */
-    int threads;      /* threads in force (recorded; cmd/ sets them) */
+    int epochs;     /* epochs to train (when steps == 0) */
+    int64_t steps;  /* > 0: stop after this many steps (may end inside an epoch) */
+    int batch;      /* training batch size */
+    int eval_batch; /* rows per evaluation forward (does not change results) */
+    int subset;     /* > 0: use only this many training (and at most as many val/test) examples */
+    int log_every;  /* steps between train_loss records */
+    double clip;    /* > 0: global gradient-norm clipping threshold */
+    int threads;    /* threads in force (recorded; cmd/ sets them) */
     volatile sig_atomic_t *stop; /* becomes non-zero to ask the loop to stop (Ctrl-C) */
 } nb_train_cfg;
 
@@ -75,9 +75,14 @@ typedef struct nb_task {
     /* Trains per cfg, reporting to sink. Returns 0 with *status set (finished, interrupted or
      * diverged), or -1 with err set when the run could not proceed (missing data, I/O). */
     int (*train)(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status, nb_err *err);
-    /* Times training steps on generated data at cfg->batch: warm-up, then `iters` steps;
-     * writes the seconds of each step into sec[iters]. Returns 0 or -1 with err. */
-    int (*bench_step)(const nb_train_cfg *cfg, int iters, double *sec, nb_err *err);
+    /* Benchmark of training steps on generated data at cfg->batch: bench_open builds the
+     * model and its data (returns NULL with err set on failure), bench_step runs one full
+     * training step (forward, backward, optimizer) and returns its seconds, bench_close frees.
+     * `bench step` keeps one instance per norm open and interleaves them in rounds, so that
+     * drift in the machine's speed does not bias one norm against another. */
+    void *(*bench_open)(const nb_train_cfg *cfg, nb_err *err);
+    double (*bench_step)(void *bench);
+    void (*bench_close)(void *bench);
     /* Batch sizes `bench step` times by default, 0-terminated (the paper's settings). */
     const int *bench_batches;
 } nb_task;

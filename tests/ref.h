@@ -26,8 +26,7 @@ typedef struct ref_file {
 } ref_file;
 
 /* Loads tests/ref/<file>; returns 0, or -1 after printing why. */
-static inline int ref_load(ref_file *rf, const char *file)
-{
+static inline int ref_load(ref_file *rf, const char *file) {
     const char *dir = getenv("NORMBENCH_REF");
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/ref", file);
@@ -74,17 +73,16 @@ bad:
 }
 
 /* The tensor called name, or NULL (after printing its name). */
-static inline const ref_tensor *ref_get(const ref_file *rf, const char *name)
-{
+static inline const ref_tensor *ref_get(const ref_file *rf, const char *name) {
     for (int i = 0; i < rf->count; i++)
         if (strcmp(rf->t[i].name, name) == 0) return &rf->t[i];
     fprintf(stderr, "ref: no tensor '%s'\n", name);
     return NULL;
 }
 
-static inline void ref_free(ref_file *rf)
-{
-    for (int i = 0; i < rf->count; i++) free(rf->t[i].data);
+static inline void ref_free(ref_file *rf) {
+    for (int i = 0; i < rf->count; i++)
+        free(rf->t[i].data);
     free(rf->t);
     rf->t = NULL;
     rf->count = 0;

@@ -8,16 +8,16 @@
 enum { B = 6, NL = 3 };
 static const int dims[NL + 1] = {12, 9, 7, 5};
 
-static void make_data(double *x, int *y, uint64_t seed)
-{
+static void make_data(double *x, int *y, uint64_t seed) {
     nb_rng r;
     nb_rng_seed(&r, seed, NB_STREAM_SYNTH);
-    for (int i = 0; i < B * dims[0]; i++) x[i] = nb_rng_normal(&r);
-    for (int i = 0; i < B; i++) y[i] = (int)nb_rng_below(&r, (uint64_t)dims[NL]);
+    for (int i = 0; i < B * dims[0]; i++)
+        x[i] = nb_rng_normal(&r);
+    for (int i = 0; i < B; i++)
+        y[i] = (int)nb_rng_below(&r, (uint64_t)dims[NL]);
 }
 
-static void init_model(nb_mlp_f64 *m, nb_norm_kind kind, nb_act_kind act, const double *x)
-{
+static void init_model(nb_mlp_f64 *m, nb_norm_kind kind, nb_act_kind act, const double *x) {
     nb_norm_cfg cfg;
     nb_norm_cfg_default(&cfg, kind);
     cfg.p = 0.3; /* k = ceil(9*0.3) = 3 and ceil(7*0.3) = 3: a real partial RMS */
@@ -37,8 +37,7 @@ static void init_model(nb_mlp_f64 *m, nb_norm_kind kind, nb_act_kind act, const 
 }
 
 /* Every trainable parameter's gradient against a central difference of the loss. */
-static void check_gradients(nb_norm_kind kind, nb_act_kind act, int training)
-{
+static void check_gradients(nb_norm_kind kind, nb_act_kind act, int training) {
     double x[B * 12];
     int y[B];
     make_data(x, y, 3);
@@ -75,14 +74,13 @@ static void check_gradients(nb_norm_kind kind, nb_act_kind act, int training)
     nb_mlp_free_f64(&m);
 }
 
-static void test_gradients_tanh(void **state)
-{
+static void test_gradients_tanh(void **state) {
     (void)state;
-    for (int k = 0; k < NB_NORM_COUNT; k++) check_gradients((nb_norm_kind)k, NB_ACT_TANH, 1);
+    for (int k = 0; k < NB_NORM_COUNT; k++)
+        check_gradients((nb_norm_kind)k, NB_ACT_TANH, 1);
 }
 
-static void test_gradients_sigmoid_leaky(void **state)
-{
+static void test_gradients_sigmoid_leaky(void **state) {
     (void)state;
     for (int k = 0; k < NB_NORM_COUNT; k++) {
         check_gradients((nb_norm_kind)k, NB_ACT_SIGMOID, 1);
@@ -90,15 +88,13 @@ static void test_gradients_sigmoid_leaky(void **state)
     }
 }
 
-static void test_gradients_bn_eval(void **state)
-{
+static void test_gradients_bn_eval(void **state) {
     (void)state;
     check_gradients(NB_NORM_BATCH, NB_ACT_TANH, 0);
 }
 
 /* ReLU has kinks: compare along a random direction, where a kink is hit with probability ~0. */
-static void test_gradient_direction_relu(void **state)
-{
+static void test_gradient_direction_relu(void **state) {
     (void)state;
     for (int k = 0; k < NB_NORM_COUNT; k++) {
         double x[B * 12];
@@ -127,7 +123,8 @@ static void test_gradient_direction_relu(void **state)
         }
         double h = 1e-6, l[2];
         for (int s = 0; s < 2; s++) {
-            for (size_t j = 0; j < P; j++) m.params[j] = save[j] + (s ? -h : h) * d[j];
+            for (size_t j = 0; j < P; j++)
+                m.params[j] = save[j] + (s ? -h : h) * d[j];
             l[s] = nb_mlp_forward_f64(&m, x, y, B, 1);
         }
         double fd = (l[0] - l[1]) / (2 * h);
@@ -139,15 +136,15 @@ static void test_gradient_direction_relu(void **state)
 }
 
 /* The float model (same code, float) agrees with the double one from the same init. */
-static void test_float_matches_double(void **state)
-{
+static void test_float_matches_double(void **state) {
     (void)state;
     for (int k = 0; k < NB_NORM_COUNT; k++) {
         double xd[B * 12];
         float xf[B * 12];
         int y[B];
         make_data(xd, y, 11);
-        for (int i = 0; i < B * 12; i++) xf[i] = (float)xd[i];
+        for (int i = 0; i < B * 12; i++)
+            xf[i] = (float)xd[i];
         nb_norm_cfg cfg;
         nb_norm_cfg_default(&cfg, (nb_norm_kind)k);
         nb_rng r1, r2;
@@ -175,8 +172,7 @@ static void test_float_matches_double(void **state)
 }
 
 /* The LN paper's placement: LN/RMS/pRMS/WN on the hidden layers only, BN on all layers. */
-static void test_norm_placement(void **state)
-{
+static void test_norm_placement(void **state) {
     (void)state;
     for (int k = 0; k < NB_NORM_COUNT; k++) {
         nb_norm_cfg cfg;
@@ -186,7 +182,8 @@ static void test_norm_placement(void **state)
         nb_mlp m;
         nb_err err;
         assert_int_equal(nb_mlp_init(&m, NL, dims, &cfg, NB_ACT_RELU, B, &r, &err), 0);
-        for (int l = 0; l < NL - 1; l++) assert_int_equal(m.L[l].kind, k);
+        for (int l = 0; l < NL - 1; l++)
+            assert_int_equal(m.L[l].kind, k);
         assert_int_equal(m.L[NL - 1].kind, k == NB_NORM_BATCH ? NB_NORM_BATCH : NB_NORM_NONE);
         if (k == NB_NORM_PRMS) assert_int_equal(m.L[0].k, nb_prms_k(9, cfg.p, cfg.p_floor));
         nb_mlp_free(&m);
@@ -194,8 +191,7 @@ static void test_norm_placement(void **state)
 }
 
 /* Every norm learns a small problem: 300 Adam steps lower the loss by more than half. */
-static void test_learns(void **state)
-{
+static void test_learns(void **state) {
     (void)state;
     enum { N = 64 };
     static const int d2[] = {10, 32, 32, 3};
@@ -234,8 +230,7 @@ static void test_learns(void **state)
     }
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_tanh),
         cmocka_unit_test(test_gradients_sigmoid_leaky),

@@ -3,15 +3,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-void nb_err_clear(nb_err *e)
-{
+void nb_err_clear(nb_err *e) {
     if (!e) return;
     e->msg[0] = '\0';
     e->hint[0] = '\0';
 }
 
-int nb_errf(nb_err *e, const char *fmt, ...)
-{
+int nb_errf(nb_err *e, const char *fmt, ...) {
     if (!e) return -1;
     va_list ap;
     va_start(ap, fmt);
@@ -21,8 +19,7 @@ int nb_errf(nb_err *e, const char *fmt, ...)
     return -1;
 }
 
-int nb_hintf(nb_err *e, const char *fmt, ...)
-{
+int nb_hintf(nb_err *e, const char *fmt, ...) {
     if (!e) return -1;
     va_list ap;
     va_start(ap, fmt);
