@@ -60,6 +60,18 @@ typedef struct nb_opt {
 int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **argv, nb_opt *opts,
                   const char **pos, int maxpos, int *npos);
 
+/* The options several commands share, as rows of an option table. */
+#define NB_OPT_DB(ptr)                                                                             \
+    {                                                                                              \
+        .name = "db", .type = NB_OPT_STR, .dst = (ptr), .metavar = "FILE",                         \
+        .help = "results store (default $NORMBENCH_DB, else ./normbench.db)"                       \
+    }
+#define NB_OPT_FORMAT(ptr, list)                                                                   \
+    {                                                                                              \
+        .name = "format", .type = NB_OPT_CHOICE, .dst = (ptr), .metavar = "FMT",                   \
+        .help = "output format", .choices = (list)                                                 \
+    }
+
 /* Whether the option called name was given on the command line. */
 int nb_opt_seen(const nb_opt *opts, const char *name);
 

@@ -381,7 +381,7 @@ int cmd_bench(int argc, const char **argv) {
         {"norms", NB_OPT_STR, &norms_arg, "LIST", "norms to time, comma-separated, or all (all)"},
         {"batch", NB_OPT_STR, &batch_arg, "LIST", "step: batch sizes (task default; mnist 128,4)"},
         {"steps", NB_OPT_INT, &steps, "N", "step: timed steps per row (30)", NULL, 1, 100000},
-        {"format", NB_OPT_CHOICE, &fmt, "FMT", "output format", format_choices},
+        NB_OPT_FORMAT(&fmt, format_choices),
         {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
          NULL, 1, 1024},
         {NULL},

@@ -177,7 +177,7 @@ int cmd_run(int argc, const char **argv) {
         {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
          NULL, 1, 1024},
         {"data-dir", NB_OPT_STR, &data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
-        {"db", NB_OPT_STR, &db, "FILE", "results store (NORMBENCH_DB, ./normbench.db)"},
+        NB_OPT_DB(&db),
         {"tag", NB_OPT_STR, &tag, "TEXT", "a tag recorded with the run"},
         {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
         {NULL},

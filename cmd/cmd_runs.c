@@ -141,17 +141,8 @@ int cmd_runs(int argc, const char **argv) {
     const char *db = nb_default_db();
     int format = 0;
     nb_opt opts[] = {
-        {.name = "db",
-         .type = NB_OPT_STR,
-         .dst = &db,
-         .metavar = "FILE",
-         .help = "results store (default $NORMBENCH_DB, else ./normbench.db)"},
-        {.name = "format",
-         .type = NB_OPT_CHOICE,
-         .dst = &format,
-         .metavar = "FMT",
-         .help = "output format",
-         .choices = formats},
+        NB_OPT_DB(&db),
+        NB_OPT_FORMAT(&format, formats),
         {0},
     };
     int rc = nb_parse_opts("runs", usage, argc, argv, opts, NULL, 0, NULL);
