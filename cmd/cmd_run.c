@@ -127,6 +127,7 @@ static char *config_json(const nb_train_cfg *cfg) {
     kv_num(&j, "subset", cfg->subset);
     kv_num(&j, "log_every", cfg->log_every);
     kv_num(&j, "threads", cfg->threads);
+    kv_str(&j, "denormals", cfg->flush_denormals ? "flushed-to-zero" : "ieee");
     nb_buf_puts(&j, "}");
     return nb_buf_take(&j);
 }
@@ -138,6 +139,7 @@ int cmd_run(int argc, const char **argv) {
     int norm = NB_NORM_LAYER, act = 0, bias = 0, bn_var = 1, kround = 0;
     int64_t seed = 1, steps = 0, epochs = 0;
     int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
+    int no_ftz = 0;
     int adam_eps_inside = 0, adam_eps_on = 0, log_every = 0, eval_batch = 0;
     double lr = 0, p = 0, eps = 0, clip = 0, beta1 = 0, beta2 = 0, adam_eps = 0;
     nb_opt opts[] = {
@@ -174,6 +176,8 @@ int cmd_run(int argc, const char **argv) {
          NULL, 1, 1e9},
         {"eval-batch", NB_OPT_INT, &eval_batch, "N", "rows per evaluation pass (500)", NULL, 1,
          1e6},
+        {"no-ftz", NB_OPT_FLAG, &no_ftz, NULL,
+         "keep denormal floats (default: flush them to zero, as PyTorch and TF do on x86)"},
         {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
          NULL, 1, 1024},
         {"data-dir", NB_OPT_STR, &data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
@@ -230,6 +234,7 @@ int cmd_run(int argc, const char **argv) {
     if (clip > 0) cfg.clip = clip;
     if (log_every) cfg.log_every = log_every;
     if (eval_batch) cfg.eval_batch = eval_batch;
+    if (no_ftz) cfg.flush_denormals = 0;
     if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2)
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
     if (threads > 0) {

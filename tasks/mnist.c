@@ -31,6 +31,7 @@ static void mnist_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     cfg->eval_batch = 500;
     cfg->log_every = 50;
     cfg->clip = 0;
+    cfg->flush_denormals = 1;
 }
 
 static const int mlp_dims[] = {784, 1000, 1000, 10};
@@ -85,6 +86,7 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
         goto out;
     }
 
+    nb_flush_denormals(cfg->flush_denormals);
     nb_rng init_rng, data_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
     nb_rng_seed(&data_rng, cfg->seed, NB_STREAM_DATA);
@@ -250,6 +252,7 @@ static void *mnist_bench_open(const nb_train_cfg *cfg, nb_err *err) {
         mnist_bench_close(b);
         return nb_errf(err, "out of memory"), NULL;
     }
+    nb_flush_denormals(cfg->flush_denormals);
     nb_rng_seed(&rng, cfg->seed, NB_STREAM_SYNTH);
     for (size_t i = 0; i < (size_t)b->B * mlp_dims[0]; i++)
         b->x[i] = (float)nb_rng_uniform(&rng);

@@ -43,6 +43,7 @@ typedef struct nb_train_cfg {
     int log_every;  /* steps between train_loss records */
     double clip;    /* > 0: global gradient-norm clipping threshold */
     int threads;    /* threads in force (recorded; cmd/ sets them) */
+    int flush_denormals;         /* FTZ/DAZ on while training (see nb_flush_denormals) */
     volatile sig_atomic_t *stop; /* becomes non-zero to ask the loop to stop (Ctrl-C) */
 } nb_train_cfg;
 
