@@ -94,6 +94,12 @@ static void kv_num(nb_buf *b, const char *k, double v) {
     nb_buf_json_num(b, v);
 }
 
+static void kv_int(nb_buf *b, const char *k, int64_t v) {
+    nb_buf_puts(b, b->len > 1 ? ", " : "");
+    nb_buf_json_str(b, k);
+    nb_buf_printf(b, ": %lld", (long long)v);
+}
+
 static char *config_json(const nb_train_cfg *cfg) {
     nb_buf j = {0};
     nb_buf_puts(&j, "{");
@@ -119,14 +125,14 @@ static char *config_json(const nb_train_cfg *cfg) {
     kv_str(&j, "adam_eps_on", cfg->adam.eps_corrected ? "corrected-v" : "raw-v");
     kv_str(&j, "adam_bias_correction", bias_choices[cfg->adam.bias]);
     kv_num(&j, "clip_global", cfg->clip);
-    kv_num(&j, "seed", (double)cfg->seed);
-    kv_num(&j, "epochs", cfg->epochs);
-    kv_num(&j, "steps", (double)cfg->steps);
-    kv_num(&j, "batch", cfg->batch);
-    kv_num(&j, "eval_batch", cfg->eval_batch);
-    kv_num(&j, "subset", cfg->subset);
-    kv_num(&j, "log_every", cfg->log_every);
-    kv_num(&j, "threads", cfg->threads);
+    kv_int(&j, "seed", (int64_t)cfg->seed);
+    kv_int(&j, "epochs", cfg->epochs);
+    kv_int(&j, "steps", cfg->steps);
+    kv_int(&j, "batch", cfg->batch);
+    kv_int(&j, "eval_batch", cfg->eval_batch);
+    kv_int(&j, "subset", cfg->subset);
+    kv_int(&j, "log_every", cfg->log_every);
+    kv_int(&j, "threads", cfg->threads);
     kv_str(&j, "denormals", cfg->flush_denormals ? "flushed-to-zero" : "ieee");
     nb_buf_puts(&j, "}");
     return nb_buf_take(&j);
