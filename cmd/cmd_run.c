@@ -47,7 +47,7 @@ typedef struct run_ctx {
     nb_run_spec spec;
     int64_t run_id;
     int created;
-    const char *tag;
+    const char *tag, *variant;
     nb_progress_line progress;
 } run_ctx;
 
@@ -55,7 +55,19 @@ static int ensure_run(run_ctx *c, nb_err *err) {
     if (c->created) return 0;
     if (nb_run_create(c->store, &c->spec, &c->run_id, err) != 0) return -1;
     c->created = 1;
-    if (c->tag && nb_run_tag(c->store, c->run_id, "tag", c->tag, err) != 0) return -1;
+    if (c->tag) {
+        /* --tag KEY=VALUE, or TEXT (recorded under the key "tag") */
+        const char *eq = strchr(c->tag, '=');
+        char key[64] = "tag";
+        const char *value = c->tag;
+        if (eq && eq > c->tag && (size_t)(eq - c->tag) < sizeof key) {
+            memcpy(key, c->tag, (size_t)(eq - c->tag));
+            key[eq - c->tag] = '\0';
+            value = eq + 1;
+        }
+        if (nb_run_tag(c->store, c->run_id, key, value, err) != 0) return -1;
+    }
+    if (c->variant && nb_run_tag(c->store, c->run_id, "variant", c->variant, err) != 0) return -1;
     if (!c->progress.quiet)
         fprintf(stderr, "run %lld: %s on %s, norm %s, seed %lld\n", (long long)c->run_id,
                 c->spec.task, c->spec.dataset, c->spec.norm, (long long)c->spec.seed);
@@ -140,8 +152,17 @@ static char *config_json(const nb_train_cfg *cfg) {
 
 void openblas_set_num_threads(int);
 
-int cmd_run(int argc, const char **argv) {
-    const char *dataset = NULL, *data_dir = NULL, *db = NULL, *tag = NULL;
+/* A parsed `run` command line: the configuration in force and where to record it. */
+typedef struct run_args {
+    nb_train_cfg cfg;
+    const char *db, *tag, *variant;
+    int quiet, threads;
+} run_args;
+
+/* Parses and validates a `run` command line into *a. Returns 0, -1 after printing the help
+ * (the caller exits 0), or NB_EXIT_USAGE after printing the error. */
+static int parse_run(int argc, const char **argv, run_args *a) {
+    const char *dataset = NULL, *data_dir = NULL, *db = NULL, *tag = NULL, *variant = NULL;
     int norm = NB_NORM_LAYER, act = 0, bias = 0, bn_var = 1, kround = 0;
     int64_t seed = 1, steps = 0, epochs = 0;
     int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
@@ -188,19 +209,22 @@ int cmd_run(int argc, const char **argv) {
          NULL, 1, 1024},
         {"data-dir", NB_OPT_STR, &data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
         NB_OPT_DB(&db),
-        {"tag", NB_OPT_STR, &tag, "TEXT", "a tag recorded with the run"},
+        {"tag", NB_OPT_STR, &tag, "K=V",
+         "a tag recorded with the run: KEY=VALUE, or TEXT (key 'tag')"},
+        {"variant", NB_OPT_STR, &variant, "TEXT",
+         "a label recorded as the tag 'variant': report compares runs within it"},
         {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
         {NULL},
     };
     const char *pos[1];
     int npos = 0;
     int rc = nb_parse_opts("run", run_usage, argc, argv, opts, pos, 1, &npos);
-    if (rc < 0) return NB_EXIT_OK;
     if (rc) return rc;
     if (npos < 1) return nb_usage_error("run", "which task? the tasks are: mnist");
     const nb_task *task = nb_task_find(pos[0]);
     if (!task) return nb_unknown_task("run", pos[0]);
 
+    memset(a, 0, sizeof *a);
     nb_train_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     task->defaults(&cfg, (nb_norm_kind)norm);
@@ -243,9 +267,31 @@ int cmd_run(int argc, const char **argv) {
     if (no_ftz) cfg.flush_denormals = 0;
     if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2)
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
-    if (threads > 0) {
-        omp_set_num_threads(threads);
-        openblas_set_num_threads(threads);
+    a->cfg = cfg;
+    a->db = db ? db : nb_default_db();
+    a->tag = tag;
+    a->variant = variant;
+    a->quiet = quiet;
+    a->threads = threads;
+    return 0;
+}
+
+int nb_run_check_args(int argc, const char **argv) {
+    run_args a;
+    return parse_run(argc, argv, &a);
+}
+
+int cmd_run(int argc, const char **argv) {
+    run_args a;
+    int rc = parse_run(argc, argv, &a);
+    if (rc < 0) return NB_EXIT_OK;
+    if (rc) return rc;
+    nb_train_cfg cfg = a.cfg;
+    const char *tag = a.tag;
+    int quiet = a.quiet;
+    if (a.threads > 0) {
+        omp_set_num_threads(a.threads);
+        openblas_set_num_threads(a.threads);
     }
     cfg.threads = omp_get_max_threads();
     cfg.stop = &stop_requested;
@@ -254,7 +300,7 @@ int cmd_run(int argc, const char **argv) {
     nb_err_clear(&err);
     run_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    const char *dbpath = db ? db : nb_default_db();
+    const char *dbpath = a.db;
     if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0) return nb_report_err(&err);
     char *json = config_json(&cfg);
     if (!json) {
@@ -264,9 +310,10 @@ int cmd_run(int argc, const char **argv) {
     ctx.spec.task = cfg.task;
     ctx.spec.dataset = cfg.dataset;
     ctx.spec.norm = nb_norm_name(cfg.norm.kind);
-    ctx.spec.seed = seed;
+    ctx.spec.seed = (int64_t)cfg.seed;
     ctx.spec.config_json = json;
     ctx.tag = tag;
+    ctx.variant = a.variant;
     nb_progress_init(&ctx.progress, quiet);
     nb_sink sink = {&ctx, sink_record, sink_param, sink_progress};
 
@@ -278,7 +325,7 @@ int cmd_run(int argc, const char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     nb_status status = NB_STATUS_FAILED;
-    int trc = task->train(&cfg, &sink, &status, &err);
+    int trc = nb_task_find(cfg.task)->train(&cfg, &sink, &status, &err);
     nb_progress_end(&ctx.progress);
     int exit_code = NB_EXIT_OK;
     if (trc != 0) {

@@ -23,6 +23,7 @@ typedef struct nb_command {
 /* One row per command; `normbench help` lists them in this order. */
 static const nb_command commands[] = {
     {"run", cmd_run, "train one task with one norm and record it in the store"},
+    {"sweep", cmd_sweep, "run every norm on the same seeds (and option lists); resumable"},
     {"runs", cmd_runs, "list the runs in the store"},
     {"show", cmd_show, "show one run: configuration, provenance, metrics"},
     {"report", cmd_report, "compare norms: final metrics, time per step, speed vs layer"},

@@ -323,6 +323,11 @@ static void accs_free(acc *a, int n) {
     free(a);
 }
 
+/* Groups are keyed by the dataset and, when a run has one, its "variant" tag ("DATASET [VARIANT]"):
+ * runs of a sweep over option lists (--batch 128,4) are compared within their own variant. */
+#define JOIN_VARIANT "LEFT JOIN tags v ON v.run = r.id AND v.key = 'variant' "
+#define DATASET_VARIANT "r.dataset || coalesce(' [' || v.value || ']', '')"
+
 int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err) {
     *out = NULL;
     nb_report *r = calloc(1, sizeof *r);
@@ -334,8 +339,9 @@ int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err)
 
     /* 1. every run, for the groups and their status counts */
     if (nb_store_prepare(s,
-                         "SELECT task, dataset, norm, status, pid, host FROM runs "
-                         "WHERE ?1 IS NULL OR task = ?1 ORDER BY task, dataset, norm, id",
+                         "SELECT r.task, " DATASET_VARIANT " AS ds, r.norm, r.status, r.pid, "
+                         "r.host FROM runs r " JOIN_VARIANT
+                         "WHERE ?1 IS NULL OR r.task = ?1 ORDER BY r.task, ds, r.norm, r.id",
                          &st, what, err))
         goto fail;
     if (task) sqlite3_bind_text(st, 1, task, -1, SQLITE_STATIC);
@@ -383,11 +389,12 @@ int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err)
     /* 2. each finished run's final value (largest step) of every test_* metric and of
      * ms_per_step */
     if (nb_store_prepare(s,
-                         "SELECT r.task, r.dataset, r.norm, f.name, f.value, f.kind FROM ("
+                         "SELECT r.task, " DATASET_VARIANT ", r.norm, f.name, f.value, f.kind "
+                         "FROM ("
                          "  SELECT run, name, value, kind, row_number() OVER ("
                          "    PARTITION BY run, name ORDER BY step DESC, rowid DESC) AS rn"
                          "  FROM metrics WHERE name GLOB 'test_*' OR name = 'ms_per_step') f "
-                         "JOIN runs r ON r.id = f.run "
+                         "JOIN runs r ON r.id = f.run " JOIN_VARIANT
                          "WHERE f.rn = 1 AND r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
                          "ORDER BY f.run, f.name",
                          &st, what, err))
@@ -502,4 +509,28 @@ char *nb_speed_sentence(const nb_report_group *g, char *buf, size_t size) {
     else
         snprintf(buf, size, "%s ran %.2f ± %.2f× %s per step than layer", g->norm, r, sd, dir);
     return buf;
+}
+
+int nb_run_find_by_tag(nb_store *s, const char *key, const char *value, const char *status,
+                       int64_t *id, nb_err *err) {
+    *id = 0;
+    sqlite3_stmt *st = NULL;
+    if (nb_store_prepare(s,
+                         "SELECT r.id FROM runs r JOIN tags t ON t.run = r.id "
+                         "WHERE t.key = ?1 AND t.value = ?2 AND (?3 IS NULL OR r.status = ?3) "
+                         "ORDER BY r.id DESC LIMIT 1",
+                         &st, "look up runs by tag", err))
+        return -1;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
+    if (status)
+        sqlite3_bind_text(st, 3, status, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, 3);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return nb_store_fail(s, rc, "look up runs by tag", err);
+    return 0;
 }

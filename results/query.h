@@ -93,12 +93,18 @@ typedef struct nb_report {
     int n;
 } nb_report;
 
-/* Aggregates finished runs by (task, dataset, norm); task NULL means all tasks. */
+/* Aggregates finished runs by (task, dataset, norm), where dataset carries the run's "variant"
+ * tag when it has one, as "DATASET [VARIANT]"; task NULL means all tasks. */
 int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err);
 void nb_report_free(nb_report *r);
 
 /* The sentence "rms ran 1.21 ± 0.03× faster per step than layer" (or "slower", with the inverse
  * ratio, when speed < 1) into buf; "" when the group has no speed. Returns buf. */
 char *nb_speed_sentence(const nb_report_group *g, char *buf, size_t size);
+
+/* Sets *id to the newest run tagged key=value whose stored status is `status` (NULL: any), or
+ * to 0 when there is none. */
+int nb_run_find_by_tag(nb_store *s, const char *key, const char *value, const char *status,
+                       int64_t *id, nb_err *err);
 
 #endif

@@ -1,0 +1,81 @@
+#!/bin/bash
+# Command-line tests of `normbench sweep` (TAP, for prove).
+set -u
+NB=${NORMBENCH_BIN:-./normbench}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+fails=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/# /'; }
+check() {
+    local desc=$1 want=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$(tail -n 5 "$tmp/err")"; fi
+}
+has() { if grep -q -E -- "$3" "$2"; then ok "$1"; else not_ok "$1" "$(head -n 5 "$2")"; fi; }
+db=$tmp/sw.db
+export NORMBENCH_DB=$db
+quick="--dataset synthetic --subset 1000 --batch 32 --steps 10"
+
+check "sweep --help exits 0" 0 "$NB" sweep --help
+has "sweep --help shows the usage" "$tmp/out" '^usage: normbench sweep TASK'
+check "sweep without --norms is a usage error" 2 "$NB" sweep mnist --seeds 2
+check "sweep with --norm is a usage error" 2 "$NB" sweep mnist --norm rms --norms rms --seeds 1
+has "sweep --norm says to use --norms" "$tmp/err" "use --norms"
+check "sweep with a bad norm is a usage error" 2 "$NB" sweep mnist --norms rms,nope --seeds 1
+check "a bad value inside a list is a usage error" 2 "$NB" sweep mnist --norms rms --seeds 1 --batch 4,abc
+has "the bad value is named" "$tmp/err" "'abc'"
+check "an unknown run option is a usage error" 2 "$NB" sweep mnist --norms rms --seeds 1 --bogus 3
+
+check "dry run exits 0" 0 "$NB" sweep mnist --norms all --seeds 2 --batch 128,4 --dataset synthetic --dry-run
+c=$(grep -c 'normbench run mnist' "$tmp/out")
+[ "$c" = 24 ] && ok "dry run lists 6 norms x 2 seeds x 2 batches = 24 jobs" || not_ok "dry run lists 24 jobs (got $c)"
+has "jobs are numbered" "$tmp/out" '^ +24  normbench run mnist --norm prms --seed 2 --batch 4 --dataset synthetic$'
+[ ! -e "$db" ] && ok "a dry run creates no store" || not_ok "a dry run creates no store"
+
+check "a small sweep runs" 0 "$NB" sweep mnist --norms rms,layer --seeds 2 --jobs 2 $quick
+has "sweep summary on stdout" "$tmp/out" '^sweep: 4 jobs: 4 finished now, 0 finished before'
+c=$(sqlite3 "$db" "select count(*) from runs where status='finished'")
+[ "$c" = 4 ] && ok "four finished runs" || not_ok "four finished runs (got $c)"
+c=$(sqlite3 "$db" "select count(distinct seed) from runs where norm='rms'")
+[ "$c" = 2 ] && ok "each norm on seeds 1 and 2" || not_ok "each norm on both seeds ($c)"
+check "the same sweep again" 0 "$NB" sweep mnist --norms rms,layer --seeds 2 $quick
+has "everything is skipped" "$tmp/out" '^sweep: 4 jobs: 0 finished now, 4 finished before'
+c=$(sqlite3 "$db" "select count(*) from runs")
+[ "$c" = 4 ] && ok "no run was repeated" || not_ok "no run was repeated ($c runs)"
+
+check "a sweep over an option list" 0 "$NB" sweep mnist --norms rms,layer --seeds 1 --dataset synthetic --subset 1000 --batch 16,24 --steps 10
+check "report on the option-list sweep" 0 "$NB" report
+has "report separates the variants (batch 16)" "$tmp/out" '^mnist / synthetic \[--batch 16\]$'
+has "report separates the variants (batch 24)" "$tmp/out" '^mnist / synthetic \[--batch 24\]$'
+
+# Interrupt a sweep (as Ctrl-C does: the whole process group), then resume it.
+db2=$tmp/int.db
+long="--dataset synthetic --subset 2000 --batch 32 --steps 400"
+setsid "$NB" sweep mnist --norms none,layer,rms --seeds 2 --db "$db2" $long >"$tmp/s1" 2>&1 &
+pid=$!
+for _ in $(seq 1 150); do
+    sleep 0.2
+    c=$(sqlite3 "$db2" "select count(*) from runs where status='finished'" 2>/dev/null || echo 0)
+    [ "${c:-0}" -ge 1 ] && break
+done
+kill -INT -- -"$pid"
+wait "$pid"
+rc=$?
+[ $rc -eq 1 ] && ok "interrupted sweep exits 1" || not_ok "interrupted sweep exits 1 (got $rc)" "$(cat "$tmp/s1")"
+before=$(sqlite3 "$db2" "select count(*) from runs where status='finished'")
+[ "$before" -ge 1 ] && [ "$before" -lt 6 ] && ok "some jobs finished before the interrupt ($before)" || not_ok "some jobs finished before the interrupt ($before)"
+c=$(sqlite3 "$db2" "select count(*) from runs where status='interrupted'")
+[ "$c" -le 1 ] && ok "at most the running job was interrupted ($c)" || not_ok "at most one interrupted ($c)"
+check "the interrupted sweep resumes" 0 "$NB" sweep mnist --norms none,layer,rms --seeds 2 --db "$db2" $long
+has "only the missing jobs ran" "$tmp/out" "^sweep: 6 jobs: $((6 - before)) finished now, $before finished before, 0 did not finish"
+c=$(sqlite3 "$db2" "select count(*) from runs where status='finished'")
+[ "$c" = 6 ] && ok "all six finished after resuming" || not_ok "all six finished after resuming ($c)"
+c=$(sqlite3 "$db2" "select count(*) from (select t.value from tags t join runs r on r.id = t.run where t.key='sweep' and r.status='finished' group by t.value having count(*) > 1)")
+[ "$c" = 0 ] && ok "no job finished twice" || not_ok "no job finished twice ($c)"
+
+echo "1..$n"
+[ $fails -eq 0 ]
