@@ -6,14 +6,22 @@
 #include <string.h>
 
 #include "results/query.h"
+#include "tasks/task.h"
 #include "util/json.h"
 
 static const char usage[] =
-    "usage: normbench report [--task T] [--db FILE] [--format table|md|csv|json]\n\n"
+    "usage: normbench report [--task T] [--target METRIC<=X|METRIC>=X] [--paper] [--db FILE]\n"
+    "                        [--format table|md|csv|json]\n\n"
     "Groups the finished runs by task, dataset and norm and shows, for each test metric, the\n"
     "mean ± sample standard deviation of the final values over seeds; the time per training\n"
     "step; how much faster or slower than layer each norm ran; and how many runs diverged,\n"
-    "failed, were interrupted or crashed (counted, never averaged in).\n";
+    "failed, were interrupted or crashed (counted, never averaged in).\n\n"
+    "Times: ms per training step and seconds per epoch (training only). Speed against layer,\n"
+    "measured on this machine: the ratio of step times and the RMSNorm paper's speed-up\n"
+    "(T_layer - T_x)/T_layer, each with its spread. Target: steps and seconds until a run first\n"
+    "reached METRIC<=X (or >=X), with how many runs reached it (task default, e.g. mnist:\n"
+    "val_error<=0.15). --paper adds what the papers report for each task; their absolute times\n"
+    "were measured on other hardware and frameworks: compare ratios, not seconds.\n";
 
 static const char *const formats[] = {"table", "md", "csv", "json", NULL};
 enum { F_TABLE, F_MD, F_CSV, F_JSON };
@@ -55,22 +63,35 @@ static const nb_stat *find_metric(const nb_report_group *g, const char *name) {
     return NULL;
 }
 
-enum { MAXM = 32, CELL = 64 };
+enum { MAXM = 32, CELL = 96 };
 
 /* One task/dataset block [a, b) as an aligned text table or a Markdown table. */
-static void print_block(const nb_report *r, int a, int b, int md) {
+static void print_block(const nb_report *r, int a, int b, int md, const nb_target *user_target,
+                        int paper) {
     const char *names[MAXM];
     int nm = metric_names(r, a, b, names, MAXM);
-    int ncol = 2 + nm + 6, nrow = 1 + (b - a);
+    int ncol = 2 + nm + 9, nrow = 1 + (b - a);
     char(*cell)[CELL] = calloc((size_t)(ncol * nrow), CELL);
     if (!cell) return;
-    const char *fixed_tail[] = {"ms/step",     "diverged", "failed",
-                                "interrupted", "crashed",  "running"};
+    const nb_report_group *g0 = &r->groups[a];
+    const nb_task *task = nb_task_find(g0->task);
+    const nb_target *tg = user_target && user_target->metric ? user_target
+                          : task                             ? &task->target
+                                                             : NULL;
+    char target_head[96], target_s_head[96];
+    if (tg && tg->metric)
+        snprintf(target_head, sizeof target_head, "steps to %s%s%g", tg->metric,
+                 tg->higher_is_better ? ">=" : "<=", tg->value);
+    else
+        snprintf(target_head, sizeof target_head, "steps to target");
+    snprintf(target_s_head, sizeof target_s_head, "s to target");
+    const char *fixed_tail[] = {"ms/step",  "s/epoch", "speed-up",    target_head, target_s_head,
+                                "diverged", "failed",  "interrupted", "crashed"};
     snprintf(cell[0], CELL, "norm");
     snprintf(cell[1], CELL, "runs");
     for (int m = 0; m < nm; m++)
         snprintf(cell[2 + m], CELL, "%s", names[m]);
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < 9; k++)
         snprintf(cell[2 + nm + k], CELL, "%s", fixed_tail[k]);
     for (int i = a; i < b; i++) {
         const nb_report_group *g = &r->groups[i];
@@ -83,9 +104,25 @@ static void print_block(const nb_report *r, int a, int b, int md) {
             fmt_stat(row[2 + m], CELL, st ? st : &none, 4);
         }
         fmt_stat(row[2 + nm], CELL, &g->ms_per_step, 2);
-        int counts[5] = {g->diverged, g->failed, g->interrupted, g->crashed, g->running};
-        for (int k = 0; k < 5; k++)
-            snprintf(row[3 + nm + k], CELL, "%d", counts[k]);
+        fmt_stat(row[3 + nm], CELL, &g->epoch_seconds, 2);
+        if (!g->has_speed)
+            snprintf(row[4 + nm], CELL, "%s", strcmp(g->norm, "layer") == 0 ? "(base)" : "-");
+        else if (isnan(g->speedup_std))
+            snprintf(row[4 + nm], CELL, "%+.1f%%", 100 * g->speedup);
+        else
+            snprintf(row[4 + nm], CELL, "%+.1f ± %.1f%%", 100 * g->speedup, 100 * g->speedup_std);
+        if (g->target_runs == 0) {
+            snprintf(row[5 + nm], CELL, "-");
+            snprintf(row[6 + nm], CELL, "-");
+        } else {
+            char st[CELL / 2];
+            fmt_stat(st, sizeof st, &g->target_steps, 0);
+            snprintf(row[5 + nm], CELL, "%s (%d/%d)", st, g->target_reached, g->target_runs);
+            fmt_stat(row[6 + nm], CELL, &g->target_seconds, 1);
+        }
+        int counts[4] = {g->diverged, g->failed, g->interrupted, g->crashed};
+        for (int k = 0; k < 4; k++)
+            snprintf(row[7 + nm + k], CELL, "%d", counts[k]);
     }
     if (md) {
         printf("### %s / %s\n\n", r->groups[a].task, r->groups[a].dataset);
@@ -101,7 +138,7 @@ static void print_block(const nb_report *r, int a, int b, int md) {
         }
     } else {
         printf("%s / %s\n", r->groups[a].task, r->groups[a].dataset);
-        int w[2 + MAXM + 6] = {0};
+        int w[2 + MAXM + 9] = {0};
         for (int i = 0; i < nrow; i++)
             for (int c = 0; c < ncol; c++)
                 if (width(cell[i * ncol + c]) > w[c]) w[c] = width(cell[i * ncol + c]);
@@ -130,17 +167,22 @@ static void print_block(const nb_report *r, int a, int b, int md) {
         any = 1;
         printf(md ? "- %s\n" : "  %s\n", s);
     }
+    if (paper) {
+        const char *text =
+            task && task->paper ? task->paper : "no paper numbers are known for this task";
+        printf(md ? "\n**Paper.** %s\n" : "  paper: %s\n", text);
+    }
     free(cell);
 }
 
-static void print_text(const nb_report *r, int md) {
+static void print_text(const nb_report *r, int md, const nb_target *user_target, int paper) {
     for (int a = 0; a < r->n;) {
         int b = a + 1;
         while (b < r->n && strcmp(r->groups[b].task, r->groups[a].task) == 0 &&
                strcmp(r->groups[b].dataset, r->groups[a].dataset) == 0)
             b++;
         if (a) putchar('\n');
-        print_block(r, a, b, md);
+        print_block(r, a, b, md, user_target, paper);
         a = b;
     }
 }
@@ -175,12 +217,30 @@ static void csv_row(const nb_report_group *g, const nb_report_metric *m) {
     if (g->has_speed) csv_num(g->speed);
     putchar(',');
     if (g->has_speed && !isnan(g->speed_std)) csv_num(g->speed_std);
+    putchar(',');
+    if (g->has_speed) csv_num(g->speedup);
+    putchar(',');
+    if (g->has_speed && !isnan(g->speedup_std)) csv_num(g->speedup_std);
+    putchar(',');
+    if (g->epoch_seconds.n) csv_num(g->epoch_seconds.mean);
+    putchar(',');
+    if (g->epoch_seconds.n > 1) csv_num(g->epoch_seconds.std);
+    printf(",%d,%d,", g->target_reached, g->target_runs);
+    if (g->target_steps.n) csv_num(g->target_steps.mean);
+    putchar(',');
+    if (g->target_steps.n > 1) csv_num(g->target_steps.std);
+    putchar(',');
+    if (g->target_seconds.n) csv_num(g->target_seconds.mean);
+    putchar(',');
+    if (g->target_seconds.n > 1) csv_num(g->target_seconds.std);
     putchar('\n');
 }
 
 static void print_csv(const nb_report *r) {
     puts("task,dataset,norm,runs,metric,mean,std,ms_per_step,ms_std,n,diverged,failed,"
-         "interrupted,crashed,running,speed_vs_layer,speed_std");
+         "interrupted,crashed,running,speed_vs_layer,speed_std,speedup,speedup_std,epoch_s,"
+         "epoch_s_std,target_reached,target_runs,target_steps,target_steps_std,target_s,"
+         "target_s_std");
     for (int i = 0; i < r->n; i++) {
         const nb_report_group *g = &r->groups[i];
         if (g->nmetrics == 0) csv_row(g, NULL);
@@ -203,7 +263,7 @@ static void json_stat(const nb_stat *s) {
     putchar('}');
 }
 
-static void print_json(const nb_report *r) {
+static void print_json(const nb_report *r, int paper) {
     putchar('[');
     for (int i = 0; i < r->n; i++) {
         const nb_report_group *g = &r->groups[i];
@@ -224,6 +284,26 @@ static void print_json(const nb_report *r) {
         }
         fputs("},\n   \"ms_per_step\": ", stdout);
         json_stat(&g->ms_per_step);
+        fputs(", \"epoch_seconds\": ", stdout);
+        json_stat(&g->epoch_seconds);
+        printf(",\n   \"target\": {\"reached\": %d, \"runs\": %d, \"steps\": ", g->target_reached,
+               g->target_runs);
+        json_stat(&g->target_steps);
+        fputs(", \"seconds\": ", stdout);
+        json_stat(&g->target_seconds);
+        fputs("},\n   \"speedup_vs_layer\": ", stdout);
+        if (g->has_speed) {
+            fputs("{\"value\": ", stdout);
+            nb_json_num(stdout, g->speedup);
+            fputs(", \"std\": ", stdout);
+            if (isnan(g->speedup_std))
+                fputs("null", stdout);
+            else
+                nb_json_num(stdout, g->speedup_std);
+            putchar('}');
+        } else {
+            fputs("null", stdout);
+        }
         fputs(", \"speed_vs_layer\": ", stdout);
         if (g->has_speed) {
             fputs("{\"ratio\": ", stdout);
@@ -240,20 +320,68 @@ static void print_json(const nb_report *r) {
         } else {
             fputs("null", stdout);
         }
+        if (paper) {
+            const nb_task *t = nb_task_find(g->task);
+            fputs(",\n   \"paper\": ", stdout);
+            nb_json_str(stdout, t ? t->paper : NULL);
+        }
         putchar('}');
     }
     puts(r->n ? "\n]" : "]");
 }
 
+/* Parses "METRIC<=X" or "METRIC>=X". */
+static int parse_target(const char *spec, nb_target *t, char *name, size_t size) {
+    const char *op = strstr(spec, "<=");
+    int higher = 0;
+    if (!op) {
+        op = strstr(spec, ">=");
+        higher = 1;
+    }
+    if (!op || op == spec || (size_t)(op - spec) >= size) return -1;
+    char *end;
+    double v = strtod(op + 2, &end);
+    if (end == op + 2 || *end || !isfinite(v)) return -1;
+    memcpy(name, spec, (size_t)(op - spec));
+    name[op - spec] = '\0';
+    t->metric = name;
+    t->value = v;
+    t->higher_is_better = higher;
+    return 0;
+}
+
+/* Moves src's groups to the end of dst and frees src. Returns 0 or -1 (memory). */
+static int append_report(nb_report *dst, nb_report *src) {
+    if (src->n) {
+        nb_report_group *g = realloc(dst->groups, (size_t)(dst->n + src->n) * sizeof *g);
+        if (!g) return -1;
+        memcpy(g + dst->n, src->groups, (size_t)src->n * sizeof *g);
+        dst->groups = g;
+        dst->n += src->n;
+        src->n = 0;
+    }
+    nb_report_free(src);
+    return 0;
+}
+
 int cmd_report(int argc, const char **argv) {
-    const char *db = nb_default_db(), *task = NULL;
-    int format = F_TABLE;
+    const char *db = nb_default_db(), *task = NULL, *target_arg = NULL;
+    int format = F_TABLE, paper = 0;
     nb_opt opts[] = {
         {.name = "task",
          .type = NB_OPT_STR,
          .dst = &task,
          .metavar = "T",
          .help = "only this task (e.g. mnist)"},
+        {.name = "target",
+         .type = NB_OPT_STR,
+         .dst = &target_arg,
+         .metavar = "M<=X",
+         .help = "steps/seconds until METRIC<=X or METRIC>=X (task default)"},
+        {.name = "paper",
+         .type = NB_OPT_FLAG,
+         .dst = &paper,
+         .help = "add what the papers report for each task"},
         NB_OPT_DB(&db),
         NB_OPT_FORMAT(&format, formats),
         {0},
@@ -261,16 +389,36 @@ int cmd_report(int argc, const char **argv) {
     int rc = nb_parse_opts("report", usage, argc, argv, opts, NULL, 0, NULL);
     if (rc == -1) return NB_EXIT_OK;
     if (rc) return rc;
+    nb_target user_target = {0};
+    char target_name[64];
+    if (target_arg && parse_target(target_arg, &user_target, target_name, sizeof target_name))
+        return nb_usage_error("report",
+                              "invalid --target '%s': write METRIC<=X or METRIC>=X, "
+                              "e.g. val_error<=0.15",
+                              target_arg);
 
     nb_err err;
     nb_err_clear(&err);
     nb_store *s = NULL;
     if (nb_store_open(&s, db, 1, &err)) return nb_report_err(&err);
-    nb_report *r = NULL;
-    rc = nb_report_build(s, task, &r, &err);
+    /* One report per task, each with its own target, gathered into one. */
+    nb_report *r = NULL, *all = calloc(1, sizeof *all);
+    rc = all ? nb_report_build(s, task, NULL, &r, &err) : nb_errf(&err, "out of memory");
+    for (int i = 0; rc == 0 && i < r->n; i++) {
+        if (i > 0 && strcmp(r->groups[i].task, r->groups[i - 1].task) == 0) continue;
+        const nb_task *t = nb_task_find(r->groups[i].task);
+        const nb_target *tg = user_target.metric ? &user_target : t ? &t->target : NULL;
+        nb_report *one = NULL;
+        rc = nb_report_build(s, r->groups[i].task, tg, &one, &err);
+        if (rc == 0 && append_report(all, one)) rc = nb_errf(&err, "out of memory");
+    }
+    nb_report_free(r);
     nb_store_close(s);
-    if (rc) return nb_report_err(&err);
-    if (r->n == 0 && (format == F_TABLE || format == F_MD)) {
+    if (rc) {
+        nb_report_free(all);
+        return nb_report_err(&err);
+    }
+    if (all->n == 0 && (format == F_TABLE || format == F_MD)) {
         if (task)
             fprintf(stderr, "no runs of task '%s' in '%s'\n", task, db);
         else
@@ -278,18 +426,18 @@ int cmd_report(int argc, const char **argv) {
     }
     switch (format) {
     case F_TABLE:
-        print_text(r, 0);
+        print_text(all, 0, &user_target, paper);
         break;
     case F_MD:
-        print_text(r, 1);
+        print_text(all, 1, &user_target, paper);
         break;
     case F_CSV:
-        print_csv(r);
+        print_csv(all);
         break;
     default:
-        print_json(r);
+        print_json(all, paper);
         break;
     }
-    nb_report_free(r);
+    nb_report_free(all);
     return NB_EXIT_OK;
 }

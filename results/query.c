@@ -278,12 +278,36 @@ static int group_cmp(const void *a, const void *b) {
 }
 
 /* Values collected for one (group, metric) before the statistics. */
+enum { ACC_TEST, ACC_MS, ACC_EPOCH_S, ACC_TARGET_STEPS, ACC_TARGET_S };
 typedef struct acc {
     int group;
-    char *name; /* NULL for ms_per_step */
+    int kind;   /* ACC_* */
+    char *name; /* the test_* metric for ACC_TEST, NULL otherwise */
     double *v;
     int n, cap;
 } acc;
+
+/* Appends v to the accumulator (group, kind, name), creating it. Returns 0 or -1 (memory). */
+static int acc_add(acc **accs, int *nacc, int *acap, int group, int kind, const char *name,
+                   double v) {
+    int a = -1;
+    for (int i = 0; i < *nacc && a < 0; i++)
+        if ((*accs)[i].group == group && (*accs)[i].kind == kind &&
+            (kind != ACC_TEST || strcmp((*accs)[i].name, name) == 0))
+            a = i;
+    if (a < 0) {
+        if (grow((void **)accs, acap, *nacc, sizeof **accs)) return -1;
+        a = (*nacc)++;
+        memset(&(*accs)[a], 0, sizeof(*accs)[a]);
+        (*accs)[a].group = group;
+        (*accs)[a].kind = kind;
+        if (kind == ACC_TEST && !((*accs)[a].name = strdup(name))) return -1;
+    }
+    acc *x = &(*accs)[a];
+    if (grow((void **)&x->v, &x->cap, x->n, sizeof(double))) return -1;
+    x->v[x->n++] = v;
+    return 0;
+}
 
 static nb_stat stat_of(const double *v, int n) {
     nb_stat s = {n, NAN, NAN};
@@ -328,7 +352,8 @@ static void accs_free(acc *a, int n) {
 #define JOIN_VARIANT "LEFT JOIN tags v ON v.run = r.id AND v.key = 'variant' "
 #define DATASET_VARIANT "r.dataset || coalesce(' [' || v.value || ']', '')"
 
-int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err) {
+int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_report **out,
+                    nb_err *err) {
     *out = NULL;
     nb_report *r = calloc(1, sizeof *r);
     if (!r) return nb_errf(err, "out of memory");
@@ -393,7 +418,8 @@ int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err)
                          "FROM ("
                          "  SELECT run, name, value, kind, row_number() OVER ("
                          "    PARTITION BY run, name ORDER BY step DESC, rowid DESC) AS rn"
-                         "  FROM metrics WHERE name GLOB 'test_*' OR name = 'ms_per_step') f "
+                         "  FROM metrics WHERE name GLOB 'test_*' OR name IN ('ms_per_step', "
+                         "'epoch_seconds')) f "
                          "JOIN runs r ON r.id = f.run " JOIN_VARIANT
                          "WHERE f.rn = 1 AND r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
                          "ORDER BY f.run, f.name",
@@ -406,22 +432,11 @@ int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err)
                            (const char *)sqlite3_column_text(st, 2));
         if (g < 0) continue; /* a run added between the two queries */
         const char *name = (const char *)sqlite3_column_text(st, 3);
-        int is_ms = strcmp(name, "ms_per_step") == 0;
+        int kind = strcmp(name, "ms_per_step") == 0     ? ACC_MS
+                   : strcmp(name, "epoch_seconds") == 0 ? ACC_EPOCH_S
+                                                        : ACC_TEST;
         double v = nb_metric_from_kind(sqlite3_column_int(st, 5), sqlite3_column_double(st, 4));
-        int a = -1;
-        for (int i = 0; i < nacc && a < 0; i++)
-            if (accs[i].group == g &&
-                (is_ms ? !accs[i].name : accs[i].name && strcmp(accs[i].name, name) == 0))
-                a = i;
-        if (a < 0) {
-            if (grow((void **)&accs, &acap, nacc, sizeof *accs)) goto oom;
-            a = nacc++;
-            memset(&accs[a], 0, sizeof accs[a]);
-            accs[a].group = g;
-            if (!is_ms && !(accs[a].name = strdup(name))) goto oom;
-        }
-        if (grow((void **)&accs[a].v, &accs[a].cap, accs[a].n, sizeof(double))) goto oom;
-        accs[a].v[accs[a].n++] = v;
+        if (acc_add(&accs, &nacc, &acap, g, kind, name, v)) goto oom;
     }
     sqlite3_finalize(st);
     st = NULL;
@@ -430,13 +445,65 @@ int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err)
         goto fail;
     }
 
+    /* 2b. steps and seconds until each finished run first reached the target */
+    if (target && target->metric) {
+        if (nb_store_prepare(s,
+                             "SELECT r.task, " DATASET_VARIANT ", r.norm, r.id, "
+                             "(SELECT min(m.step) FROM metrics m WHERE m.run = r.id AND "
+                             "  m.name = ?2 AND m.kind = 0 AND "
+                             "  CASE WHEN ?4 THEN m.value >= ?3 ELSE m.value <= ?3 END), "
+                             "(SELECT min(m.wall) FROM metrics m WHERE m.run = r.id AND "
+                             "  m.name = ?2 AND m.kind = 0 AND "
+                             "  CASE WHEN ?4 THEN m.value >= ?3 ELSE m.value <= ?3 END) "
+                             "FROM runs r " JOIN_VARIANT
+                             "WHERE r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
+                             "ORDER BY r.id",
+                             &st, what, err))
+            goto fail;
+        if (task) sqlite3_bind_text(st, 1, task, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, target->metric, -1, SQLITE_STATIC);
+        sqlite3_bind_double(st, 3, target->value);
+        sqlite3_bind_int(st, 4, target->higher_is_better);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int g = find_group(r, (const char *)sqlite3_column_text(st, 0),
+                               (const char *)sqlite3_column_text(st, 1),
+                               (const char *)sqlite3_column_text(st, 2));
+            if (g < 0) continue;
+            r->groups[g].target_runs++;
+            if (sqlite3_column_type(st, 4) == SQLITE_NULL) continue; /* never reached */
+            r->groups[g].target_reached++;
+            if (acc_add(&accs, &nacc, &acap, g, ACC_TARGET_STEPS, NULL,
+                        (double)sqlite3_column_int64(st, 4)) ||
+                acc_add(&accs, &nacc, &acap, g, ACC_TARGET_S, NULL, sqlite3_column_double(st, 5)))
+                goto oom;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        if (rc != SQLITE_DONE) {
+            nb_store_fail(s, rc, what, err);
+            goto fail;
+        }
+    }
+
     /* 3. statistics */
     for (int i = 0; i < nacc; i++) {
         nb_report_group *g = &r->groups[accs[i].group];
         nb_stat stt = stat_of(accs[i].v, accs[i].n);
-        if (!accs[i].name) {
+        switch (accs[i].kind) {
+        case ACC_MS:
             g->ms_per_step = stt;
             continue;
+        case ACC_EPOCH_S:
+            g->epoch_seconds = stt;
+            continue;
+        case ACC_TARGET_STEPS:
+            g->target_steps = stt;
+            continue;
+        case ACC_TARGET_S:
+            g->target_seconds = stt;
+            continue;
+        default:
+            break;
         }
         nb_report_metric *m = realloc(g->metrics, (size_t)(g->nmetrics + 1) * sizeof *m);
         if (!m) goto oom;
@@ -464,6 +531,11 @@ int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err)
         /* A single run on either side has no spread to propagate: NaN, not a made-up 0. */
         double rl = ml->std / ml->mean, rx = ms->std / ms->mean;
         g->speed_std = (ms->n < 2 || ml->n < 2) ? NAN : g->speed * sqrt(rl * rl + rx * rx);
+        /* The RMSNorm paper's speed-up, (T_layer - T_x)/T_layer = 1 - T_x/T_layer; its spread is
+         * that of the time ratio T_x/T_layer. */
+        g->speedup = 1 - ms->mean / ml->mean;
+        g->speedup_std =
+            (ms->n < 2 || ml->n < 2) ? NAN : (ms->mean / ml->mean) * sqrt(rl * rl + rx * rx);
     }
     qsort(r->groups, (size_t)r->n, sizeof *r->groups, group_cmp);
     accs_free(accs, nacc);

@@ -86,7 +86,22 @@ typedef struct nb_report_group {
      * 0 for layer itself and when either side has no ms_per_step. */
     int has_speed;
     double speed, speed_std;
+    /* The RMSNorm paper's speed-up against layer, (T_layer - T_x)/T_layer, and its spread
+     * (NaN for a single run on either side); valid when has_speed. */
+    double speedup, speedup_std;
+    nb_stat epoch_seconds; /* each finished run's last "epoch_seconds" (training time) */
+    /* With a target: of target_runs finished runs, target_reached reached it, after
+     * target_steps steps and target_seconds wall seconds (over the runs that reached it). */
+    int target_runs, target_reached;
+    nb_stat target_steps, target_seconds;
 } nb_report_group;
+
+/* A level of a metric to reach: metric <= value (errors, losses) or >= (recalls). */
+typedef struct nb_target {
+    const char *metric; /* NULL: no target */
+    double value;
+    int higher_is_better;
+} nb_target;
 
 typedef struct nb_report {
     nb_report_group *groups; /* by task, dataset, then norm in the canonical order */
@@ -95,7 +110,8 @@ typedef struct nb_report {
 
 /* Aggregates finished runs by (task, dataset, norm), where dataset carries the run's "variant"
  * tag when it has one, as "DATASET [VARIANT]"; task NULL means all tasks. */
-int nb_report_build(nb_store *s, const char *task, nb_report **out, nb_err *err);
+int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_report **out,
+                    nb_err *err);
 void nb_report_free(nb_report *r);
 
 /* The sentence "rms ran 1.21 ± 0.03× faster per step than layer" (or "slower", with the inverse

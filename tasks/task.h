@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "nn/nn.h"
-#include "results/store.h" /* nb_metric: the record type only; tasks never open a store */
+#include "results/query.h" /* nb_metric, nb_target: record types only; tasks never open a store */
 #include "util/err.h"
 
 typedef enum nb_status {
@@ -86,6 +86,11 @@ typedef struct nb_task {
     void (*bench_close)(void *bench);
     /* Batch sizes `bench step` times by default, 0-terminated (the paper's settings). */
     const int *bench_batches;
+    /* The level `report` measures steps and seconds to reach, unless --target says otherwise. */
+    nb_target target;
+    /* What the papers report for this task, for `report --paper` (their own words and numbers,
+     * with the hardware their times were measured on). */
+    const char *paper;
 } nb_task;
 
 /* The task called name, or NULL. */

@@ -96,12 +96,12 @@ ok "show without a run is a usage error" test $rc -eq 2
 # report
 "$BIN" report --db "$DB" >"$T/rep.txt" 2>"$T/err"; rc=$?
 ok "report table exits 0" test $rc -eq 0
-ok "report table shows mean ± std" grep -qE '^  layer +3 +0\.1200 ± 0\.0200 +0\.4000 ± 0\.1000 +11\.00 ± 1\.00 +1 ' "$T/rep.txt"
+ok "report table shows mean ± std" grep -qE '^  layer +3 +0\.1200 ± 0\.0200 +0\.4000 ± 0\.1000 +11\.00 ± 1\.00 +- +\(base\) +- \(0/3\) +- +1 ' "$T/rep.txt"
 ok "report table has the speed sentence" grep -q '^  rms ran 1.22 ± 0.18× faster per step than layer$' "$T/rep.txt"
 ok "report writes nothing to stderr" test ! -s "$T/err"
 "$BIN" report --db "$DB" --format md >"$T/rep.md"; rc=$?
 ok "report md exits 0" test $rc -eq 0
-ok "report md has a table" grep -q '^| rms | 3 | 0.1300 ± 0.0200 | - | 9.00 ± 1.00 | 0 | 0 | 1 | 1 | 0 |$' "$T/rep.md"
+ok "report md has a table" grep -q '^| rms | 3 | 0.1300 ± 0.0200 | - | 9.00 ± 1.00 | - | +18.2 ± 11.7% | - (0/3) | - | 0 | 0 | 1 | 1 |$' "$T/rep.md"
 ok "report md has the speed sentence" grep -q '^- rms ran 1.22 ± 0.18× faster per step than layer$' "$T/rep.md"
 "$BIN" report --db "$DB" --format csv >"$T/rep.csv"; rc=$?
 ok "report csv exits 0" test $rc -eq 0

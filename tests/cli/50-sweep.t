@@ -52,6 +52,14 @@ check "report on the option-list sweep" 0 "$NB" report
 has "report separates the variants (batch 16)" "$tmp/out" '^mnist / synthetic \[--batch 16\]$'
 has "report separates the variants (batch 24)" "$tmp/out" '^mnist / synthetic \[--batch 24\]$'
 
+check "report with a target every run reaches" 0 "$NB" report --target 'val_error<=0.99' --format md
+has "steps to the target: the one evaluation, at step 10, in 2 of 2 runs" "$tmp/out" '^\| rms \| 2 \| .* \| 10 ± 0 \(2/2\) \|'
+check "report with a target no run reaches" 0 "$NB" report --target 'val_error<=0' --format md
+has "nobody reached it" "$tmp/out" '^\| rms \| 2 \| .* \| - \(0/2\) \| - \|'
+check "an invalid target is a usage error" 2 "$NB" report --target 'val_error=3'
+check "report --paper" 0 "$NB" report --paper
+has "report --paper says what the paper reports" "$tmp/out" '^  paper: LN paper'
+
 # Interrupt a sweep (as Ctrl-C does: the whole process group), then resume it.
 db2=$tmp/int.db
 long="--dataset synthetic --subset 2000 --batch 32 --steps 400"
