@@ -1,7 +1,9 @@
 /* cmd/cmd_run.c — `normbench run TASK`: train one task with one norm, recording it. */
 #include "cmd/cmd.h"
 
+#include <errno.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,18 +12,23 @@
 #include <unistd.h>
 
 #include "cmd/progress.h"
+#include "results/query.h"
 #include "results/store.h"
+#include "tasks/checkpoint.h"
 #include "tasks/task.h"
 #include "util/json.h"
 
 static const char run_usage[] =
     "usage: normbench run TASK [--norm NAME] [--dataset NAME] [--seed N] [--epochs N] [--steps N]\n"
     "                     [--batch N] [--lr X] [--subset N] [--p X] [--eps X] [--threads N]\n"
-    "                     [--data-dir DIR] [--db FILE] [--tag TEXT] [--quiet] [...]\n\n"
+    "                     [--data-dir DIR] [--db FILE] [--tag TEXT] [--quiet] [...]\n"
+    "       normbench run --resume RUN [--db FILE] [--quiet]\n\n"
     "Trains TASK with one normalization and records the run (configuration, provenance,\n"
     "training loss with wall time, evaluation metrics, time per step) in the results store.\n"
     "Ctrl-C stops the run cleanly: it is recorded as interrupted and keeps what it measured.\n"
-    "A NaN or infinite loss stops it as diverged. Exit status: 0 finished, 1 failed,\n"
+    "A NaN or infinite loss stops it as diverged. A checkpoint is written at the end of every\n"
+    "epoch (beside the store, in DB-checkpoints/); 'normbench run --resume RUN' continues an\n"
+    "interrupted or crashed run from it, bit-exactly. Exit status: 0 finished, 1 failed,\n"
     "interrupted or diverged, 2 usage error.\n\n"
     "tasks: mnist (LN paper §6.6 MLP; datasets fashion-mnist (default), mnist, synthetic)\n";
 
@@ -48,8 +55,26 @@ typedef struct run_ctx {
     int64_t run_id;
     int created;
     const char *tag, *variant;
+    const char *db;       /* the store's path: checkpoints live beside it */
+    const char *argv_rec; /* the command line, recorded so that --resume can rebuild it */
+    char ckpt[4096];      /* this run's checkpoint file, once known */
     nb_progress_line progress;
 } run_ctx;
+
+/* DB-checkpoints/run-ID.ckpt, beside the store. */
+static int checkpoint_file(char *out, size_t size, const char *db, int64_t id, int make_dir,
+                           nb_err *err) {
+    char dir[4096];
+    if ((size_t)snprintf(dir, sizeof dir, "%s-checkpoints", db) >= sizeof dir)
+        return nb_errf(err, "store path '%s' is too long", db);
+    if (make_dir && mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        nb_errf(err, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
+        return nb_hintf(err, "make the store's directory writable, or pass --db elsewhere");
+    }
+    if ((size_t)snprintf(out, size, "%.4000s/run-%lld.ckpt", dir, (long long)id) >= size)
+        return nb_errf(err, "store path '%s' is too long", db);
+    return 0;
+}
 
 static int ensure_run(run_ctx *c, nb_err *err) {
     if (c->created) return 0;
@@ -68,6 +93,7 @@ static int ensure_run(run_ctx *c, nb_err *err) {
         if (nb_run_tag(c->store, c->run_id, key, value, err) != 0) return -1;
     }
     if (c->variant && nb_run_tag(c->store, c->run_id, "variant", c->variant, err) != 0) return -1;
+    if (c->argv_rec && nb_run_param(c->store, c->run_id, "argv", c->argv_rec, err) != 0) return -1;
     if (!c->progress.quiet)
         fprintf(stderr, "run %lld: %s on %s, norm %s, seed %lld\n", (long long)c->run_id,
                 c->spec.task, c->spec.dataset, c->spec.norm, (long long)c->spec.seed);
@@ -84,6 +110,14 @@ static int sink_param(void *ctx, const char *key, const char *value, nb_err *err
     run_ctx *c = ctx;
     if (ensure_run(c, err) != 0) return -1;
     return nb_run_param(c->store, c->run_id, key, value, err);
+}
+
+static const char *sink_checkpoint(void *ctx, nb_err *err) {
+    run_ctx *c = ctx;
+    if (ensure_run(c, err) != 0) return NULL;
+    if (!c->ckpt[0] && checkpoint_file(c->ckpt, sizeof c->ckpt, c->db, c->run_id, 1, err) != 0)
+        return NULL;
+    return c->ckpt;
 }
 
 static void sink_progress(void *ctx, const nb_progress *p) {
@@ -281,11 +315,121 @@ int nb_run_check_args(int argc, const char **argv) {
     return parse_run(argc, argv, &a);
 }
 
+/* The command line as one string, arguments separated by the ASCII unit separator. */
+static char *join_argv(int argc, const char **argv) {
+    nb_buf b = {0};
+    for (int i = 0; i < argc; i++) {
+        if (i) nb_buf_puts(&b, "\x1f");
+        nb_buf_puts(&b, argv[i]);
+    }
+    return nb_buf_take(&b);
+}
+
+/* `run --resume RUN`: the recorded command line of RUN, split back into arguments (into
+ * storage owned by the caller: *buf). Checks that the run can be resumed and where from. */
+static int resume_args(const char *db, int64_t id, char **buf, const char **args, int max,
+                       int *nargs, char *ckpt, size_t ckpt_size, int64_t *ckpt_step) {
+    nb_err err;
+    nb_err_clear(&err);
+    nb_store *s = NULL;
+    nb_run_detail *d = NULL;
+    int rc = NB_EXIT_FAIL;
+    if (nb_store_open(&s, db, 1, &err) != 0 || nb_run_get(s, id, &d, &err) != 0) {
+        nb_report_err(&err);
+        goto out;
+    }
+    if (strcmp(d->info.status, "finished") == 0) {
+        nb_die("run %lld finished already: there is nothing to resume", (long long)id);
+        goto out;
+    }
+    if (strcmp(d->info.status, "running") == 0) {
+        nb_die("run %lld is still running (process %lld on %s)", (long long)id,
+               (long long)d->info.pid, d->info.host);
+        goto out;
+    }
+    const char *rec = NULL;
+    for (int i = 0; i < d->nparams; i++)
+        if (strcmp(d->params[i].key, "argv") == 0) rec = d->params[i].value;
+    if (!rec) {
+        nb_die("run %lld has no recorded command line: it cannot be resumed", (long long)id);
+        goto out;
+    }
+    if (checkpoint_file(ckpt, ckpt_size, db, id, 0, &err) != 0) {
+        nb_report_err(&err);
+        goto out;
+    }
+    if (access(ckpt, R_OK) != 0) {
+        nb_die("run %lld has no checkpoint '%s'", (long long)id, ckpt);
+        fprintf(stderr, "hint: checkpoints are written at the end of each epoch; a run stopped "
+                        "in its first epoch must be started again\n");
+        goto out;
+    }
+    nb_ckpt_state st;
+    if (nb_ckpt_read_state(ckpt, &st, &err) != 0) {
+        nb_report_err(&err);
+        goto out;
+    }
+    *ckpt_step = st.step;
+    *buf = strdup(rec);
+    if (!*buf) {
+        nb_die("out of memory");
+        goto out;
+    }
+    int n = 0;
+    for (char *p = *buf; p && n < max;) {
+        args[n++] = p;
+        p = strchr(p, '\x1f');
+        if (p) *p++ = '\0';
+    }
+    *nargs = n;
+    rc = 0;
+out:
+    nb_run_detail_free(d);
+    if (s) nb_store_close(s);
+    return rc;
+}
+
 int cmd_run(int argc, const char **argv) {
+    /* --resume RUN [--db FILE] [--quiet]: continue a run from its last checkpoint. */
+    int64_t resume_id = 0, resume_step = 0;
+    char *resume_buf = NULL, resume_ckpt[4096] = "";
+    const char *rargs[256];
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0) {
+            const char *db = NULL;
+            int quiet = 0;
+            nb_opt ro[] = {
+                {"resume", NB_OPT_I64, &resume_id, "RUN", "run to resume", NULL, 1, 1e15},
+                NB_OPT_DB(&db),
+                {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
+                {NULL}};
+            int prc = nb_parse_opts("run", run_usage, argc, argv, ro, NULL, 0, NULL);
+            if (prc < 0) return NB_EXIT_OK;
+            if (prc) {
+                fprintf(stderr, "hint: --resume takes only --db and --quiet beside it: the run "
+                                "keeps its own options\n");
+                return prc;
+            }
+            int nargs = 0;
+            int rrc = resume_args(db ? db : nb_default_db(), resume_id, &resume_buf, rargs + 1, 250,
+                                  &nargs, resume_ckpt, sizeof resume_ckpt, &resume_step);
+            if (rrc) return rrc;
+            rargs[0] = "run";
+            nargs++;
+            /* the store named now wins over the recorded one; so does --quiet */
+            if (db) rargs[nargs++] = "--db", rargs[nargs++] = db;
+            if (quiet) rargs[nargs++] = "--quiet";
+            argc = nargs;
+            argv = rargs;
+            break;
+        }
     run_args a;
     int rc = parse_run(argc, argv, &a);
     if (rc < 0) return NB_EXIT_OK;
-    if (rc) return rc;
+    if (rc) {
+        free(resume_buf);
+        return rc;
+    }
     nb_train_cfg cfg = a.cfg;
     const char *tag = a.tag;
     int quiet = a.quiet;
@@ -314,8 +458,29 @@ int cmd_run(int argc, const char **argv) {
     ctx.spec.config_json = json;
     ctx.tag = tag;
     ctx.variant = a.variant;
+    ctx.db = dbpath;
+    char *argv_rec = join_argv(argc - 1, argv + 1);
+    ctx.argv_rec = argv_rec;
     nb_progress_init(&ctx.progress, quiet);
-    nb_sink sink = {&ctx, sink_record, sink_param, sink_progress};
+    nb_sink sink = {.ctx = &ctx,
+                    .record = sink_record,
+                    .param = sink_param,
+                    .checkpoint_path = sink_checkpoint,
+                    .progress = sink_progress};
+    if (resume_id) {
+        if (nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0) {
+            free(json), free(argv_rec), free(resume_buf);
+            nb_store_close(ctx.store);
+            return nb_report_err(&err);
+        }
+        ctx.created = 1;
+        ctx.run_id = resume_id;
+        snprintf(ctx.ckpt, sizeof ctx.ckpt, "%s", resume_ckpt);
+        cfg.resume_from = ctx.ckpt;
+        if (!quiet)
+            fprintf(stderr, "run %lld: resuming from its checkpoint at step %lld\n",
+                    (long long)resume_id, (long long)resume_step);
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -349,8 +514,13 @@ int cmd_run(int argc, const char **argv) {
             fprintf(stderr, "run %lld interrupted; what it recorded is kept\n",
                     (long long)ctx.run_id);
         printf("run %lld %s\n", (long long)ctx.run_id, nb_status_name(status));
+        /* A finished or diverged run has nothing to resume: free the disk. */
+        if (ctx.ckpt[0] && (status == NB_STATUS_FINISHED || status == NB_STATUS_DIVERGED))
+            unlink(ctx.ckpt);
     }
     free(json);
+    free(argv_rec);
+    free(resume_buf);
     nb_store_close(ctx.store);
     return exit_code;
 }

@@ -491,3 +491,45 @@ int nb_run_finish(nb_store *s, int64_t run, const char *status, const char *mess
     }
     return 0;
 }
+
+int nb_run_resume(nb_store *s, int64_t run, int64_t from_step, nb_err *err) {
+    const char *what = "resume a run";
+    char host[256];
+    nb_hostname(host, sizeof host);
+    sqlite3_stmt *del = NULL, *upd = NULL;
+    int ret = -1;
+    if (nb_store_prepare(s, "DELETE FROM metrics WHERE run = ? AND step > ?", &del, what, err) ||
+        nb_store_prepare(s,
+                         "UPDATE runs SET status = 'running', message = NULL, finished = NULL, "
+                         "pid = ?, host = ? WHERE id = ?",
+                         &upd, what, err))
+        goto out;
+    sqlite3_bind_int64(del, 1, run);
+    sqlite3_bind_int64(del, 2, from_step);
+    sqlite3_bind_int64(upd, 1, (sqlite3_int64)getpid());
+    bind_text(upd, 2, host);
+    sqlite3_bind_int64(upd, 3, run);
+    if (exec(s, "BEGIN IMMEDIATE", what, err)) goto out;
+    int rc = sqlite3_step(del);
+    if (rc == SQLITE_DONE) rc = sqlite3_step(upd);
+    if (rc != SQLITE_DONE) {
+        nb_store_fail(s, rc, what, err);
+        rollback(s);
+        goto out;
+    }
+    if (sqlite3_changes(s->db) == 0) {
+        rollback(s);
+        nb_errf(err, "cannot resume run %lld: no such run in results store '%s'", (long long)run,
+                s->path);
+        goto out;
+    }
+    if (exec(s, "COMMIT", what, err)) {
+        rollback(s);
+        goto out;
+    }
+    ret = 0;
+out:
+    sqlite3_finalize(del);
+    sqlite3_finalize(upd);
+    return ret;
+}

@@ -72,4 +72,8 @@ int nb_metrics_add(nb_store *s, int64_t run, const nb_metric *m, int count, nb_e
  * the finish time. */
 int nb_run_finish(nb_store *s, int64_t run, const char *status, const char *message, nb_err *err);
 
+/* Makes a run resumable from a checkpoint taken at from_step: deletes its metrics recorded after
+ * that step (they will be recorded again), and marks it running in this process. */
+int nb_run_resume(nb_store *s, int64_t run, int64_t from_step, nb_err *err);
+
 #endif

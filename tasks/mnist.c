@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "datasets/mnist.h"
+#include "tasks/checkpoint.h"
 
 static const char *const mnist_datasets[] = {"fashion-mnist", "mnist", "synthetic", NULL};
 
@@ -103,7 +104,7 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     for (int i = 0; i < tr->n; i++)
         perm[i] = i;
 
-    if (cfg->norm.kind == NB_NORM_WEIGHT && cfg->norm.wn_data_init) {
+    if (cfg->norm.kind == NB_NORM_WEIGHT && cfg->norm.wn_data_init && !cfg->resume_from) {
         /* Salimans & Kingma: initialize g and b from a batch of shuffled training data. */
         nb_rng_shuffle(&data_rng, perm, (size_t)tr->n);
         int B = tr->n < 500 ? tr->n : 500;
@@ -117,10 +118,28 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     int epochs = (int)((planned + per_epoch - 1) / per_epoch);
     int64_t step = 0;
     double train_time = 0, loss_acc = 0, last_loss = NAN;
-    int loss_n = 0;
+    int loss_n = 0, first_epoch = 1;
+    size_t P = model.layout.total;
+    nb_ckpt_blob blobs[] = {{model.params, P * sizeof(float)},
+                            {model.adam_m, P * sizeof(float)},
+                            {model.adam_v, P * sizeof(float)},
+                            {perm, (size_t)tr->n * sizeof(int)}};
+    if (cfg->resume_from) {
+        nb_ckpt_state st;
+        if (nb_ckpt_read(cfg->resume_from, &st, blobs, 4, err) != 0) goto out;
+        step = st.step;
+        first_epoch = st.epoch + 1;
+        train_time = st.train_time;
+        loss_acc = st.loss_acc;
+        loss_n = (int)st.loss_n;
+        last_loss = st.last_loss;
+        init_rng = st.rng[0];
+        data_rng = st.rng[1];
+        t0 = nb_now() - st.wall;
+    }
     *status = NB_STATUS_FINISHED;
 
-    for (int epoch = 1; epoch <= epochs && step < planned; epoch++) {
+    for (int epoch = first_epoch; epoch <= epochs && step < planned; epoch++) {
         nb_rng_shuffle(&data_rng, perm, (size_t)tr->n);
         double epoch_train0 = train_time;
         for (int bi = 0; bi < per_epoch && step < planned; bi++) {
@@ -208,6 +227,14 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
             nb_errf(err, "evaluation loss is not finite after epoch %d", epoch);
             rc = 0;
             goto out;
+        }
+        /* Everything the next epoch depends on, for `run --resume`. */
+        const char *ck = sink->checkpoint_path ? sink->checkpoint_path(sink->ctx, err) : NULL;
+        if (sink->checkpoint_path && !ck) goto out;
+        if (ck && step < planned) {
+            nb_ckpt_state st = {step,     epoch,  train_time, nb_now() - t0,
+                                loss_acc, loss_n, last_loss,  {init_rng, data_rng}};
+            if (nb_ckpt_write(ck, &st, blobs, 4, err) != 0) goto out;
         }
     }
     rc = 0;

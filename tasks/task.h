@@ -45,6 +45,7 @@ typedef struct nb_train_cfg {
     int threads;    /* threads in force (recorded; cmd/ sets them) */
     int flush_denormals;         /* FTZ/DAZ on while training (see nb_flush_denormals) */
     volatile sig_atomic_t *stop; /* becomes non-zero to ask the loop to stop (Ctrl-C) */
+    const char *resume_from;     /* a checkpoint to continue from (tasks/checkpoint.h), or NULL */
 } nb_train_cfg;
 
 typedef struct nb_progress {
@@ -62,6 +63,9 @@ typedef struct nb_sink {
     int (*record)(void *ctx, const nb_metric *m, int n, nb_err *err);
     /* Records a key/value parameter learned while running (e.g. where the data came from). */
     int (*param)(void *ctx, const char *key, const char *value, nb_err *err);
+    /* Where to write the end-of-epoch checkpoint (NULL member: no checkpoints). Returns the
+     * path, or NULL with err set when none can be made. */
+    const char *(*checkpoint_path)(void *ctx, nb_err *err);
     /* Progress; called every step (the receiver rate-limits its drawing). May be NULL. */
     void (*progress)(void *ctx, const nb_progress *p);
 } nb_sink;
