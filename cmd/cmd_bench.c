@@ -2,6 +2,8 @@
  * measured in the same run, with the thread and BLAS settings printed beside them. */
 #include "cmd/cmd.h"
 
+#include "nn/blas.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>

@@ -1,6 +1,8 @@
 /* cmd/cmd_run.c — `normbench run TASK`: train one task with one norm, recording it. */
 #include "cmd/cmd.h"
 
+#include "nn/blas.h"
+
 #include <errno.h>
 #include <math.h>
 #include <sys/stat.h>
@@ -183,8 +185,6 @@ static char *config_json(const nb_train_cfg *cfg) {
     nb_buf_puts(&j, "}");
     return nb_buf_take(&j);
 }
-
-void openblas_set_num_threads(int);
 
 /* A parsed `run` command line: the configuration in force and where to record it. */
 typedef struct run_args {

@@ -1,6 +1,8 @@
 /* cmd/main.c — normbench's entry point and its one command table. */
 #include "cmd/cmd.h"
 
+#include "nn/blas.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

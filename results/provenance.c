@@ -8,14 +8,8 @@
 #include <unistd.h>
 
 #include "buildinfo.h"
+#include "nn/blas.h"
 #include "util/json.h"
-
-/* OpenBLAS's own queries (cblas.h declares them too, but which cblas.h is found depends on the
- * alternatives system; these four signatures are stable). */
-extern char *openblas_get_config(void);
-extern char *openblas_get_corename(void);
-extern int openblas_get_num_threads(void);
-extern int openblas_get_parallel(void);
 
 char *nb_hostname(char *buf, size_t size) {
     if (gethostname(buf, size) != 0 || !buf[0]) snprintf(buf, size, "unknown");

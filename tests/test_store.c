@@ -313,7 +313,7 @@ static void test_crashed(void **state) {
     assert_int_equal(d->nseries, 1); /* what it recorded stays */
     nb_run_detail_free(d);
     nb_report *r = NULL;
-    CHECK_OK(nb_report_build(s, NULL, &r, &err));
+    CHECK_OK(nb_report_build(s, NULL, NULL, &r, &err));
     assert_int_equal(r->n, 1);
     assert_int_equal(r->groups[0].crashed, 1);
     assert_int_equal(r->groups[0].finished, 0);
@@ -357,7 +357,7 @@ static void test_two_processes(void **state) {
         pid_t done = waitpid(pid, &st, WNOHANG);
         nb_store *r = NULL;
         nb_report *rep = NULL;
-        if (nb_store_open(&r, path, 1, &err) || nb_report_build(r, NULL, &rep, &err)) {
+        if (nb_store_open(&r, path, 1, &err) || nb_report_build(r, NULL, NULL, &rep, &err)) {
             print_error("reader: %s\n", err.msg);
             bad++;
         }
@@ -477,7 +477,7 @@ static void test_report_aggregation(void **state) {
     nb_store *s = NULL;
     CHECK_OK(nb_store_open(&s, path, 1, &err));
     nb_report *r = NULL;
-    CHECK_OK(nb_report_build(s, "mnist", &r, &err));
+    CHECK_OK(nb_report_build(s, "mnist", NULL, &r, &err));
     assert_int_equal(r->n, 3);
     /* canonical norm order */
     assert_string_equal(r->groups[0].norm, "none");
@@ -526,7 +526,7 @@ static void test_report_aggregation(void **state) {
     nb_report_free(r);
 
     /* all tasks: order's group is there too */
-    CHECK_OK(nb_report_build(s, NULL, &r, &err));
+    CHECK_OK(nb_report_build(s, NULL, NULL, &r, &err));
     assert_int_equal(r->n, 4);
     assert_string_equal(r->groups[3].task, "order");
     nb_report_free(r);
