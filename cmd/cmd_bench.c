@@ -21,7 +21,8 @@ static const char bench_usage[] =
     "                               [--format table|csv|json] [--threads N]\n\n"
     "kernels: times each norm's forward and forward+backward on the MLP's shape (128x1000) and\n"
     "  a memory-bound one (65536x1024), in GB/s (bytes read and written once) and as a ratio\n"
-    "  to a parallel copy over the same bytes, measured in the same run.\n"
+    "  to a parallel copy: each repetition of a kernel is paired with one of the copy, and\n"
+    "  vs_copy is the median over pairs (copy GB/s is the median copy beside that kernel).\n"
     "step TASK: milliseconds per training step (forward, backward, Adam) per norm on generated\n"
     "  data; mnist at batch 128 and 4 by default. vs_layer is layer's time / this norm's time.\n"
     "Timings are medians over repetitions; they move run to run, so compare within one run.\n";
@@ -105,18 +106,33 @@ static void run_kernel(int norm, int backward, kbuf *k, const nb_norm_cfg *cfg, 
     }
 }
 
-/* Median seconds of fn over repetitions (at least 5, and at least ~0.25 s in all). */
-static double time_median(void (*fn)(void *), void *arg) {
-    double t[64];
+/* Times fn beside the copy baseline over the same bytes, alternating one repetition of each
+ * (at least 5 pairs and ~0.25 s in all, after one warm-up of each), so that a slow spell of the
+ * machine lands on both sides of the ratio. *t and *copy_t: median seconds of each; *ratio: the
+ * median over pairs of copy seconds / fn seconds scaled by bytes / copy_bytes, i.e. fn's GB/s
+ * as a fraction of the copy's GB/s measured next to it. */
+static void time_paired(void (*fn)(void *), void *arg, void (*copy)(void *), void *carg,
+                        double bytes, double copy_bytes, double *t, double *copy_t, double *ratio) {
+    enum { MAXREP = 64 };
+    double a[MAXREP], c[MAXREP], r[MAXREP];
     int n = 0;
     double start = nb_now();
     fn(arg); /* warm-up: page faults, caches */
-    while (n < 64 && (n < 5 || nb_now() - start < 0.25)) {
-        double s = nb_now();
+    copy(carg);
+    while (n < MAXREP && (n < 5 || nb_now() - start < 0.25)) {
+        double s0 = nb_now();
+        copy(carg);
+        double s1 = nb_now();
         fn(arg);
-        t[n++] = nb_now() - s;
+        double s2 = nb_now();
+        c[n] = s1 - s0;
+        a[n] = s2 - s1;
+        r[n] = (bytes / a[n]) / (copy_bytes / c[n]);
+        n++;
     }
-    return median(t, n);
+    *ratio = median(r, n);
+    *t = median(a, n);
+    *copy_t = median(c, n);
 }
 
 typedef struct kcall {
@@ -186,8 +202,7 @@ static int bench_kernels(const int *norms, int nnorms, int fmt) {
             k.rv[i] = 1;
         char shape[32];
         snprintf(shape, sizeof shape, "%dx%d", k.B, k.C);
-        double copy_t = time_median(call_copy, &k);
-        double copy_gbs = 2.0 * N * sizeof(float) / copy_t / 1e9;
+        double copy_bytes = 2.0 * N * sizeof(float);
         for (int i = 0; i < nnorms; i++) {
             if (norms[i] == NB_NORM_NONE) continue; /* identity: nothing to time */
             nb_norm_cfg cfg;
@@ -195,27 +210,27 @@ static int bench_kernels(const int *norms, int nnorms, int fmt) {
             int kk = norms[i] == NB_NORM_PRMS ? nb_prms_k(k.C, cfg.p, cfg.p_floor) : k.C;
             for (int bw = 0; bw <= 1; bw++) {
                 kcall c = {&k, norms[i], bw, kk, &cfg};
-                double t = time_median(call_kernel, &c);
                 /* Bytes that must move: forward reads x and writes y; backward reads x and dy
                  * and writes dx. Per-row statistics and gains are negligible. */
                 double bytes = (bw ? 5.0 : 2.0) * N * sizeof(float);
-                double gbs = bytes / t / 1e9;
+                double t, copy_t, ratio;
+                time_paired(call_kernel, &c, call_copy, &k, bytes, copy_bytes, &t, &copy_t, &ratio);
+                double gbs = bytes / t / 1e9, copy_gbs = copy_bytes / copy_t / 1e9;
                 const char *pass = bw ? "fwd+bwd" : "fwd";
                 const char *name = nb_norm_name((nb_norm_kind)norms[i]);
                 if (fmt == FMT_TABLE)
                     printf("%-12s %-7s %-8s %10.3f %9.2f %9.2f %9.2f\n", shape, name, pass, t * 1e3,
-                           gbs, copy_gbs, gbs / copy_gbs);
+                           gbs, copy_gbs, ratio);
                 else if (fmt == FMT_CSV) {
                     printf("%s,%s,%s,%.4f,%.3f,%.3f,%.4f,%d,", shape, name, pass, t * 1e3, gbs,
-                           copy_gbs, gbs / copy_gbs, omp_get_max_threads());
+                           copy_gbs, ratio, omp_get_max_threads());
                     nb_csv_field(stdout, settings);
                     putchar('\n');
                 } else {
                     printf(
                         "%s{\"shape\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", \"ms\": %.4f, "
                         "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"ratio_to_copy\": %.4f}",
-                        first ? "" : ", ", shape, name, pass, t * 1e3, gbs, copy_gbs,
-                        gbs / copy_gbs);
+                        first ? "" : ", ", shape, name, pass, t * 1e3, gbs, copy_gbs, ratio);
                     first = 0;
                 }
             }
