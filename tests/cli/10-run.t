@@ -119,6 +119,15 @@ check "diverging run exits 1" 1 "$NB" run mnist --dataset synthetic --subset 200
 s=$(sqlite3 "$tmp/div.db" "select status from runs")
 [ "$s" = diverged ] && ok "diverged run recorded as diverged" || not_ok "diverged run recorded as diverged (got '$s')" "$(cat "$tmp/err")"
 
+# OMP_WAIT_POLICY: passive unless the user sets it (libgomp's spinning collapses a busy 2-core
+# machine); the value in force is what the provenance records.
+check "run without OMP_WAIT_POLICY" 0 env -u OMP_WAIT_POLICY "$NB" run mnist --dataset synthetic --subset 300 --steps 2 --quiet --db "$tmp/wait.db"
+w=$(sqlite3 "$tmp/wait.db" "select json_extract(provenance, '$.omp_wait_policy') from runs")
+[ "$w" = passive ] && ok "wait policy defaults to passive" || not_ok "wait policy defaults to passive (got '$w')"
+check "run with OMP_WAIT_POLICY=active" 0 env OMP_WAIT_POLICY=active "$NB" run mnist --dataset synthetic --subset 300 --steps 2 --quiet --db "$tmp/wait2.db"
+w=$(sqlite3 "$tmp/wait2.db" "select json_extract(provenance, '$.omp_wait_policy') from runs")
+[ "$w" = active ] && ok "a user's wait policy is kept" || not_ok "a user's wait policy is kept (got '$w')"
+
 # bench step: quick, machine-readable.
 check "bench step mnist csv" 0 "$NB" bench step mnist --norms layer,rms --batch 4 --steps 3 --format csv
 has "bench step csv header" "$tmp/out" '^task,norm,batch,ms_per_step,'
