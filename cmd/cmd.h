@@ -20,6 +20,7 @@ int cmd_report(int argc, const char **argv);
 int cmd_bench(int argc, const char **argv);
 int cmd_help(int argc, const char **argv);
 int cmd_sweep(int argc, const char **argv);
+int cmd_plot(int argc, const char **argv);
 
 /* Parses and validates a `run` command line (argv[0] = "run") without running it: 0 when it
  * is valid, NB_EXIT_USAGE after printing the error. Used by sweep to check every job first. */
