@@ -665,11 +665,19 @@ static const char *base_of(const char *path) {
     return slash ? slash + 1 : path;
 }
 
+/* A mkstemp/mkdtemp template in $TMPDIR (else /tmp). */
+static void temp_name(char *buf, size_t size, const char *prefix) {
+    const char *t = getenv("TMPDIR");
+    if (!t || !*t || strlen(t) > size - 64) t = "/tmp";
+    snprintf(buf, size, "%s/%s.XXXXXX", t, prefix);
+}
+
 /* Runs prog with argv in directory dir, stdin and stdout from/to /dev/null, stderr to a
  * temporary file whose last line goes into the error message on failure. */
 static int run_gnuplot(const nb_plot_opts *o, const char *dir, const char *script,
                        const char *const *argv, nb_err *err) {
-    char logpath[] = "/tmp/normbench-gnuplot.XXXXXX";
+    char logpath[4096];
+    temp_name(logpath, sizeof logpath, "normbench-gnuplot");
     int logfd = mkstemp(logpath);
     if (logfd < 0) return nb_errf(err, "cannot create a temporary file: %s", strerror(errno));
     unlink(logpath);
@@ -771,7 +779,8 @@ static int read_text(const char *path, char **text, nb_err *err) {
 int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, nb_err *err) {
     *text = NULL;
     int rc = -1, naxes = (o->x_step ? 1 : 0) + (o->x_time ? 1 : 0);
-    char tmpdir[] = "/tmp/normbench-plot.XXXXXX";
+    char tmpdir[4096];
+    temp_name(tmpdir, sizeof tmpdir, "normbench-plot");
     char *dir = NULL, *datadir = NULL, *script = NULL;
     char tmp_png[600] = "", tmp_svg[600] = "";
     line_info *lines = NULL;
