@@ -258,9 +258,11 @@ int cmd_plot(int argc, const char **argv) {
     if (rc) return nb_report_err(&err);
     if (set->n == 0) {
         const char *what = status_arg ? status_arg : "finished";
-        fprintf(stderr, "error: no %s runs%s%s%s%s%s%s in '%s'\n", what, task ? " of task '" : "",
-                task ? task : "", task ? "'" : "", dataset ? " on dataset '" : "",
-                dataset ? dataset : "", dataset ? "'" : "", db);
+        fprintf(stderr, "error: no %s runs", what);
+        if (task) fprintf(stderr, " of task '%s'", task);
+        if (dataset) fprintf(stderr, " on dataset '%s'", dataset);
+        if (variant) fprintf(stderr, " of variant '%s'", variant);
+        fprintf(stderr, " in '%s'\n", db);
         fprintf(stderr,
                 "hint: 'normbench runs --db %s' lists the runs; --status all draws "
                 "unfinished ones too\n",
