@@ -15,7 +15,7 @@ OPT     ?= -O2 -march=native
 # our own parallel loops (NUMERICS.md: pthread OpenBLAS beside OpenMP loops slowed both here).
 CFLAGS_ALL = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Wshadow \
              -Wno-unused-parameter -Wno-missing-field-initializers -fopenmp -I. -I$(BUILD)/gen $(OPT) $(CFLAGS)
-LDLIBS_ALL = -lopenblas -lsqlite3 -larchive -lm $(LDLIBS)
+LDLIBS_ALL = -lopenblas -lsqlite3 -larchive -lcurl -lcrypto -lm $(LDLIBS)
 
 LIB_SRC  := $(sort $(wildcard util/*.c nn/*.c datasets/*.c results/*.c tasks/*.c plots/*.c))
 # Generic kernels (nn/real.h) are compiled a second time in double precision for the
