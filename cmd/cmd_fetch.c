@@ -111,7 +111,7 @@ static int do_ensure(const char *name, const char *data_dir, nb_fetch_opts *o, i
     bar b;
     bar_init(&b, quiet);
     o->progress = on_progress;
-    o->progress_ctx = &b;
+    o->progress_ctx = &b; // cppcheck-suppress autoVariables ; used only during this call
     o->stop = &fetch_stop;
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
@@ -120,6 +120,7 @@ static int do_ensure(const char *name, const char *data_dir, nb_fetch_opts *o, i
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     int rc = nb_dataset_ensure(name, data_dir, o, &err);
+    o->progress_ctx = NULL;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     bar_end(&b);
