@@ -133,12 +133,14 @@ lint:
 	$(MAKE) --no-print-directory BUILD=build-lint CFLAGS=-Werror all
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --inline-suppr -I. $(LIB_SRC) $(CMD_SRC)
-	clang-format --dry-run --Werror $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h)
+	clang-format --dry-run --Werror $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h) \
+	  $(FUZZ_SRC) tests/fuzz/driver.c
 	@! grep -n -E '\b(atoi|atol|sprintf|strcpy|strcat|gets)\s*\(' $(LIB_SRC) $(CMD_SRC) \
 	  || { echo "lint: banned function (use strtol/snprintf/memcpy)"; exit 1; }
 
 format:
-	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h)
+	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h) $(FUZZ_SRC) \
+	  tests/fuzz/driver.c
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -101,8 +101,10 @@ int main(int argc, char **argv) {
     }
     long per = 400;
     const char *env = getenv("NB_FUZZ_MUTATIONS");
-    if (argc > 2) per = strtol(argv[2], NULL, 10);
-    else if (env && *env) per = strtol(env, NULL, 10);
+    if (argc > 2)
+        per = strtol(argv[2], NULL, 10);
+    else if (env && *env)
+        per = strtol(env, NULL, 10);
     DIR *d = opendir(argv[1]);
     if (!d) {
         fprintf(stderr, "error: cannot open the corpus directory '%s'\n", argv[1]);
