@@ -110,7 +110,7 @@ for sig in INT KILL INT KILL; do
     pid=$!
     sleep "$delay"
     kill -s "$sig" "$pid" 2>/dev/null
-    wait "$pid"
+    { wait "$pid"; } 2>/dev/null
     rc=$?
     valid "SIG$sig after ${delay}s (exit $rc) leaves the data directory valid" "$dd/cnn-top4"
     if [ ! -e "$dd/cnn-top4" ]; then
