@@ -20,6 +20,7 @@ int cmd_report(int argc, const char **argv);
 int cmd_bench(int argc, const char **argv);
 int cmd_help(int argc, const char **argv);
 int cmd_sweep(int argc, const char **argv);
+int cmd_plot(int argc, const char **argv);
 int cmd_fetch(int argc, const char **argv);
 int cmd_datasets(int argc, const char **argv);
 
