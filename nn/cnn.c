@@ -78,8 +78,8 @@ static int plan(FN(nb_cnn) * m, const nb_cnn_spec *spec, nb_err *err) {
             L->OH = H + 2 * pad - ks + 1;
             L->OW = W + 2 * pad - ks + 1;
             if (L->OH < 1 || L->OW < 1)
-                return nb_errf(err, "layer %d: a %dx%d convolution does not fit a %dx%d map", l,
-                               ks, ks, H, W);
+                return nb_errf(err, "layer %d: a %dx%d convolution does not fit a %dx%d map", l, ks,
+                               ks, H, W);
             L->kind = m->norm.kind;
             int S = L->OH * L->OW;
             L->gc = (S == 1 || m->opts.axes_chw) ? L->OC : 1;
@@ -289,23 +289,24 @@ double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, in
             break;
         case NB_CNN_CONV: {
             const real *w = conv_weights(m, L);
-            FN(nb_conv2d_forward)(L->z, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC,
-                                  L->spec.ks, L->spec.pad);
+            FN(nb_conv2d_forward)
+            (L->z, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC, L->spec.ks,
+             L->spec.pad);
             const real *g = m->params + L->g, *b = m->params + L->b;
             switch (L->kind) {
             case NB_NORM_BATCH:
-                FN(nb_map_batchnorm_forward)(L->buf, L->mean, L->rstd, m->params + L->rmean,
-                                             m->params + L->rvar, L->z, g, b, B, L->OC, S,
-                                             training, L->alpha, &m->norm);
+                FN(nb_map_batchnorm_forward)
+                (L->buf, L->mean, L->rstd, m->params + L->rmean, m->params + L->rvar, L->z, g, b, B,
+                 L->OC, S, training, L->alpha, &m->norm);
                 break;
             case NB_NORM_LAYER:
-                FN(nb_map_layernorm_forward)(L->buf, L->mean, L->rstd, L->z, g, b, B, L->OC, S,
-                                             L->gc, L->alpha, &m->norm);
+                FN(nb_map_layernorm_forward)
+                (L->buf, L->mean, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->alpha, &m->norm);
                 break;
             case NB_NORM_RMS:
             case NB_NORM_PRMS:
-                FN(nb_map_rmsnorm_forward)(L->buf, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->k,
-                                           L->alpha, &m->norm);
+                FN(nb_map_rmsnorm_forward)
+                (L->buf, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->k, L->alpha, &m->norm);
                 break;
             default:
                 FN(nb_map_affine_forward)(L->buf, L->z, NULL, b, B, L->OC, S, L->alpha);
@@ -388,21 +389,24 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
             /* dz written over cur */
             switch (L->kind) {
             case NB_NORM_BATCH:
-                FN(nb_map_batchnorm_backward)(cur, dg, db, cur, L->out, L->z, g, L->mean, L->rstd,
-                                              B, L->OC, S, m->last_training, L->alpha, 0);
+                FN(nb_map_batchnorm_backward)
+                (cur, dg, db, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, m->last_training,
+                 L->alpha, 0);
                 break;
             case NB_NORM_LAYER:
-                FN(nb_map_layernorm_backward)(cur, dg, db, cur, L->out, L->z, g, L->mean, L->rstd,
-                                              B, L->OC, S, L->gc, L->alpha, 0, &m->norm);
+                FN(nb_map_layernorm_backward)
+                (cur, dg, db, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, L->gc, L->alpha,
+                 0, &m->norm);
                 break;
             case NB_NORM_RMS:
             case NB_NORM_PRMS:
-                FN(nb_map_rmsnorm_backward)(cur, dg, db, cur, L->out, L->z, g, L->rstd, B, L->OC,
-                                            S, L->gc, L->k, L->alpha, 0, &m->norm);
+                FN(nb_map_rmsnorm_backward)
+                (cur, dg, db, cur, L->out, L->z, g, L->rstd, B, L->OC, S, L->gc, L->k, L->alpha, 0,
+                 &m->norm);
                 break;
             default:
-                FN(nb_map_affine_backward)(cur, NULL, db, cur, L->out, L->z, NULL, B, L->OC, S,
-                                           L->alpha, 0);
+                FN(nb_map_affine_backward)
+                (cur, NULL, db, cur, L->out, L->z, NULL, B, L->OC, S, L->alpha, 0);
                 break;
             }
             size_t K = wsize(L) / L->OC;
@@ -412,11 +416,12 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
                 dw = m->dweff;
                 memset(dw, 0, sizeof(real) * wsize(L));
             }
-            FN(nb_conv2d_backward)(first ? NULL : other, dw, m->scratch, m->nscratch, cur, in, w, B,
-                                   L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad, 0);
+            FN(nb_conv2d_backward)
+            (first ? NULL : other, dw, m->scratch, m->nscratch, cur, in, w, B, L->C, L->H, L->W,
+             L->OC, L->spec.ks, L->spec.pad, 0);
             if (L->kind == NB_NORM_WEIGHT) {
-                FN(nb_weightnorm_backward)(m->grads + L->w, dg, m->dweff, m->params + L->w, g,
-                                           L->vnorm, L->OC, (int)K);
+                FN(nb_weightnorm_backward)
+                (m->grads + L->w, dg, m->dweff, m->params + L->w, g, L->vnorm, L->OC, (int)K);
             } else if (L->kind == NB_NORM_NONE) {
                 real *dW = m->grads + L->w;
                 for (int o = 0; o < L->OC; o++)
@@ -470,8 +475,9 @@ int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_err *err) {
             for (int o = 0; o < L->OC; o++)
                 g[o] = 1; /* t with V/||V|| (weight) or W (none) */
             const real *w = conv_weights(m, L);
-            FN(nb_conv2d_forward)(nxt, m->scratch, m->nscratch, cur, w, B, L->C, L->H, L->W, L->OC,
-                                  L->spec.ks, L->spec.pad);
+            FN(nb_conv2d_forward)
+            (nxt, m->scratch, m->nscratch, cur, w, B, L->C, L->H, L->W, L->OC, L->spec.ks,
+             L->spec.pad);
             size_t CS = (size_t)L->OC * S;
             for (int o = 0; o < L->OC; o++) {
                 double s = 0, v = 0, cnt = (double)B * S;

@@ -45,10 +45,10 @@ typedef struct nb_cnn_opts {
 
 typedef struct NB_FN(nb_cnn_layer) {
     nb_cnn_spec spec;
-    int C, H, W, OC, OH, OW; /* input and output shapes (per image) */
-    nb_norm_kind kind;       /* the norm of a conv layer */
-    int gc, k;               /* channels per statistics row; pRMS k (rms: the row length) */
-    NB_REAL alpha;           /* activation slope (1: identity) */
+    int C, H, W, OC, OH, OW;     /* input and output shapes (per image) */
+    nb_norm_kind kind;           /* the norm of a conv layer */
+    int gc, k;                   /* channels per statistics row; pRMS k (rms: the row length) */
+    NB_REAL alpha;               /* activation slope (1: identity) */
     size_t w, g, b, rmean, rvar; /* parameter offsets; (size_t)-1 when absent */
     NB_REAL *z;                  /* conv output (Bmax, OC, OH, OW) */
     NB_REAL *buf;                /* the layer's own output buffer (Bmax, OC, OH, OW) */

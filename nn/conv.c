@@ -159,8 +159,8 @@ void FN(nb_conv2d_forward)(real *out, real *scratch, int nscratch, const real *i
                 continue;
             }
             for (int j = 0; j < g; j++)
-                im2col(col + (size_t)j * P, cols, src + (size_t)j * C * H * W, C, H, W, KS, pad,
-                       OH, OW);
+                im2col(col + (size_t)j * P, cols, src + (size_t)j * C * H * W, C, H, W, KS, pad, OH,
+                       OW);
             real *dst = G > 1 ? tmp : out + (size_t)n0 * OC * P;
             CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, (int)cols, (int)K, (real)1, w,
                        (int)K, col, (int)cols, (real)0, dst, (int)cols);
@@ -317,7 +317,8 @@ void FN(nb_gap_backward)(real *dinp, const real *dout, int N, int C, int S) {
     }
 }
 
-/* ---- dropout and noise ------------------------------------------------------------------------ */
+/* ---- dropout and noise ------------------------------------------------------------------------
+ */
 
 void FN(nb_dropout_forward)(real *out, real *mask, const real *inp, size_t n, int rows, double p,
                             nb_rng *rng) {

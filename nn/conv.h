@@ -68,9 +68,8 @@ void NB_FN(nb_map_layernorm_forward)(NB_REAL *out, NB_REAL *mean, NB_REAL *rstd,
                                      int gc, NB_REAL alpha, const nb_norm_cfg *cfg);
 void NB_FN(nb_map_layernorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, const NB_REAL *dout,
                                       const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
-                                      const NB_REAL *mean, const NB_REAL *rstd, int N, int C,
-                                      int S, int gc, NB_REAL alpha, int acc,
-                                      const nb_norm_cfg *cfg);
+                                      const NB_REAL *mean, const NB_REAL *rstd, int N, int C, int S,
+                                      int gc, NB_REAL alpha, int acc, const nb_norm_cfg *cfg);
 void NB_FN(nb_map_rmsnorm_forward)(NB_REAL *out, NB_REAL *rstd, const NB_REAL *inp,
                                    const NB_REAL *g, const NB_REAL *b, int N, int C, int S, int gc,
                                    int k, NB_REAL alpha, const nb_norm_cfg *cfg);
@@ -91,8 +90,8 @@ void NB_FN(nb_map_batchnorm_forward)(NB_REAL *out, NB_REAL *mean, NB_REAL *rstd,
                                      const nb_norm_cfg *cfg);
 void NB_FN(nb_map_batchnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, const NB_REAL *dout,
                                       const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
-                                      const NB_REAL *mean, const NB_REAL *rstd, int N, int C,
-                                      int S, int training, NB_REAL alpha, int acc);
+                                      const NB_REAL *mean, const NB_REAL *rstd, int N, int C, int S,
+                                      int training, NB_REAL alpha, int acc);
 
 /* No statistics: out = act(g[c] * x + b[c]) (g may be NULL: 1). For WeightNorm and the
  * baseline, whose scale lives in the weights. */

@@ -137,8 +137,8 @@ static void conv_case(int N, int C, int H, int W, int OC, int KS, int pad) {
 
 static void test_conv(void **state) {
     (void)state;
-    conv_case(3, 2, 5, 5, 4, 3, 1);  /* 3x3 pad 1, grouped images (small maps) */
-    conv_case(3, 2, 6, 5, 3, 3, 0);  /* pad 0, non-square */
+    conv_case(3, 2, 5, 5, 4, 3, 1);   /* 3x3 pad 1, grouped images (small maps) */
+    conv_case(3, 2, 6, 5, 3, 3, 0);   /* pad 0, non-square */
     conv_case(2, 1, 16, 16, 2, 3, 1); /* one image per gemm (256 positions) */
     conv_case(3, 3, 16, 16, 2, 1, 0); /* 1x1 direct */
     conv_case(4, 3, 4, 4, 5, 1, 0);   /* 1x1 grouped */
@@ -146,7 +146,8 @@ static void test_conv(void **state) {
     conv_case(2, 2, 3, 3, 2, 5, 2);   /* kernel larger than half the map */
 }
 
-/* ---- pooling, GAP, dropout, noise -------------------------------------------------------------- */
+/* ---- pooling, GAP, dropout, noise --------------------------------------------------------------
+ */
 
 typedef struct pool_ctx {
     int N, C, H, W, gap;
@@ -191,9 +192,10 @@ static void test_pool_gap(void **state) {
                     for (int i = 0; i < c.H / 2; i++)
                         for (int j = 0; j < c.W / 2; j++) {
                             const double *b = c.x + (size_t)pl * c.H * c.W;
-                            double m = fmax(fmax(b[2 * i * c.W + 2 * j], b[2 * i * c.W + 2 * j + 1]),
-                                            fmax(b[(2 * i + 1) * c.W + 2 * j],
-                                                 b[(2 * i + 1) * c.W + 2 * j + 1]));
+                            double m =
+                                fmax(fmax(b[2 * i * c.W + 2 * j], b[2 * i * c.W + 2 * j + 1]),
+                                     fmax(b[(2 * i + 1) * c.W + 2 * j],
+                                          b[(2 * i + 1) * c.W + 2 * j + 1]));
                             assert_true(c.out[((size_t)pl * (c.H / 2) + i) * (c.W / 2) + j] == m);
                         }
             }
@@ -263,14 +265,14 @@ static void norm_fwd(norm_ctx *c) {
         break;
     case NB_NORM_RMS:
     case NB_NORM_PRMS:
-        nb_map_rmsnorm_forward_f64(c->out, c->rstd, c->x, c->g, c->b, c->N, c->C, c->S, c->gc,
-                                   c->k, c->alpha, &c->cfg);
+        nb_map_rmsnorm_forward_f64(c->out, c->rstd, c->x, c->g, c->b, c->N, c->C, c->S, c->gc, c->k,
+                                   c->alpha, &c->cfg);
         break;
     case NB_NORM_BATCH:
         memcpy(c->rm, c->rm0, sizeof(double) * c->C);
         memcpy(c->rv, c->rv0, sizeof(double) * c->C);
-        nb_map_batchnorm_forward_f64(c->out, c->mean, c->rstd, c->rm, c->rv, c->x, c->g, c->b,
-                                     c->N, c->C, c->S, c->training, c->alpha, &c->cfg);
+        nb_map_batchnorm_forward_f64(c->out, c->mean, c->rstd, c->rm, c->rv, c->x, c->g, c->b, c->N,
+                                     c->C, c->S, c->training, c->alpha, &c->cfg);
         break;
     default:
         nb_map_affine_forward_f64(c->out, c->x, c->g, c->b, c->N, c->C, c->S, c->alpha);
@@ -406,7 +408,8 @@ static void test_prms_first_k(void **state) {
     }
 }
 
-/* ---- whole networks ---------------------------------------------------------------------------- */
+/* ---- whole networks ----------------------------------------------------------------------------
+ */
 
 static const nb_cnn_spec tiny_net[] = {
     {NB_CNN_NOISE, 0, 0, 0, 0.15},  {NB_CNN_CONV, 3, 3, 1, 0}, {NB_CNN_POOL, 0, 0, 0, 0},
@@ -471,9 +474,8 @@ static void test_network_fd(void **state) {
 
 static void test_data_init(void **state) {
     (void)state;
-    static const nb_cnn_spec net[] = {{NB_CNN_CONV, 4, 3, 1, 0},
-                                      {NB_CNN_GAP, 0, 0, 0, 0},
-                                      {NB_CNN_CONV, 3, 1, 0, 0}};
+    static const nb_cnn_spec net[] = {
+        {NB_CNN_CONV, 4, 3, 1, 0}, {NB_CNN_GAP, 0, 0, 0, 0}, {NB_CNN_CONV, 3, 1, 0, 0}};
     for (int kind = NB_NORM_NONE; kind <= NB_NORM_WEIGHT; kind += NB_NORM_WEIGHT) {
         nb_norm_cfg norm;
         nb_norm_cfg_default(&norm, (nb_norm_kind)kind);
@@ -523,8 +525,8 @@ static void test_network_deterministic(void **state) {
         nb_rng_seed(&drop, 9, NB_STREAM_DROPOUT);
         nb_err err = {0};
         nb_cnn m;
-        assert_int_equal(nb_cnn_init(&m, tiny_net, TL, TC, TH, TW, 3, &norm, &opts, TN, &init, &err),
-                         0);
+        assert_int_equal(
+            nb_cnn_init(&m, tiny_net, TL, TC, TH, TW, 3, &norm, &opts, TN, &init, &err), 0);
         float x[TN * TC * TH * TW];
         for (int i = 0; i < TN * TC * TH * TW; i++)
             x[i] = (float)sin(i * 0.37);
@@ -544,7 +546,8 @@ static void test_network_deterministic(void **state) {
     free(g1);
 }
 
-/* ---- PyTorch references ------------------------------------------------------------------------ */
+/* ---- PyTorch references ------------------------------------------------------------------------
+ */
 
 static void cmp(const ref_tensor *t, const double *v, size_t n, double tol) {
     assert_non_null(t);
@@ -601,8 +604,8 @@ static void test_reference(void **state) {
         if (v < 2) {
             nb_map_layernorm_forward_f64(o, mean, rstd, nx->data, ng->data, nbias->data, N, C, S,
                                          gc, 0.1, &cfg);
-            nb_map_layernorm_backward_f64(d, dg, db, nd->data, o, nx->data, ng->data, mean, rstd,
-                                          N, C, S, gc, 0.1, 0, &cfg);
+            nb_map_layernorm_backward_f64(d, dg, db, nd->data, o, nx->data, ng->data, mean, rstd, N,
+                                          C, S, gc, 0.1, 0, &cfg);
         } else if (v < 5) {
             int k = v == 4 ? nb_prms_k(S, 0.125, 0) : gc * S;
             nb_map_rmsnorm_forward_f64(o, rstd, nx->data, ng->data, nbias->data, N, C, S, gc, k,
@@ -613,8 +616,8 @@ static void test_reference(void **state) {
             int tr = v == 5;
             nb_map_batchnorm_forward_f64(o, mean, rstd, rm, rv, nx->data, ng->data, nbias->data, N,
                                          C, S, tr, 0.1, &cfg);
-            nb_map_batchnorm_backward_f64(d, dg, db, nd->data, o, nx->data, ng->data, mean, rstd,
-                                          N, C, S, tr, 0.1, 0);
+            nb_map_batchnorm_backward_f64(d, dg, db, nd->data, o, nx->data, ng->data, mean, rstd, N,
+                                          C, S, tr, 0.1, 0);
         }
         char nm[64];
         snprintf(nm, sizeof nm, "%s_out", names[v]);
