@@ -264,8 +264,9 @@ static int parse_int_list(const char *list, int *out, int max) {
 static double time_sgemm(int M, int N, int K, int reps) {
     float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)K * N),
           *c = malloc(sizeof(float) * (size_t)M * N);
-    double t[16], med = NAN;
+    double t[16] = {0}, med = NAN;
     if (reps > 16) reps = 16;
+    if (reps < 1) reps = 1;
     if (a && b && c) {
         for (size_t i = 0; i < (size_t)M * K; i++)
             a[i] = (float)((i % 13) * 0.01);
