@@ -56,6 +56,17 @@ has "data source recorded" "$tmp/out" "data_source = synthetic"
 check "prms over C,H,W runs" 0 "$NB" run cifar --dataset synthetic --norm prms --norm-axes chw --width 0.125 --subset 200 --batch 50 --epochs 1 --quiet
 has "and finishes" "$tmp/out" "^run 2 finished"
 
+# Fashion-MNIST (Debian's dataset-fashion-mnist): the same network on 1x28x28 maps.
+if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte ]; then
+    check "fashion-mnist: short run" 0 "$NB" run cifar --dataset fashion-mnist --norm batch --width 0.125 --subset 1000 --batch 50 --epochs 2 --quiet
+    e=$(last 3 test_error)
+    awk -v e="$e" 'BEGIN { exit !(e < 0.7) }' && ok "fashion-mnist: test error $e < 0.7 (chance 0.9)" || not_ok "fashion-mnist: test error $e < 0.7"
+    check "fashion-mnist: the source says how the input adapts" 0 "$NB" show 3
+    has "1x28x28" "$tmp/out" "1x28x28, no ZCA"
+else
+    ok "# SKIP fashion-mnist is not installed (dataset-fashion-mnist)"
+fi
+
 check "report shows the cifar runs" 0 "$NB" report --task cifar
 has "with test_error" "$tmp/out" "test_error"
 check "report --paper cites the papers' numbers" 0 "$NB" report --task cifar --paper
