@@ -40,8 +40,12 @@ static inline int group_of(int P, int N) {
     return N > 0 && G > N ? N : G;
 }
 
-static inline int threads_for(int nscratch, int work) {
-    int T = omp_get_max_threads();
+/* Below this many multiply-adds a convolution runs on one thread (waking a passive thread costs
+ * tens of microseconds). */
+#define CONV_PAR_MIN 2e6
+
+static inline int threads_for(int nscratch, int work, double madds) {
+    int T = madds < CONV_PAR_MIN ? 1 : omp_get_max_threads();
     if (T > nscratch) T = nscratch;
     if (T > work) T = work;
     return T < 1 ? 1 : T;
@@ -143,7 +147,7 @@ void FN(nb_conv2d_forward)(real *out, real *scratch, int nscratch, const real *i
     const int G = group_of((int)P, N), ng = (N + G - 1) / G;
     const int direct = is_direct(KS, pad, G);
     const size_t ss = FN(nb_conv2d_scratch)(C, H, W, OC, KS, pad);
-    const int T = threads_for(nscratch, ng);
+    const int T = threads_for(nscratch, ng, (double)N * OC * K * P);
 #pragma omp parallel num_threads(T)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -192,7 +196,7 @@ void FN(nb_conv2d_backward)(real *dinp, real *dw, real *scratch, int nscratch, c
     const int G = group_of((int)P, N), ng = (N + G - 1) / G;
     const int direct = is_direct(KS, pad, G);
     const size_t ss = FN(nb_conv2d_scratch)(C, H, W, OC, KS, pad);
-    const int T = threads_for(nscratch, ng);
+    const int T = threads_for(nscratch, ng, (double)N * OC * K * P);
 #pragma omp parallel num_threads(T)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
