@@ -29,7 +29,10 @@ static const nb_command commands[] = {
     {"runs", cmd_runs, "list the runs in the store"},
     {"show", cmd_show, "show one run: configuration, provenance, metrics"},
     {"report", cmd_report, "compare norms: final metrics, time per step, speed vs layer"},
+    {"plot", cmd_plot, "figures: loss against steps and against time, a line per norm"},
     {"bench", cmd_bench, "benchmark the norm kernels or a task's training step"},
+    {"fetch", cmd_fetch, "download, verify and unpack a paper dataset (resumable)"},
+    {"datasets", cmd_datasets, "list the datasets: source, checksum, location, status"},
     {"help", cmd_help, "show help for normbench or one command"},
 };
 
