@@ -24,7 +24,10 @@ static const char bench_usage[] =
     "  to a parallel copy: each repetition of a kernel is paired with one of the copy, and\n"
     "  vs_copy is the median over pairs (copy GB/s is the median copy beside that kernel).\n"
     "step TASK: milliseconds per training step (forward, backward, Adam) per norm on generated\n"
-    "  data; mnist at batch 128 and 4 by default. vs_layer is layer's time / this norm's time.\n"
+    "  data; mnist at batch 128 and 4 by default, cifar at 100. vs_layer is layer's time /\n"
+    "  this norm's time. Tasks that describe their GEMMs (cifar) also get GFLOP/s per norm and,\n"
+    "  after the table, OpenBLAS sgemm alone timed on the same shapes in the same run: their\n"
+    "  sum is the step's GEMM floor, and 1 - floor/step the share of everything else.\n"
     "Timings are medians over repetitions; they move run to run, so compare within one run.\n";
 
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
@@ -257,6 +260,32 @@ static int parse_int_list(const char *list, int *out, int max) {
     return *p ? -1 : n;
 }
 
+/* Median milliseconds of one multi-threaded sgemm C (M,N) = A (M,K) B (K,N) over reps. */
+static double time_sgemm(int M, int N, int K, int reps) {
+    float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)K * N),
+          *c = malloc(sizeof(float) * (size_t)M * N);
+    double t[16] = {0}, med = NAN;
+    if (reps > 16) reps = 16;
+    if (reps < 1) reps = 1;
+    if (a && b && c) {
+        for (size_t i = 0; i < (size_t)M * K; i++)
+            a[i] = (float)((i % 13) * 0.01);
+        for (size_t i = 0; i < (size_t)K * N; i++)
+            b[i] = (float)((i % 7) * 0.01);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c,
+                    N); /* warm-up */
+        for (int r = 0; r < reps; r++) {
+            double t0 = nb_now();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f,
+                        c, N);
+            t[r] = 1e3 * (nb_now() - t0);
+        }
+        med = median(t, reps);
+    }
+    free(a), free(b), free(c);
+    return med;
+}
+
 static int bench_step(const nb_task *task, const int *norms, int nnorms, const int *batches,
                       int nbatches, int iters, int fmt) {
     char settings[1024];
@@ -279,6 +308,10 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         free(filled), free(samples), free(ms), free(sd), free(med);
         return nb_die("out of memory");
     }
+    enum { MAXG = 64 };
+    nb_gemm_shape gemms[MAXG];
+    int ngemm = 0, gemm_batch = 0;
+    double *gflop = calloc((size_t)nbatches, sizeof(double));
     for (int bi = 0; bi < nbatches; bi++) {
         nb_err err;
         nb_err_clear(&err);
@@ -314,6 +347,15 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
             }
             if (!more) break;
         }
+        for (int i = 0; i < nnorms && gflop; i++)
+            if (inst[i] && !failed) {
+                if (task->bench_flops) gflop[bi] = 1e-9 * task->bench_flops(inst[i]);
+                if (task->bench_gemms && bi == 0) {
+                    ngemm = task->bench_gemms(inst[i], gemms, MAXG);
+                    gemm_batch = batches[bi];
+                }
+                break;
+            }
         for (int i = 0; i < nnorms; i++) {
             if (inst[i]) task->bench_close(inst[i]);
             int j = bi * nnorms + i;
@@ -326,7 +368,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
             med[j] = median(v, iters);
         }
         if (failed) {
-            free(filled), free(samples), free(ms), free(sd), free(med);
+            free(filled), free(samples), free(ms), free(sd), free(med), free(gflop);
             return nb_report_err(&err);
         }
     }
@@ -337,10 +379,11 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, norms interleaved in "
                "rounds of %d steps;\n# vs_layer = layer's median / this median\n",
                task->name, iters, ROUND);
-        printf("%-6s %-7s %6s %12s %10s %10s %9s\n", "task", "norm", "batch", "ms_per_step", "mean",
-               "std", "vs_layer");
+        printf("%-6s %-7s %6s %12s %10s %10s %9s%s\n", "task", "norm", "batch", "ms_per_step",
+               "mean", "std", "vs_layer", task->bench_flops ? "  GFLOP/s" : "");
     } else if (fmt == FMT_CSV) {
-        printf("task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings\n");
+        printf("task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings,"
+               "gflop_per_s\n");
     } else {
         printf("{\"settings\": ");
         nb_json_str(stdout, settings);
@@ -367,27 +410,56 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                     snprintf(v, sizeof v, "-");
                 else
                     snprintf(v, sizeof v, "%.3fx", vs);
-                printf("%-6s %-7s %6d %12.3f %10.3f %10.3f %9s\n", task->name, name, batches[bi],
+                printf("%-6s %-7s %6d %12.3f %10.3f %10.3f %9s", task->name, name, batches[bi],
                        med[j], ms[j], sd[j], v);
+                if (task->bench_flops && gflop) printf("  %7.1f", gflop[bi] / (med[j] * 1e-3));
+                putchar('\n');
             } else if (fmt == FMT_CSV) {
                 printf("%s,%s,%d,%.4f,%.4f,%.4f,", task->name, name, batches[bi], med[j], ms[j],
                        sd[j]);
                 if (!isnan(vs)) printf("%.4f", vs);
                 printf(",%d,%d,", iters, omp_get_max_threads());
                 nb_csv_field(stdout, settings);
+                putchar(',');
+                if (task->bench_flops && gflop) printf("%.2f", gflop[bi] / (med[j] * 1e-3));
                 putchar('\n');
             } else {
                 printf("%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"ms_per_step\": "
                        "%.4f, \"ms_mean\": %.4f, \"ms_std\": %.4f, \"vs_layer\": ",
                        first ? "" : ", ", task->name, name, batches[bi], med[j], ms[j], sd[j]);
                 nb_json_num(stdout, vs);
+                printf(", \"gflop_per_s\": ");
+                nb_json_num(stdout, task->bench_flops && gflop ? gflop[bi] / (med[j] * 1e-3) : NAN);
                 putchar('}');
                 first = 0;
             }
         }
     }
     if (fmt == FMT_JSON) printf("]}\n");
-    free(ms), free(sd), free(med);
+    if (fmt == FMT_TABLE && ngemm > 0) {
+        /* The same GEMMs alone, multi-threaded OpenBLAS, in this run. */
+        double floor_ms = 0, fl = 0;
+        printf("\n# OpenBLAS sgemm alone on the step's GEMM shapes (batch %d), median of 5:\n",
+               gemm_batch);
+        printf("%-22s %6s %8s %6s %10s %9s\n", "gemm", "M", "N", "K", "ms", "GFLOP/s");
+        for (int g = 0; g < ngemm; g++) {
+            const nb_gemm_shape *s = &gemms[g];
+            double t = time_sgemm(s->M, s->N, s->K, 5) * s->count;
+            double f = 2.0 * s->M * (double)s->N * s->K * s->count;
+            floor_ms += t;
+            fl += f;
+            printf("%-22s %6d %8d %6d %10.3f %9.1f\n", s->what, s->M, s->N, s->K, t,
+                   f / (t * 1e-3) * 1e-9);
+        }
+        printf("# GEMM floor: %.1f ms per step (%.1f GFLOP at %.1f GFLOP/s)\n", floor_ms, fl * 1e-9,
+               fl / (floor_ms * 1e-3) * 1e-9);
+        for (int i = 0; i < nnorms; i++)
+            if (!isnan(med[i]))
+                printf("# %-7s step / floor = %.2fx; outside the floor: %.0f%% of the step\n",
+                       nb_norm_name((nb_norm_kind)norms[i]), med[i] / floor_ms,
+                       100.0 * (1 - floor_ms / med[i]));
+    }
+    free(ms), free(sd), free(med), free(gflop);
     return NB_EXIT_OK;
 }
 

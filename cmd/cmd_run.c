@@ -32,7 +32,10 @@ static const char run_usage[] =
     "epoch (beside the store, in DB-checkpoints/); 'normbench run --resume RUN' continues an\n"
     "interrupted or crashed run from it, bit-exactly. Exit status: 0 finished, 1 failed,\n"
     "interrupted or diverged, 2 usage error.\n\n"
-    "tasks: mnist (LN paper §6.6 MLP; datasets fashion-mnist (default), mnist, synthetic)\n";
+    "tasks: mnist (LN paper §6.6 MLP; datasets fashion-mnist (default), mnist, synthetic)\n"
+    "       cifar (ConvPool-CNN-C, WN code / RMS paper A.4; datasets cifar10 (default),\n"
+    "              fashion-mnist, mnist, synthetic; options --norm-axes, --none-init, --width,\n"
+    "              --no-zca)\n";
 
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
 static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};
@@ -40,6 +43,8 @@ static const char *const bias_choices[] = {"standard", "none", "kiros", NULL};
 static const char *const var_choices[] = {"biased", "unbiased", NULL};
 static const char *const kround_choices[] = {"ceil", "floor", NULL};
 static const char *const epson_choices[] = {"raw", "corrected", NULL};
+static const char *const axes_choices[] = {"hw", "chw", NULL};         /* cifar */
+static const char *const noneinit_choices[] = {"data", "plain", NULL}; /* cifar */
 
 static volatile sig_atomic_t stop_requested = 0;
 
@@ -182,6 +187,12 @@ static char *config_json(const nb_train_cfg *cfg) {
     kv_int(&j, "log_every", cfg->log_every);
     kv_int(&j, "threads", cfg->threads);
     kv_str(&j, "denormals", cfg->flush_denormals ? "flushed-to-zero" : "ieee");
+    if (strcmp(cfg->task, "cifar") == 0) {
+        kv_str(&j, "norm_axes", cfg->norm_axes_chw ? "chw" : "hw");
+        kv_str(&j, "none_init", cfg->none_init ? "data" : "plain");
+        kv_num(&j, "width", cfg->width);
+        kv_str(&j, "zca", cfg->zca ? "on" : "off");
+    }
     nb_buf_puts(&j, "}");
     return nb_buf_take(&j);
 }
@@ -199,6 +210,8 @@ typedef struct run_args {
 static int parse_run(int argc, const char **argv, run_args *a) {
     const char *dataset = NULL, *data_dir = NULL, *db = NULL, *tag = NULL, *variant = NULL;
     int norm = NB_NORM_LAYER, act = 0, bias = 0, bn_var = 1, kround = 0;
+    int norm_axes = 0, none_init = 0, no_zca = 0; /* cifar */
+    double width = 0;                             /* cifar */
     int64_t seed = 1, steps = 0, epochs = 0;
     int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
     int no_ftz = 0, no_fetch = 0;
@@ -249,6 +262,16 @@ static int parse_run(int argc, const char **argv, run_args *a) {
         {"variant", NB_OPT_STR, &variant, "TEXT",
          "a label recorded as the tag 'variant': report compares runs within it"},
         {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
+        {"norm-axes", NB_OPT_CHOICE, &norm_axes, "A",
+         "cifar: layer/rms/prms statistics per channel over H,W (hw, paper) or over C,H,W (chw)",
+         axes_choices},
+        {"none-init", NB_OPT_CHOICE, &none_init, "I",
+         "cifar: none as the WN code's baseline (data: data-dependent init, frozen scale) or a "
+         "plain conv + bias (plain)",
+         noneinit_choices},
+        {"width", NB_OPT_DOUBLE, &width, "X", "cifar: channel multiplier of the network (1)", NULL,
+         1e-3, 16},
+        {"no-zca", NB_OPT_FLAG, &no_zca, NULL, "cifar: no ZCA whitening of cifar10"},
         {"no-fetch", NB_OPT_FLAG, &no_fetch, NULL,
          "do not download a missing dataset (default: fetch it on first use)"},
         {NULL},
@@ -257,7 +280,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     int npos = 0;
     int rc = nb_parse_opts("run", run_usage, argc, argv, opts, pos, 1, &npos);
     if (rc) return rc;
-    if (npos < 1) return nb_usage_error("run", "which task? the tasks are: mnist");
+    if (npos < 1) return nb_usage_error("run", "which task? the tasks are: mnist, cifar");
     const nb_task *task = nb_task_find(pos[0]);
     if (!task) return nb_unknown_task("run", pos[0]);
 
@@ -302,6 +325,10 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     if (log_every) cfg.log_every = log_every;
     if (eval_batch) cfg.eval_batch = eval_batch;
     if (no_ftz) cfg.flush_denormals = 0;
+    if (nb_opt_seen(opts, "norm-axes")) cfg.norm_axes_chw = norm_axes == 1;
+    if (nb_opt_seen(opts, "none-init")) cfg.none_init = none_init == 0;
+    if (width > 0) cfg.width = width;
+    if (no_zca) cfg.zca = 0;
     if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2)
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
     a->cfg = cfg;

@@ -28,6 +28,8 @@
 #include "ops.h"
 #include "optim.h"
 #include "mlp.h"
+#include "conv.h"
+#include "cnn.h"
 #undef NB_REAL
 #undef NB_FN
 
@@ -37,6 +39,8 @@
 #include "ops.h"
 #include "optim.h"
 #include "mlp.h"
+#include "conv.h"
+#include "cnn.h"
 #undef NB_REAL
 #undef NB_FN
 

@@ -46,6 +46,11 @@ typedef struct nb_train_cfg {
     int flush_denormals;         /* FTZ/DAZ on while training (see nb_flush_denormals) */
     volatile sig_atomic_t *stop; /* becomes non-zero to ask the loop to stop (Ctrl-C) */
     const char *resume_from;     /* a checkpoint to continue from (tasks/checkpoint.h), or NULL */
+    /* cifar (tasks/cifar.c) */
+    int norm_axes_chw; /* layer/rms/prms statistics over C×H×W instead of H×W (the paper's) */
+    int none_init;     /* none: 1 the WN code's InitLayer (data init, frozen scale), 0 plain */
+    double width;      /* channel multiplier of ConvPool-CNN-C (1: the paper's 96/192) */
+    int zca;           /* cifar10: ZCA whitening (1) */
 } nb_train_cfg;
 
 typedef struct nb_progress {
@@ -69,6 +74,12 @@ typedef struct nb_sink {
     /* Progress; called every step (the receiver rate-limits its drawing). May be NULL. */
     void (*progress)(void *ctx, const nb_progress *p);
 } nb_sink;
+
+/* One GEMM of a training step: C (M,N) = A (M,K) B (K,N), `count` times per step. */
+typedef struct nb_gemm_shape {
+    int M, N, K, count;
+    char what[40];
+} nb_gemm_shape;
 
 typedef struct nb_task {
     const char *name;
@@ -95,6 +106,11 @@ typedef struct nb_task {
     /* What the papers report for this task, for `report --paper` (their own words and numbers,
      * with the hardware their times were measured on). */
     const char *paper;
+    /* Optional (NULL: not shown): floating-point operations of one training step of a bench
+     * instance, and the GEMMs one step is made of, for `bench step` to show GFLOP/s and to time
+     * OpenBLAS sgemm alone on the same shapes. Returns how many shapes were written. */
+    double (*bench_flops)(void *bench);
+    int (*bench_gemms)(void *bench, nb_gemm_shape *out, int max);
 } nb_task;
 
 /* The task called name, or NULL. */

@@ -48,6 +48,27 @@ for norm in weight batch rms; do
 $b"
 done
 
+# The cifar task (a narrow ConvPool-CNN-C on synthetic images): noise, dropout, BN running
+# averages and the schedule's position all come back.
+for norm in weight batch; do
+    args="cifar --dataset synthetic --subset 400 --width 0.125 --epochs 3 --norm $norm --log-every 3 --quiet"
+    check "cifar $norm: uninterrupted run" 0 "$NB" run $args
+    ref=$(sqlite3 "$db" "select max(id) from runs")
+    "$NB" run $args >/dev/null 2>&1 &
+    pid=$!
+    id=$((ref + 1))
+    for _ in $(seq 1 400); do [ -e "$(ckpt $id)" ] && break; sleep 0.05; done
+    sleep 0.1
+    kill -KILL $pid
+    wait $pid 2>/dev/null
+    check "cifar $norm: resume" 0 "$NB" run --resume $id --quiet
+    a=$(metrics "$ref")
+    b=$(metrics "$id")
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok "cifar $norm: resumed run recorded the same metrics as the uninterrupted one" \
+        || not_ok "cifar $norm: resumed run recorded the same metrics" "$a
+$b"
+done
+
 check "resuming a finished run fails" 1 "$NB" run --resume 1
 has "it says the run finished" "$tmp/err" "finished already"
 check "resume with other options is a usage error" 2 "$NB" run --resume 1 --norm rms

@@ -1,0 +1,519 @@
+#include "real.h"
+/* nn/cnn.c — convolutional networks from a layer list (generic). Contract in nn/cnn.h.
+ * Dimension letters: B images, C/H/W a layer's input, OC/OH/OW its output, S = OH*OW,
+ * K = C*KS*KS. */
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NO_OFF ((size_t)-1)
+
+static real *alloc_real(size_t n) {
+    /* 64-byte aligned for the vector loops; zeroed. */
+    size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
+    real *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+typedef FN(nb_cnn_layer) layer;
+
+static size_t out_size(const layer *L) {
+    return (size_t)L->OC * L->OH * L->OW;
+}
+static size_t in_size(const layer *L) {
+    return (size_t)L->C * L->H * L->W;
+}
+static size_t wsize(const layer *L) {
+    return (size_t)L->OC * L->C * L->spec.ks * L->spec.ks;
+}
+static int has_weff(const layer *L) {
+    return L->kind == NB_NORM_NONE || L->kind == NB_NORM_WEIGHT;
+}
+
+void FN(nb_cnn_free)(FN(nb_cnn) * m) {
+    for (int l = 0; l < m->nlayers; l++) {
+        layer *L = &m->L[l];
+        free(L->z);
+        free(L->buf);
+        free(L->mean);
+        free(L->rstd);
+        free(L->weff);
+        free(L->vnorm);
+        free(L->mask);
+        free(L->arg);
+    }
+    free(m->params);
+    free(m->grads);
+    free(m->adam_m);
+    free(m->adam_v);
+    free(m->scratch);
+    free(m->probs);
+    free(m->d0);
+    free(m->d1);
+    free(m->dweff);
+    memset(m, 0, sizeof *m);
+}
+
+/* Shapes, norms and parameter tensors of every layer. */
+static int plan(FN(nb_cnn) * m, const nb_cnn_spec *spec, nb_err *err) {
+    int C = m->C0, H = m->H0, W = m->W0;
+    for (int l = 0; l < m->nlayers; l++) {
+        layer *L = &m->L[l];
+        L->spec = spec[l];
+        L->C = C, L->H = H, L->W = W;
+        L->OC = C, L->OH = H, L->OW = W;
+        L->w = L->g = L->b = L->rmean = L->rvar = NO_OFF;
+        L->alpha = (real)m->opts.leaky;
+        switch (spec[l].op) {
+        case NB_CNN_CONV: {
+            int ks = spec[l].ks, pad = spec[l].pad;
+            if (spec[l].oc < 1 || ks < 1 || pad < 0 || pad >= ks)
+                return nb_errf(err, "layer %d: bad convolution (%d channels, %dx%d, pad %d)", l,
+                               spec[l].oc, ks, ks, pad);
+            L->OC = spec[l].oc;
+            L->OH = H + 2 * pad - ks + 1;
+            L->OW = W + 2 * pad - ks + 1;
+            if (L->OH < 1 || L->OW < 1)
+                return nb_errf(err, "layer %d: a %dx%d convolution does not fit a %dx%d map", l, ks,
+                               ks, H, W);
+            L->kind = m->norm.kind;
+            int S = L->OH * L->OW;
+            L->gc = (S == 1 || m->opts.axes_chw) ? L->OC : 1;
+            int rowlen = L->gc * S;
+            L->k = L->kind == NB_NORM_PRMS ? nb_prms_k(rowlen, m->norm.p, m->norm.p_floor) : rowlen;
+            char name[32];
+            snprintf(name, sizeof name, "%s%d", L->kind == NB_NORM_WEIGHT ? "V" : "W", l);
+            L->w = nb_layout_add(&m->layout, name, wsize(L), 1);
+            snprintf(name, sizeof name, "g%d", l);
+            /* none: the scale is frozen (InitLayer) */
+            L->g = nb_layout_add(&m->layout, name, (size_t)L->OC, L->kind != NB_NORM_NONE);
+            snprintf(name, sizeof name, "b%d", l);
+            L->b = nb_layout_add(&m->layout, name, (size_t)L->OC, 1);
+            if (L->kind == NB_NORM_BATCH) {
+                snprintf(name, sizeof name, "running_mean%d", l);
+                L->rmean = nb_layout_add(&m->layout, name, (size_t)L->OC, 0);
+                snprintf(name, sizeof name, "running_var%d", l);
+                L->rvar = nb_layout_add(&m->layout, name, (size_t)L->OC, 0);
+            }
+            if (L->w == NO_OFF || L->g == NO_OFF || L->b == NO_OFF ||
+                (L->kind == NB_NORM_BATCH && (L->rmean == NO_OFF || L->rvar == NO_OFF)))
+                return nb_errf(err, "too many parameter tensors");
+            break;
+        }
+        case NB_CNN_POOL:
+            if (H < 2 || W < 2)
+                return nb_errf(err, "layer %d: cannot max-pool a %dx%d map", l, H, W);
+            L->OH = H / 2, L->OW = W / 2;
+            break;
+        case NB_CNN_GAP:
+            L->OH = L->OW = 1;
+            break;
+        case NB_CNN_DROPOUT:
+            if (!(spec[l].p >= 0 && spec[l].p < 1))
+                return nb_errf(err, "layer %d: dropout rate %g is not in [0, 1)", l, spec[l].p);
+            break;
+        case NB_CNN_NOISE:
+            if (!(spec[l].p >= 0)) return nb_errf(err, "layer %d: negative noise", l);
+            break;
+        default:
+            return nb_errf(err, "layer %d: unknown kind", l);
+        }
+        C = L->OC, H = L->OH, W = L->OW;
+    }
+    layer *last = &m->L[m->nlayers - 1];
+    if (last->spec.op != NB_CNN_CONV || last->OC != m->classes || last->OH != 1 || last->OW != 1)
+        return nb_errf(err, "the last layer must map to %d classes on 1x1 maps", m->classes);
+    last->alpha = 1;
+    return 0;
+}
+
+int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0, int H0, int W0,
+                    int classes, const nb_norm_cfg *norm, const nb_cnn_opts *opts, int Bmax,
+                    nb_rng *rng, nb_err *err) {
+    memset(m, 0, sizeof *m);
+    if (nlayers < 1 || nlayers > NB_CNN_MAX_LAYERS)
+        return nb_errf(err, "a network needs 1 to %d layers, not %d", NB_CNN_MAX_LAYERS, nlayers);
+    if (Bmax < 1) return nb_errf(err, "batch size must be at least 1, not %d", Bmax);
+    if (C0 < 1 || H0 < 1 || W0 < 1 || classes < 2)
+        return nb_errf(err, "bad input shape %dx%dx%d or %d classes", C0, H0, W0, classes);
+    m->nlayers = nlayers;
+    m->C0 = C0, m->H0 = H0, m->W0 = W0, m->classes = classes, m->Bmax = Bmax;
+    m->norm = *norm;
+    m->opts = *opts;
+    if (plan(m, spec, err) != 0) {
+        memset(m, 0, sizeof *m);
+        return -1;
+    }
+
+    size_t P = m->layout.total;
+    m->params = alloc_real(P);
+    m->grads = alloc_real(P);
+    m->adam_m = alloc_real(P);
+    m->adam_v = alloc_real(P);
+    m->probs = alloc_real((size_t)Bmax * classes);
+    size_t maxa = (size_t)C0 * H0 * W0, maxw = 0, ss = 0;
+    for (int l = 0; l < nlayers; l++) {
+        layer *L = &m->L[l];
+        if (out_size(L) > maxa) maxa = out_size(L);
+        if (L->spec.op != NB_CNN_CONV) continue;
+        if (wsize(L) > maxw) maxw = wsize(L);
+        size_t s = FN(nb_conv2d_scratch)(L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad);
+        if (s > ss) ss = s;
+    }
+    m->max_act = maxa;
+    m->scratch_each = ss;
+    m->nscratch = omp_get_max_threads();
+    m->scratch = alloc_real(ss * (size_t)m->nscratch);
+    m->d0 = alloc_real((size_t)Bmax * maxa);
+    m->d1 = alloc_real((size_t)Bmax * maxa);
+    m->dweff = alloc_real(maxw);
+    int ok = m->params && m->grads && m->adam_m && m->adam_v && m->probs && m->scratch && m->d0 &&
+             m->d1 && m->dweff;
+    for (int l = 0; l < nlayers && ok; l++) {
+        layer *L = &m->L[l];
+        size_t n = (size_t)Bmax * out_size(L);
+        switch (L->spec.op) {
+        case NB_CNN_CONV:
+            L->z = alloc_real(n);
+            L->buf = alloc_real(n);
+            L->mean = alloc_real((size_t)Bmax * L->OC);
+            L->rstd = alloc_real((size_t)Bmax * L->OC);
+            ok = L->z && L->buf && L->mean && L->rstd;
+            if (ok && has_weff(L)) {
+                L->weff = alloc_real(wsize(L));
+                L->vnorm = alloc_real((size_t)L->OC);
+                ok = L->weff && L->vnorm;
+            }
+            break;
+        case NB_CNN_POOL:
+            L->buf = alloc_real(n);
+            L->arg = malloc(n ? n : 1);
+            ok = L->buf && L->arg;
+            break;
+        case NB_CNN_DROPOUT:
+            L->buf = alloc_real(n);
+            L->mask = alloc_real(n);
+            ok = L->buf && L->mask;
+            break;
+        case NB_CNN_NOISE:
+        case NB_CNN_GAP:
+            L->buf = alloc_real(n);
+            ok = L->buf != NULL;
+            break;
+        }
+    }
+    if (!ok) {
+        FN(nb_cnn_free)(m);
+        return nb_errf(err, "out of memory for a network of %zu parameters at batch %d", P, Bmax);
+    }
+
+    for (int l = 0; l < nlayers; l++) {
+        layer *L = &m->L[l];
+        if (L->spec.op != NB_CNN_CONV) continue;
+        real *Wt = m->params + L->w;
+        size_t n = wsize(L);
+        if (L->kind == NB_NORM_BATCH || L->kind == NB_NORM_WEIGHT) {
+            for (size_t i = 0; i < n; i++)
+                Wt[i] = (real)(0.05 * nb_rng_normal(rng));
+        } else {
+            double ks2 = (double)L->spec.ks * L->spec.ks;
+            double a = sqrt(6.0 / ((L->C + L->OC) * ks2));
+            for (size_t i = 0; i < n; i++)
+                Wt[i] = (real)(a * (2.0 * nb_rng_uniform(rng) - 1.0));
+        }
+        for (int o = 0; o < L->OC; o++)
+            m->params[L->g + o] = 1;
+        if (L->rvar != NO_OFF)
+            for (int o = 0; o < L->OC; o++)
+                m->params[L->rvar + o] = 1;
+    }
+    return 0;
+}
+
+void FN(nb_cnn_zero_grad)(FN(nb_cnn) * m) {
+    memset(m->grads, 0, sizeof(real) * m->layout.total);
+}
+
+/* The weights the convolution uses: W itself, or W_eff (none, weight), computed here. */
+static const real *conv_weights(FN(nb_cnn) * m, layer *L) {
+    const real *Wt = m->params + L->w, *g = m->params + L->g;
+    if (L->kind == NB_NORM_WEIGHT) {
+        FN(nb_weightnorm_forward)(L->weff, L->vnorm, Wt, g, L->OC, (int)(wsize(L) / L->OC));
+        return L->weff;
+    }
+    if (L->kind == NB_NORM_NONE) {
+        size_t K = wsize(L) / L->OC;
+        for (int o = 0; o < L->OC; o++)
+            for (size_t i = 0; i < K; i++)
+                L->weff[o * K + i] = g[o] * Wt[o * K + i];
+        return L->weff;
+    }
+    return Wt;
+}
+
+double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, int training,
+                          nb_rng *rng) {
+    const real *in = x;
+    for (int l = 0; l < m->nlayers; l++) {
+        layer *L = &m->L[l];
+        size_t n = (size_t)B * out_size(L);
+        int S = L->OH * L->OW;
+        switch (L->spec.op) {
+        case NB_CNN_NOISE:
+            if (training && L->spec.p > 0) {
+                FN(nb_gauss_noise_forward)(L->buf, in, n, B, L->spec.p, rng);
+                L->out = L->buf;
+            } else {
+                L->out = (real *)in;
+            }
+            break;
+        case NB_CNN_DROPOUT:
+            if (training && L->spec.p > 0) {
+                FN(nb_dropout_forward)(L->buf, L->mask, in, n, B, L->spec.p, rng);
+                L->out = L->buf;
+            } else {
+                L->out = (real *)in;
+            }
+            break;
+        case NB_CNN_POOL:
+            FN(nb_maxpool2_forward)(L->buf, L->arg, in, B, L->C, L->H, L->W);
+            L->out = L->buf;
+            break;
+        case NB_CNN_GAP:
+            FN(nb_gap_forward)(L->buf, in, B, L->C, L->H * L->W);
+            L->out = L->buf;
+            break;
+        case NB_CNN_CONV: {
+            const real *w = conv_weights(m, L);
+            FN(nb_conv2d_forward)
+            (L->z, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC, L->spec.ks,
+             L->spec.pad);
+            const real *g = m->params + L->g, *b = m->params + L->b;
+            switch (L->kind) {
+            case NB_NORM_BATCH:
+                FN(nb_map_batchnorm_forward)
+                (L->buf, L->mean, L->rstd, m->params + L->rmean, m->params + L->rvar, L->z, g, b, B,
+                 L->OC, S, training, L->alpha, &m->norm);
+                break;
+            case NB_NORM_LAYER:
+                FN(nb_map_layernorm_forward)
+                (L->buf, L->mean, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->alpha, &m->norm);
+                break;
+            case NB_NORM_RMS:
+            case NB_NORM_PRMS:
+                FN(nb_map_rmsnorm_forward)
+                (L->buf, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->k, L->alpha, &m->norm);
+                break;
+            default:
+                FN(nb_map_affine_forward)(L->buf, L->z, NULL, b, B, L->OC, S, L->alpha);
+                break;
+            }
+            L->out = L->buf;
+            break;
+        }
+        }
+        in = L->out;
+    }
+    m->last_x = x;
+    m->last_B = B;
+    m->last_training = training;
+    if (!y) {
+        /* softmax only */
+        for (int r = 0; r < B; r++) {
+            const real *lg = in + (size_t)r * m->classes;
+            real *p = m->probs + (size_t)r * m->classes;
+            real mx = lg[0];
+            for (int c = 1; c < m->classes; c++)
+                if (lg[c] > mx) mx = lg[c];
+            double s = 0;
+            for (int c = 0; c < m->classes; c++)
+                s += (double)(p[c] = REAL_EXP(lg[c] - mx));
+            for (int c = 0; c < m->classes; c++)
+                p[c] = (real)(p[c] / s);
+        }
+        return 0;
+    }
+    return FN(nb_softmax_xent_forward)(m->probs, NULL, in, y, B, m->classes);
+}
+
+void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
+    const int B = m->last_B;
+    real *cur = m->d0, *other = m->d1;
+    memset(cur, 0, sizeof(real) * (size_t)B * m->classes);
+    FN(nb_softmax_xent_backward)(cur, m->probs, y, B, m->classes);
+    for (int l = m->nlayers - 1; l >= 0; l--) {
+        layer *L = &m->L[l];
+        const real *in = l > 0 ? m->L[l - 1].out : m->last_x;
+        int S = L->OH * L->OW;
+        size_t n = (size_t)B * out_size(L);
+        /* no input gradient wanted where no conv lies below */
+        int first = 1;
+        for (int j = 0; j < l; j++)
+            if (m->L[j].spec.op == NB_CNN_CONV) first = 0;
+        switch (L->spec.op) {
+        case NB_CNN_NOISE:
+            break; /* identity */
+        case NB_CNN_DROPOUT:
+            if (L->out != in) {
+#pragma omp parallel for simd schedule(static) if (n >= 65536)
+                for (size_t i = 0; i < n; i++)
+                    cur[i] *= L->mask[i];
+            }
+            break;
+        case NB_CNN_POOL:
+            if (first) break;
+            FN(nb_maxpool2_backward)(other, cur, L->arg, B, L->C, L->H, L->W, 0);
+            {
+                real *t = cur;
+                cur = other;
+                other = t;
+            }
+            break;
+        case NB_CNN_GAP:
+            if (first) break;
+            memset(other, 0, sizeof(real) * (size_t)B * in_size(L));
+            FN(nb_gap_backward)(other, cur, B, L->C, L->H * L->W);
+            {
+                real *t = cur;
+                cur = other;
+                other = t;
+            }
+            break;
+        case NB_CNN_CONV: {
+            const real *g = m->params + L->g;
+            real *dg = m->grads + L->g, *db = m->grads + L->b;
+            /* dz written over cur */
+            switch (L->kind) {
+            case NB_NORM_BATCH:
+                FN(nb_map_batchnorm_backward)
+                (cur, dg, db, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, m->last_training,
+                 L->alpha, 0);
+                break;
+            case NB_NORM_LAYER:
+                FN(nb_map_layernorm_backward)
+                (cur, dg, db, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, L->gc, L->alpha,
+                 0, &m->norm);
+                break;
+            case NB_NORM_RMS:
+            case NB_NORM_PRMS:
+                FN(nb_map_rmsnorm_backward)
+                (cur, dg, db, cur, L->out, L->z, g, L->rstd, B, L->OC, S, L->gc, L->k, L->alpha, 0,
+                 &m->norm);
+                break;
+            default:
+                FN(nb_map_affine_backward)
+                (cur, NULL, db, cur, L->out, L->z, NULL, B, L->OC, S, L->alpha, 0);
+                break;
+            }
+            size_t K = wsize(L) / L->OC;
+            const real *w = has_weff(L) ? L->weff : m->params + L->w;
+            real *dw = m->grads + L->w;
+            if (has_weff(L)) {
+                dw = m->dweff;
+                memset(dw, 0, sizeof(real) * wsize(L));
+            }
+            FN(nb_conv2d_backward)
+            (first ? NULL : other, dw, m->scratch, m->nscratch, cur, in, w, B, L->C, L->H, L->W,
+             L->OC, L->spec.ks, L->spec.pad, 0);
+            if (L->kind == NB_NORM_WEIGHT) {
+                FN(nb_weightnorm_backward)
+                (m->grads + L->w, dg, m->dweff, m->params + L->w, g, L->vnorm, L->OC, (int)K);
+            } else if (L->kind == NB_NORM_NONE) {
+                real *dW = m->grads + L->w;
+                for (int o = 0; o < L->OC; o++)
+                    for (size_t i = 0; i < K; i++)
+                        dW[o * K + i] += g[o] * m->dweff[o * K + i];
+            }
+            real *t = cur;
+            cur = other;
+            other = t;
+            break;
+        }
+        }
+    }
+}
+
+int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_err *err) {
+    int none = m->norm.kind == NB_NORM_NONE && m->opts.none_data_init;
+    int weight = m->norm.kind == NB_NORM_WEIGHT && m->norm.wn_data_init;
+    if (!none && !weight) return 0;
+    real *a = alloc_real((size_t)B * m->max_act), *b2 = alloc_real((size_t)B * m->max_act);
+    if (!a || !b2) {
+        free(a);
+        free(b2);
+        return nb_errf(err, "out of memory for data-dependent initialisation on %d images", B);
+    }
+    memcpy(a, x, sizeof(real) * (size_t)B * m->C0 * m->H0 * m->W0);
+    real *cur = a, *nxt = b2;
+    for (int l = 0; l < m->nlayers; l++) {
+        layer *L = &m->L[l];
+        int S = L->OH * L->OW;
+        switch (L->spec.op) {
+        case NB_CNN_NOISE:
+        case NB_CNN_DROPOUT:
+            continue; /* deterministic pass: the activations pass through */
+        case NB_CNN_POOL: {
+            unsigned char *arg = malloc((size_t)B * out_size(L));
+            if (!arg) {
+                free(a);
+                free(b2);
+                return nb_errf(err, "out of memory for data-dependent initialisation");
+            }
+            FN(nb_maxpool2_forward)(nxt, arg, cur, B, L->C, L->H, L->W);
+            free(arg);
+            break;
+        }
+        case NB_CNN_GAP:
+            FN(nb_gap_forward)(nxt, cur, B, L->C, L->H * L->W);
+            break;
+        case NB_CNN_CONV: {
+            real *g = m->params + L->g, *bb = m->params + L->b;
+            for (int o = 0; o < L->OC; o++)
+                g[o] = 1; /* t with V/||V|| (weight) or W (none) */
+            const real *w = conv_weights(m, L);
+            FN(nb_conv2d_forward)
+            (nxt, m->scratch, m->nscratch, cur, w, B, L->C, L->H, L->W, L->OC, L->spec.ks,
+             L->spec.pad);
+            size_t CS = (size_t)L->OC * S;
+            for (int o = 0; o < L->OC; o++) {
+                double s = 0, v = 0, cnt = (double)B * S;
+                for (int n = 0; n < B; n++)
+                    for (int i = 0; i < S; i++)
+                        s += nxt[n * CS + (size_t)o * S + i];
+                double mu = s / cnt;
+                for (int n = 0; n < B; n++)
+                    for (int i = 0; i < S; i++) {
+                        double d = nxt[n * CS + (size_t)o * S + i] - mu;
+                        v += d * d;
+                    }
+                double sd = sqrt(v / cnt);
+                double gi = sd > 1e-12 ? 1.0 / sd : 1.0;
+                g[o] = (real)gi;
+                bb[o] = (real)(-mu * gi);
+            }
+            /* out = act(g t + b), the scale applied here as the layer will through W_eff */
+            FN(nb_map_affine_forward)(nxt, nxt, g, bb, B, L->OC, S, L->alpha);
+            break;
+        }
+        }
+        real *t = cur;
+        cur = nxt;
+        nxt = t;
+    }
+    free(a);
+    free(b2);
+    return 0;
+}
+
+double FN(nb_cnn_flops)(const FN(nb_cnn) * m) {
+    double f = 0;
+    for (int l = 0; l < m->nlayers; l++) {
+        const layer *L = &m->L[l];
+        if (L->spec.op == NB_CNN_CONV) f += 2.0 * (double)wsize(L) * L->OH * L->OW;
+    }
+    return f;
+}

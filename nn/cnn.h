@@ -1,0 +1,105 @@
+/* nn/cnn.h — a convolutional network built from a list of layers (conv → norm → leaky ReLU,
+ * 2x2 max pooling, dropout, Gaussian noise, global average pooling), with all six norms placed
+ * as the WeightNorm CIFAR code places them (PAPERS.md §1.4–1.6, §2.3). Generic: see nn/nn.h;
+ * no guard, except around the precision-independent types below.
+ *
+ * Every conv layer is  z = conv(x, W);  out = act(norm(z)·g + b):
+ *   none:   W_eff = g ⊙ W per output channel, g not trained (the WN code's InitLayer: g and b
+ *           from data-dependent init; with opts.none_data_init == 0, g = 1: a plain conv + bias)
+ *   weight: W_eff = g · V/‖V‖ per output channel, g and b trained (data-dependent init when
+ *           norm.wn_data_init)
+ *   batch:  BN per channel over N×H×W, running averages for evaluation
+ *   layer/rms/prms: per example per channel over H×W (opts.axes_chw: over C×H×W); on 1×1 maps
+ *           (the dense layer after global pooling) over the channels
+ * act is leaky ReLU with slope opts.leaky, except on the last layer (identity: the logits).
+ * The last layer must be a conv whose output has `classes` channels on 1×1 maps.
+ *
+ * Initialisation: W ~ GlorotUniform (none, layer, rms, prms: lasagne's default, fans times
+ * KS*KS) or N(0, 0.05²) (batch, weight: the WN code re-initialises them so); g = 1, b = 0;
+ * BN running mean 0, variance 1. */
+
+#ifndef NB_CNN_TYPES
+#define NB_CNN_TYPES
+typedef enum nb_cnn_op {
+    NB_CNN_NOISE,   /* p = sigma of additive Gaussian noise (training only) */
+    NB_CNN_CONV,    /* oc output channels, ks x ks kernel, pad */
+    NB_CNN_POOL,    /* 2x2 max pooling, stride 2 */
+    NB_CNN_DROPOUT, /* p = drop rate (training only, inverted) */
+    NB_CNN_GAP      /* global average pooling to 1x1 maps */
+} nb_cnn_op;
+
+typedef struct nb_cnn_spec {
+    nb_cnn_op op;
+    int oc, ks, pad;
+    double p;
+} nb_cnn_spec;
+
+typedef struct nb_cnn_opts {
+    int axes_chw;       /* layer/rms/prms statistics over C×H×W instead of H×W */
+    int none_data_init; /* none: data-dependent init with frozen per-channel scale (WN code) */
+    double leaky;       /* leaky ReLU slope (0.1) */
+} nb_cnn_opts;
+
+#define NB_CNN_MAX_LAYERS 24
+#endif
+
+typedef struct NB_FN(nb_cnn_layer) {
+    nb_cnn_spec spec;
+    int C, H, W, OC, OH, OW;     /* input and output shapes (per image) */
+    nb_norm_kind kind;           /* the norm of a conv layer */
+    int gc, k;                   /* channels per statistics row; pRMS k (rms: the row length) */
+    NB_REAL alpha;               /* activation slope (1: identity) */
+    size_t w, g, b, rmean, rvar; /* parameter offsets; (size_t)-1 when absent */
+    NB_REAL *z;                  /* conv output (Bmax, OC, OH, OW) */
+    NB_REAL *buf;                /* the layer's own output buffer (Bmax, OC, OH, OW) */
+    NB_REAL *out;                /* its output in the last forward: buf, or its input */
+    NB_REAL *mean, *rstd;        /* norm statistics (Bmax*OC) */
+    NB_REAL *weff, *vnorm;       /* effective weights (none, weight) and WN norms */
+    NB_REAL *mask;               /* dropout mask */
+    unsigned char *arg;          /* max pooling winners */
+} NB_FN(nb_cnn_layer);
+
+typedef struct NB_FN(nb_cnn) {
+    int nlayers;
+    int C0, H0, W0, classes, Bmax;
+    nb_norm_cfg norm;
+    nb_cnn_opts opts;
+    NB_FN(nb_cnn_layer) L[NB_CNN_MAX_LAYERS];
+    nb_layout layout;
+    NB_REAL *params, *grads, *adam_m, *adam_v; /* (layout.total) each */
+    NB_REAL *scratch;                          /* conv scratch: nscratch areas */
+    int nscratch;
+    size_t scratch_each, max_act; /* values per scratch area; largest per-image activation */
+    NB_REAL *probs;               /* (Bmax, classes) */
+    NB_REAL *d0, *d1, *dweff;     /* backward buffers */
+    const NB_REAL *last_x;
+    int last_B, last_training;
+} NB_FN(nb_cnn);
+
+/* Builds the network for inputs (C0, H0, W0) and allocates buffers for Bmax images, drawing the
+ * initial weights from rng. Returns 0, or -1 with err (a layer that does not fit its input, a
+ * last layer that is not a conv to classes on 1×1 maps, too many tensors, out of memory). */
+int NB_FN(nb_cnn_init)(NB_FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0, int H0,
+                       int W0, int classes, const nb_norm_cfg *norm, const nb_cnn_opts *opts,
+                       int Bmax, nb_rng *rng, nb_err *err);
+void NB_FN(nb_cnn_free)(NB_FN(nb_cnn) * m);
+
+/* Forward over B <= Bmax images x (B, C0, H0, W0). training: noise and dropout drawn from rng,
+ * BN batch statistics and running-average updates; else deterministic (rng may be NULL).
+ * Returns the mean cross-entropy against y (B) (0 when y is NULL); the softmax is left in
+ * m->probs. */
+double NB_FN(nb_cnn_forward)(NB_FN(nb_cnn) * m, const NB_REAL *x, const int *y, int B, int training,
+                             nb_rng *rng);
+/* Backward of the last (training) forward; ACCUMULATES into m->grads. */
+void NB_FN(nb_cnn_backward)(NB_FN(nb_cnn) * m, const int *y);
+void NB_FN(nb_cnn_zero_grad)(NB_FN(nb_cnn) * m);
+
+/* Data-dependent initialisation (WN code): for weight (when norm.wn_data_init) and none (when
+ * opts.none_data_init), runs x (B images, noise and dropout off) through the network layer by
+ * layer and sets each conv layer's g and b so that g·t + b has zero mean and unit variance per
+ * channel over (B, H, W), t the conv output with V/‖V‖ (weight) or W (none). A no-op for the
+ * other norms. Returns 0, or -1 with err (out of memory for the B images' activations). */
+int NB_FN(nb_cnn_data_init)(NB_FN(nb_cnn) * m, const NB_REAL *x, int B, nb_err *err);
+
+/* Multiply-adds x 2 of one image's forward convolutions. */
+double NB_FN(nb_cnn_flops)(const NB_FN(nb_cnn) * m);

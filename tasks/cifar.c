@@ -1,0 +1,364 @@
+/* tasks/cifar.c — ConvPool-CNN-C on CIFAR-10 as the WeightNorm code trains it and the RMSNorm
+ * paper reuses it (PAPERS.md §2; RMS paper A.4), with all six norms.
+ *
+ * Network (nn/cnn.h): Gaussian noise 0.15 → 3× [conv 3×3 96, pad 1] → max-pool 2×2 → dropout
+ * 0.5 → 3× [conv 3×3 192, pad 1] → max-pool → dropout 0.5 → conv 3×3 192 (pad 0) → 2× NIN
+ * (1×1) 192 → global average pool → dense 10; every conv/NIN/dense layer is conv → norm →
+ * leaky ReLU 0.1 (identity on the logits, which are normalised too, as in the code).
+ * --width X multiplies the 96/192 channel counts (tests and quick looks; 1 is the paper's).
+ *
+ * Inputs: CIFAR-10 3×32×32, (x − 127.5)/128 then ZCA; Fashion-MNIST / MNIST as 1×28×28 maps
+ * scaled the same way, no ZCA: the network is fully convolutional up to the global pooling,
+ * so it adapts by itself — the first conv has 1 input channel and the maps are 28→14→7→5
+ * (the pad-0 conv) instead of 32→16→8→6; pRMS's k follows the map size. Synthetic: generated
+ * 3×32×32 gratings (datasets/cifar10.h).
+ *
+ * Training (WN code train.py): Adam with eps 1e-8 inside the sqrt on the bias-corrected
+ * moments, lr 0.003 (0.0003 for none), batch 100, 200 epochs, the training set in a fresh order
+ * every epoch (the remainder that does not fill a batch skipped). Schedule over E epochs
+ * (--epochs keeps its shape): epoch e (0-based) uses lr·min(2 − 2e/E, 1) and beta1 0.9 for
+ * e < E/2, 0.5 after (E = 200: the code's lr·min(2 − e/100, 1), reaching 0.01·lr in the last
+ * epoch). Evaluation every epoch: test error and NLL with noise and dropout off and BN's
+ * running averages, and the training error of the epoch's (noisy) batches, as results.csv.
+ * Data-dependent init of weight (and none) from 500 shuffled training images, drawn from the
+ * run's own data stream before the loop (the WN code: the first 500 of its shuffled data);
+ * our init pass has noise and dropout off (NOT FOUND whether the WN code's had them on). */
+#include "tasks/task.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/cifar10.h"
+#include "tasks/train.h"
+
+static const char *const cifar_datasets[] = {"cifar10", "fashion-mnist", "mnist", "synthetic",
+                                             NULL};
+
+static void cifar_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
+    nb_norm_cfg_default(&cfg->norm, norm);
+    cfg->norm.eps = 1e-6; /* the CIFAR RMS layer and BN; LN: NOT FOUND, the same assumed */
+    cfg->norm.p = 0.125;  /* RMS paper A.4 */
+    cfg->act = NB_ACT_LEAKY_RELU;
+    nb_adam_cfg_default(&cfg->adam);
+    cfg->adam.lr = norm == NB_NORM_NONE ? 3e-4 : 3e-3;
+    cfg->adam.eps_inside = 1;
+    cfg->adam.eps_corrected = 1;
+    cfg->epochs = 200;
+    cfg->steps = 0;
+    cfg->batch = 100;
+    cfg->eval_batch = 100;
+    cfg->log_every = 50;
+    cfg->clip = 0;
+    cfg->flush_denormals = 1;
+    cfg->norm_axes_chw = 0;
+    cfg->none_init = 1;
+    cfg->width = 1;
+    cfg->zca = 1;
+}
+
+/* The layer list for a width multiplier. */
+static int build_spec(nb_cnn_spec *s, double width) {
+    int c1 = (int)lround(96 * width), c2 = (int)lround(192 * width), n = 0;
+    if (c1 < 1) c1 = 1;
+    if (c2 < 1) c2 = 1;
+    s[n++] = (nb_cnn_spec){NB_CNN_NOISE, 0, 0, 0, 0.15};
+    for (int i = 0; i < 3; i++)
+        s[n++] = (nb_cnn_spec){NB_CNN_CONV, c1, 3, 1, 0};
+    s[n++] = (nb_cnn_spec){NB_CNN_POOL, 0, 0, 0, 0};
+    s[n++] = (nb_cnn_spec){NB_CNN_DROPOUT, 0, 0, 0, 0.5};
+    for (int i = 0; i < 3; i++)
+        s[n++] = (nb_cnn_spec){NB_CNN_CONV, c2, 3, 1, 0};
+    s[n++] = (nb_cnn_spec){NB_CNN_POOL, 0, 0, 0, 0};
+    s[n++] = (nb_cnn_spec){NB_CNN_DROPOUT, 0, 0, 0, 0.5};
+    s[n++] = (nb_cnn_spec){NB_CNN_CONV, c2, 3, 0, 0};
+    s[n++] = (nb_cnn_spec){NB_CNN_CONV, c2, 1, 0, 0};
+    s[n++] = (nb_cnn_spec){NB_CNN_CONV, c2, 1, 0, 0};
+    s[n++] = (nb_cnn_spec){NB_CNN_GAP, 0, 0, 0, 0};
+    s[n++] = (nb_cnn_spec){NB_CNN_CONV, 10, 1, 0, 0};
+    return n;
+}
+
+static int model_init(nb_cnn *m, const nb_train_cfg *cfg, int C, int H, int W, int Bmax,
+                      nb_err *err) {
+    nb_cnn_spec spec[NB_CNN_MAX_LAYERS];
+    int n = build_spec(spec, cfg->width > 0 ? cfg->width : 1);
+    nb_cnn_opts opts = {cfg->norm_axes_chw, cfg->none_init, 0.1};
+    nb_rng init_rng;
+    nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
+    return nb_cnn_init(m, spec, n, C, H, W, 10, &cfg->norm, &opts, Bmax, &init_rng, err);
+}
+
+/* Adam's learning rate and beta1 for step t (1-based) of planned, spe steps per epoch. */
+static void schedule_at(int64_t t, int64_t planned, int64_t spe, nb_adam_cfg *adam) {
+    int64_t E = (planned + spe - 1) / spe;
+    int64_t e = (t - 1) / spe;
+    double f = 2.0 - 2.0 * (double)e / (double)E;
+    adam->lr *= f < 1 ? f : 1;
+    if (2 * e >= E) adam->beta1 = 0.5;
+}
+
+typedef struct cifar_run {
+    const nb_train_cfg *cfg;
+    nb_cnn model;
+    nb_image_set data;
+    float *xb;
+    int *yb, *perm;
+    size_t dim;
+    int64_t spe;
+    long train_wrong, train_seen; /* the training error since the last evaluation */
+} cifar_run;
+
+static void gather(float *xb, int *yb, const nb_images *s, const int *perm, int from, int B) {
+    size_t dim = (size_t)s->C * s->H * s->W;
+    for (int r = 0; r < B; r++) {
+        int i = perm ? perm[from + r] : from + r;
+        memcpy(xb + (size_t)r * dim, s->x + (size_t)i * dim, sizeof(float) * dim);
+        yb[r] = s->y[i];
+    }
+}
+
+static int count_wrong(const float *probs, const int *y, int B, int V) {
+    int wrong = 0;
+    for (int r = 0; r < B; r++) {
+        const float *p = probs + (size_t)r * V;
+        int best = 0;
+        for (int c = 1; c < V; c++)
+            if (p[c] > p[best]) best = c;
+        wrong += best != y[r];
+    }
+    return wrong;
+}
+
+static void cifar_epoch_begin(void *self, int epoch, nb_rng *data_rng) {
+    cifar_run *r = self;
+    (void)epoch;
+    nb_rng_shuffle(data_rng, r->perm, (size_t)r->data.train.n);
+}
+
+static double cifar_step(void *self, int64_t bi, nb_rng *noise_rng) {
+    cifar_run *r = self;
+    int B = r->cfg->batch;
+    gather(r->xb, r->yb, &r->data.train, r->perm, (int)bi * B, B);
+    double loss = nb_cnn_forward(&r->model, r->xb, r->yb, B, 1, noise_rng);
+    if (isfinite(loss)) nb_cnn_backward(&r->model, r->yb);
+    r->train_wrong += count_wrong(r->model.probs, r->yb, B, 10);
+    r->train_seen += B;
+    return loss;
+}
+
+static void cifar_schedule(void *self, int64_t t, int64_t planned, nb_adam_cfg *adam) {
+    cifar_run *r = self;
+    schedule_at(t, planned, r->spe, adam);
+}
+
+static int cifar_evaluate(void *self, int final, nb_metric *out, int max, nb_err *err) {
+    cifar_run *r = self;
+    (void)err;
+    if (final) return 0; /* every epoch's evaluation already says everything */
+    const nb_images *te = &r->data.test;
+    int eb = r->cfg->eval_batch;
+    long wrong = 0;
+    double nll = 0;
+    for (int i = 0; i < te->n; i += eb) {
+        int B = te->n - i < eb ? te->n - i : eb;
+        gather(r->xb, r->yb, te, NULL, i, B);
+        nll += nb_cnn_forward(&r->model, r->xb, r->yb, B, 0, NULL) * B;
+        wrong += count_wrong(r->model.probs, r->yb, B, 10);
+    }
+    nb_metric m[] = {{"test_error", 0, 0, te->n ? (double)wrong / te->n : NAN},
+                     {"test_nll", 0, 0, te->n ? nll / te->n : NAN},
+                     {"train_error", 0, 0,
+                      r->train_seen ? (double)r->train_wrong / (double)r->train_seen : NAN}};
+    r->train_wrong = r->train_seen = 0;
+    int n = (int)(sizeof m / sizeof m[0]);
+    if (n > max) n = max;
+    memcpy(out, m, sizeof(nb_metric) * (size_t)n);
+    return n;
+}
+
+static int cifar_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status,
+                       nb_err *err) {
+    int rc = -1;
+    cifar_run r;
+    memset(&r, 0, sizeof r);
+    r.cfg = cfg;
+    int have_data = 0, have_model = 0;
+    if (nb_cifar_load(&r.data, cfg->dataset, cfg->data_dir, cfg->subset, cfg->seed, cfg->zca,
+                      err) != 0)
+        goto out;
+    have_data = 1;
+    if (sink->param && sink->param(sink->ctx, "data_source", r.data.source, err) != 0) goto out;
+    const nb_images *tr = &r.data.train;
+    if (cfg->batch > tr->n) {
+        nb_errf(err, "batch size %d is larger than the %d training images", cfg->batch, tr->n);
+        nb_hintf(err, "lower --batch or raise --subset");
+        goto out;
+    }
+    if (cfg->norm.kind == NB_NORM_BATCH && cfg->batch < 2) {
+        nb_errf(err, "batch norm needs a batch of 2 or more, not %d", cfg->batch);
+        nb_hintf(err, "raise --batch");
+        goto out;
+    }
+    nb_flush_denormals(cfg->flush_denormals);
+    int Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
+    int ninit = tr->n < 500 ? tr->n : 500; /* data-dependent init: 500 images */
+    if (model_init(&r.model, cfg, tr->C, tr->H, tr->W, Bmax, err) != 0) goto out;
+    have_model = 1;
+    r.dim = (size_t)tr->C * tr->H * tr->W;
+    r.xb = malloc(sizeof(float) * (size_t)(Bmax > ninit ? Bmax : ninit) * r.dim);
+    r.yb = malloc(sizeof(int) * (size_t)(Bmax > ninit ? Bmax : ninit));
+    r.perm = malloc(sizeof(int) * (size_t)tr->n);
+    if (!r.xb || !r.yb || !r.perm) {
+        nb_errf(err, "out of memory for the training batches");
+        goto out;
+    }
+    for (int i = 0; i < tr->n; i++)
+        r.perm[i] = i;
+    if (!cfg->resume_from) {
+        /* data-dependent init (weight, none) from 500 shuffled images of a stream of its own */
+        nb_rng irng;
+        nb_rng_seed(&irng, cfg->seed, NB_STREAM_SYNTH);
+        nb_rng_shuffle(&irng, r.perm, (size_t)tr->n);
+        gather(r.xb, r.yb, tr, r.perm, 0, ninit);
+        if (nb_cnn_data_init(&r.model, r.xb, ninit, err) != 0) goto out;
+        for (int i = 0; i < tr->n; i++)
+            r.perm[i] = i;
+    }
+    r.spe = tr->n / cfg->batch;
+    nb_trainer t = {.self = &r,
+                    .params = r.model.params,
+                    .grads = r.model.grads,
+                    .adam_m = r.model.adam_m,
+                    .adam_v = r.model.adam_v,
+                    .layout = &r.model.layout,
+                    .steps_per_epoch = r.spe,
+                    .extra = {{r.perm, (size_t)tr->n * sizeof(int)}},
+                    .nextra = 1,
+                    .epoch_begin = cifar_epoch_begin,
+                    .step = cifar_step,
+                    .schedule = cifar_schedule,
+                    .evaluate = cifar_evaluate};
+    rc = nb_train_loop(cfg, &t, sink, status, err);
+out:
+    free(r.xb);
+    free(r.yb);
+    free(r.perm);
+    if (have_model) nb_cnn_free(&r.model);
+    if (have_data) nb_image_set_free(&r.data);
+    return rc;
+}
+
+/* ---- bench ------------------------------------------------------------------------------------
+ */
+
+typedef struct cifar_bench {
+    nb_cnn model;
+    nb_image_set data;
+    nb_adam_cfg adam;
+    nb_rng noise;
+    int B;
+    long t;
+} cifar_bench;
+
+static void cifar_bench_close(void *p) {
+    cifar_bench *b = p;
+    if (!b) return;
+    nb_cnn_free(&b->model);
+    nb_image_set_free(&b->data);
+    free(b);
+}
+
+static void *cifar_bench_open(const nb_train_cfg *cfg, nb_err *err) {
+    cifar_bench *b = calloc(1, sizeof *b);
+    if (!b) return nb_errf(err, "out of memory"), NULL;
+    b->B = cfg->batch;
+    b->adam = cfg->adam;
+    if (nb_cifar_synthetic(&b->data, b->B, cfg->seed, err) != 0) {
+        free(b);
+        return NULL;
+    }
+    if (model_init(&b->model, cfg, 3, 32, 32, b->B, err) != 0) {
+        nb_image_set_free(&b->data);
+        free(b);
+        return NULL;
+    }
+    nb_flush_denormals(cfg->flush_denormals);
+    nb_rng_seed(&b->noise, cfg->seed, NB_STREAM_DROPOUT);
+    if (nb_cnn_data_init(&b->model, b->data.train.x, b->B, err) != 0) {
+        cifar_bench_close(b);
+        return NULL;
+    }
+    return b;
+}
+
+static double cifar_bench_step(void *p) {
+    cifar_bench *b = p;
+    double ts = nb_now();
+    nb_cnn_zero_grad(&b->model);
+    nb_cnn_forward(&b->model, b->data.train.x, b->data.train.y, b->B, 1, &b->noise);
+    nb_cnn_backward(&b->model, b->data.train.y);
+    nb_adam_cfg adam = b->adam;
+    ++b->t;
+    schedule_at(b->t, 200 * 500, 500, &adam);
+    nb_adam_step_layout(b->model.params, b->model.grads, b->model.adam_m, b->model.adam_v,
+                        &b->model.layout, b->t, &adam);
+    return nb_now() - ts;
+}
+
+/* GEMMs of one step, as whole-batch products per conv layer (forward, weight gradient, input
+ * gradient except below the first conv). */
+static int cifar_bench_gemms(void *p, nb_gemm_shape *out, int max) {
+    cifar_bench *b = p;
+    int n = 0, first = 1;
+    for (int l = 0; l < b->model.nlayers; l++) {
+        const nb_cnn_layer *L = &b->model.L[l];
+        if (L->spec.op != NB_CNN_CONV) continue;
+        int K = L->C * L->spec.ks * L->spec.ks, NP = b->B * L->OH * L->OW;
+        nb_gemm_shape s[3] = {{L->OC, NP, K, 1, ""}, {L->OC, K, NP, 1, ""}, {K, NP, L->OC, 1, ""}};
+        snprintf(s[0].what, sizeof s[0].what, "layer %d forward", l);
+        snprintf(s[1].what, sizeof s[1].what, "layer %d dweights", l);
+        snprintf(s[2].what, sizeof s[2].what, "layer %d dinput", l);
+        for (int i = 0; i < (first ? 2 : 3) && n < max; i++)
+            out[n++] = s[i];
+        first = 0;
+    }
+    return n;
+}
+
+static double cifar_bench_flops(void *p) {
+    nb_gemm_shape s[64];
+    int n = cifar_bench_gemms(p, s, 64);
+    double f = 0;
+    for (int i = 0; i < n; i++)
+        f += 2.0 * s[i].M * (double)s[i].N * s[i].K * s[i].count;
+    return f;
+}
+
+static const int cifar_bench_batches[] = {100, 0};
+
+static const char cifar_paper[] =
+    "RMSNorm paper Table 10 (ConvPool-CNN-C, CIFAR-10, 200 epochs, batch 100; test error, and "
+    "seconds per epoch on an RTX 2080 Ti in Theano/lasagne: hardware- and framework-specific, "
+    "compare only ratios to layer): none (Baseline) 8.96% 21 s; batch 8.25% 38 s; weight 8.28% "
+    "23 s; layer 10.49% 39 s; rms 8.83% 31 s (20.5% faster than layer); prms 10.37% 30 s "
+    "(23.1%). WeightNorm paper: WN + mean-only BN 7.31%. Which epoch's error the RMS paper "
+    "reports is NOT FOUND (most likely the last) (PAPERS.md §2.5).";
+
+const nb_task nb_task_cifar = {
+    .name = "cifar",
+    .summary = "RMS paper A.4 / WN paper: ConvPool-CNN-C on CIFAR-10",
+    .default_dataset = "cifar10",
+    .datasets = cifar_datasets,
+    .defaults = cifar_defaults,
+    .train = cifar_train,
+    .bench_open = cifar_bench_open,
+    .bench_step = cifar_bench_step,
+    .bench_close = cifar_bench_close,
+    .bench_batches = cifar_bench_batches,
+    .target = {"test_error", 0.15, 0},
+    .paper = cifar_paper,
+    .bench_flops = cifar_bench_flops,
+    .bench_gemms = cifar_bench_gemms,
+};

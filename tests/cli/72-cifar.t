@@ -1,0 +1,80 @@
+#!/bin/bash
+# Command-line tests of the cifar task: its options, usage errors, missing data, and a short
+# synthetic run that learns (TAP, for prove).
+set -u
+NB=${NORMBENCH_BIN:-./normbench}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+fails=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/# /'; }
+check() {
+    local desc=$1 want=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$(tail -n 5 "$tmp/err")"; fi
+}
+has() { if grep -q -E -- "$3" "$2"; then ok "$1"; else not_ok "$1" "$(head -n 5 "$2")"; fi; }
+db=$tmp/c.db
+export NORMBENCH_DB=$db
+last() { sqlite3 "$db" "select value from metrics where run = $1 and name = '$2' order by step desc limit 1"; }
+
+check "run --help" 0 "$NB" run --help
+has "help lists the cifar task" "$tmp/out" "cifar \\(ConvPool-CNN-C"
+has "help lists --norm-axes" "$tmp/out" "--norm-axes A"
+check "a bad --norm-axes is a usage error" 2 "$NB" run cifar --norm-axes cw
+has "it names the choices" "$tmp/err" "hw"
+check "a bad --none-init is a usage error" 2 "$NB" run cifar --none-init maybe
+check "--width 0 is a usage error" 2 "$NB" run cifar --width 0
+check "an unknown dataset is a usage error" 2 "$NB" run cifar --dataset cifar100
+has "it lists the task's datasets" "$tmp/err" "cifar10 fashion-mnist"
+
+mkdir -p "$tmp/empty"
+check "missing CIFAR-10 fails at run time" 1 "$NB" run cifar --data-dir "$tmp/empty" --no-fetch --quiet
+has "the error names the file looked for" "$tmp/err" "cifar10/data_batch_1.bin"
+has "the hint says how to fetch it" "$tmp/err" "^hint: .*normbench fetch cifar10"
+mkdir -p "$tmp/bad/cifar10"
+head -c 3073 /dev/zero > "$tmp/bad/cifar10/data_batch_1.bin"
+check "a truncated batch fails" 1 "$NB" run cifar --data-dir "$tmp/bad" --no-fetch --quiet
+has "it says what is wrong" "$tmp/err" "has 3073 bytes, expected 30730000"
+
+# Learns: a narrow network (--width 0.125: 12/24 channels) on 1,000 synthetic images, batch 50,
+# 2 epochs (40 steps). Chance is 0.9; BN gets there in ~30 steps (layer and rms need a few
+# hundred steps on this set: their per-map statistics learn slowly at first).
+check "batch: short synthetic run" 0 "$NB" run cifar --dataset synthetic --norm batch --width 0.125 --subset 1000 --batch 50 --epochs 2 --log-every 5 --quiet
+e=$(last 1 test_error)
+awk -v e="$e" 'BEGIN { exit !(e < 0.5) }' && ok "batch: test error $e < 0.5 (chance 0.9)" || not_ok "batch: test error $e < 0.5"
+l0=$(sqlite3 "$db" "select value from metrics where run = 1 and name = 'train_loss' order by step limit 1")
+l1=$(sqlite3 "$db" "select value from metrics where run = 1 and name = 'train_loss' order by step desc limit 1")
+awk -v a="$l0" -v b="$l1" 'BEGIN { exit !(b < a - 0.5) }' && ok "batch: training loss fell ($l0 -> $l1)" || not_ok "batch: training loss fell ($l0 -> $l1)"
+check "the config records the cifar options" 0 "$NB" show 1
+has "norm axes recorded" "$tmp/out" '"norm_axes": "hw"'
+has "width recorded" "$tmp/out" '"width": 0.125'
+has "data source recorded" "$tmp/out" "data_source = synthetic"
+check "prms over C,H,W runs" 0 "$NB" run cifar --dataset synthetic --norm prms --norm-axes chw --width 0.125 --subset 200 --batch 50 --epochs 1 --quiet
+has "and finishes" "$tmp/out" "^run 2 finished"
+
+# Fashion-MNIST (Debian's dataset-fashion-mnist): the same network on 1x28x28 maps.
+if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte ]; then
+    check "fashion-mnist: short run" 0 "$NB" run cifar --dataset fashion-mnist --norm batch --width 0.125 --subset 1000 --batch 50 --epochs 2 --log-every 5 --no-fetch --quiet
+    # the training signals (BN's running averages make the early test error jumpy)
+    e=$(last 3 train_error)
+    awk -v e="$e" 'BEGIN { exit !(e < 0.7) }' && ok "fashion-mnist: training error $e < 0.7 (chance 0.9)" || not_ok "fashion-mnist: training error $e < 0.7"
+    l0=$(sqlite3 "$db" "select value from metrics where run = 3 and name = 'train_loss' order by step limit 1")
+    l1=$(sqlite3 "$db" "select value from metrics where run = 3 and name = 'train_loss' order by step desc limit 1")
+    awk -v a="$l0" -v b="$l1" 'BEGIN { exit !(b < a - 0.4) }' && ok "fashion-mnist: training loss fell ($l0 -> $l1)" || not_ok "fashion-mnist: training loss fell ($l0 -> $l1)"
+    check "fashion-mnist: the source says how the input adapts" 0 "$NB" show 3
+    has "1x28x28" "$tmp/out" "1x28x28, no ZCA"
+else
+    ok "# SKIP fashion-mnist is not installed (dataset-fashion-mnist)"
+fi
+
+check "report shows the cifar runs" 0 "$NB" report --task cifar
+has "with test_error" "$tmp/out" "test_error"
+check "report --paper cites the papers' numbers" 0 "$NB" report --task cifar --paper
+has "the RMS paper's table" "$tmp/out" "8.83%"
+
+echo "1..$n"
+[ $fails -eq 0 ]
