@@ -46,6 +46,10 @@ typedef struct nb_train_cfg {
     int flush_denormals;         /* FTZ/DAZ on while training (see nb_flush_denormals) */
     volatile sig_atomic_t *stop; /* becomes non-zero to ask the loop to stop (Ctrl-C) */
     const char *resume_from;     /* a checkpoint to continue from (tasks/checkpoint.h), or NULL */
+    /* order (tasks/order.c): joint embedding = GRU width, word embedding width, loss margin,
+     * validation every N updates, per-tensor gradient clipping norm */
+    int oe_dim, oe_dim_word, oe_valid_freq;
+    double oe_margin, oe_clip_tensor;
 } nb_train_cfg;
 
 typedef struct nb_progress {
