@@ -20,7 +20,8 @@
 #include "datasets/npy.h"
 #include "nn/rng.h"
 
-/* ---- captions --------------------------------------------------------------------------------- */
+/* ---- captions ---------------------------------------------------------------------------------
+ */
 
 void nb_captions_free(nb_captions *c) {
     if (!c) return;
@@ -134,7 +135,8 @@ out:
     return rc;
 }
 
-/* ---- vocabulary ------------------------------------------------------------------------------- */
+/* ---- vocabulary -------------------------------------------------------------------------------
+ */
 
 typedef struct word {
     const char *s;
@@ -258,7 +260,8 @@ out:
     return rc;
 }
 
-/* ---- splits ----------------------------------------------------------------------------------- */
+/* ---- splits -----------------------------------------------------------------------------------
+ */
 
 static void split_free(nb_oe_split *s) {
     free(s->img);
@@ -369,12 +372,13 @@ out:
     return rc;
 }
 
-/* ---- synthetic -------------------------------------------------------------------------------- */
+/* ---- synthetic --------------------------------------------------------------------------------
+ */
 
 enum { SY_DIM = 4096, SY_OBJ = 20, SY_COL = 8, SY_PLACE = 8, SY_CNT = 4 };
 static const char *const sy_obj[SY_OBJ] = {
-    "dog",   "cat",  "horse", "bird",  "car",  "bus",  "train", "boat",  "plane", "bike",
-    "man",   "woman", "child", "cake", "pizza", "clock", "chair", "bench", "table", "kite"};
+    "dog", "cat",   "horse", "bird", "car",   "bus",   "train", "boat",  "plane", "bike",
+    "man", "woman", "child", "cake", "pizza", "clock", "chair", "bench", "table", "kite"};
 static const char *const sy_col[SY_COL] = {"red",   "blue",  "green", "yellow",
                                            "black", "white", "brown", "orange"};
 static const char *const sy_place[SY_PLACE] = {"street", "park", "kitchen", "beach",

@@ -22,11 +22,11 @@
 #define NB_CAPTION_MAX_BYTES ((size_t)1 << 30)
 
 typedef struct nb_captions {
-    int n;       /* captions (lines) */
-    int *start;  /* (n+1): caption i is tok[start[i] .. start[i+1]) */
-    char **tok;  /* token strings, pointing into text */
+    int n;      /* captions (lines) */
+    int *start; /* (n+1): caption i is tok[start[i] .. start[i+1]) */
+    char **tok; /* token strings, pointing into text */
     int ntok;
-    char *text;  /* owned copy of the file with NULs between tokens */
+    char *text; /* owned copy of the file with NULs between tokens */
 } nb_captions;
 
 /* Parses caption text (buf, n bytes). Returns 0, or -1 with err naming the line; *out then

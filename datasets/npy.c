@@ -20,7 +20,8 @@ typedef struct cursor {
 } cursor;
 
 static void skip_ws(cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t')) c->p++;
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t'))
+        c->p++;
 }
 
 static int eat(cursor *c, char ch) {
@@ -113,7 +114,8 @@ int nb_npy_parse_header(const uint8_t *buf, size_t n, nb_npy *out, nb_err *err) 
     if (hlen > NPY_MAX_HEADER) return nb_errf(err, "npy header of %zu bytes is too long", hlen);
     if (n < pre + hlen) return nb_errf(err, "npy file truncated in its header");
     if ((pre + hlen) % 16 != 0)
-        return nb_errf(err, "npy header length %zu leaves the data unaligned (not a multiple of 16)",
+        return nb_errf(err,
+                       "npy header length %zu leaves the data unaligned (not a multiple of 16)",
                        pre + hlen);
     const char *h = (const char *)buf + pre;
     if (hlen == 0 || h[hlen - 1] != '\n') return nb_errf(err, "npy header does not end in newline");
@@ -151,8 +153,11 @@ int nb_npy_parse_header(const uint8_t *buf, size_t n, nb_npy *out, nb_err *err) 
     }
     if (!seen_descr || !seen_fo || !seen_shape)
         return nb_errf(err, "npy header lacks '%s'",
-                       !seen_descr ? "descr" : !seen_fo ? "fortran_order" : "shape");
-    while (c.p < c.end && *c.p == ' ') c.p++;
+                       !seen_descr ? "descr"
+                       : !seen_fo  ? "fortran_order"
+                                   : "shape");
+    while (c.p < c.end && *c.p == ' ')
+        c.p++;
     if (c.p != c.end) return nb_errf(err, "npy header: unexpected text after the dict");
     uint64_t count = 1;
     for (int i = 0; i < out->ndim; i++) {

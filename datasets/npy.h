@@ -23,9 +23,9 @@
 typedef struct nb_npy {
     int ndim;
     uint64_t shape[NB_NPY_MAXDIM];
-    uint64_t count;     /* product of shape (1 for a 0-d array) */
-    size_t data_off;    /* bytes before the data */
-    float *data;        /* (count) values, owned (free with nb_npy_free); NULL after a header parse */
+    uint64_t count;  /* product of shape (1 for a 0-d array) */
+    size_t data_off; /* bytes before the data */
+    float *data;     /* (count) values, owned (free with nb_npy_free); NULL after a header parse */
     uint64_t rows_read; /* rows of shape[0] actually held in data (nb_npy_load with max_rows) */
 } nb_npy;
 

@@ -455,8 +455,11 @@ void FN(nb_gru_forward)(FN(nb_gru) * g, real *params, const real *x, const real 
         const size_t o3 = (size_t)t * B * H3, o1 = (size_t)t * B * H;
         const real *hprev = g->h + o1;
         real *hnext = g->h + o1 + (size_t)B * H;
-        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, H3, H, 1, hprev, H, Uc, H, 0,
-                   g->hp + o3, H3);
+        if (t == 0) /* h[0] = 0: no product to take */
+            memset(g->hp, 0, sizeof(real) * (size_t)B * H3);
+        else
+            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, H3, H, 1, hprev, H, Uc, H, 0,
+                       g->hp + o3, H3);
         if (kind == NB_NORM_BATCH) {
             size_t slot = (size_t)(t < g->bn_slots ? t : g->bn_slots - 1) * H3;
             FN(nb_batchnorm_forward)
@@ -535,27 +538,33 @@ void FN(nb_gru_backward)(FN(nb_gru) * g, real *grads, real *dx, const real *para
             if (rowwise)
                 row_bwd(g, g->dhp + r3, dhn, g->hp + r3, gh, g->sh + ((size_t)t * B + b) * 4);
         }
-        if (kind == NB_NORM_BATCH)
-            FN(nb_batchnorm_backward)
-            (g->dhp + o3, dgh, dbh, g->dhn + o3, g->hp + o3, gh, g->bmh + (size_t)t * H3,
-             g->brh + (size_t)t * H3, B, H3, g->training, &g->norm);
-        /* dh_{t-1} = direct part + dhp_t Uc */
-        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, H3, 1, g->dhp + o3, H3, Uc, H,
-                   1, dn, H);
+        if (kind == NB_NORM_BATCH) FN(nb_batchnorm_backward)
+        (g->dhp + o3, dgh, dbh, g->dhn + o3, g->hp + o3, gh, g->bmh + (size_t)t * H3,
+         g->brh + (size_t)t * H3, B, H3, g->training, &g->norm);
+        /* dh_{t-1} = direct part + dhp_t Uc (h[0] is no parameter: nothing to pass on) */
+        if (t > 0)
+            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, H3, 1, g->dhp + o3, H3, Uc,
+                       H, 1, dn, H);
         real *tmp = dh;
         dh = dn;
         dn = tmp;
     }
 
-    /* recurrent weights: dUc += sum_t dhp_t^T h_{t-1}, one gemm over all steps */
+    /* recurrent weights: dUc += sum_t dhp_t^T h_{t-1}, one gemm over the steps after the first
+     * (h[0] = 0 contributes nothing) */
+    const int TB1 = TB - B;
     if (kind == NB_NORM_WEIGHT) {
-        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB, 1, g->dhp, H3, g->h, H, 0,
-                   g->duce, H);
+        if (TB1 > 0)
+            CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB1, 1,
+                       g->dhp + (size_t)B * H3, H3, g->h + (size_t)B * H, H, 0, g->duce, H);
+        else
+            memset(g->duce, 0, sizeof(real) * (size_t)H3 * H);
         FN(nb_weightnorm_backward)
         (grads + g->uc, grads + g->wgh, g->duce, params + g->uc, params + g->wgh, g->wnh, H3, H);
     } else {
-        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB, 1, g->dhp, H3, g->h, H, 1,
-                   grads + g->uc, H);
+        if (TB1 > 0)
+            CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB1, 1,
+                       g->dhp + (size_t)B * H3, H3, g->h + (size_t)B * H, H, 1, grads + g->uc, H);
     }
     if (rowwise) gain_grads(g, dgh, dbh, g->dhn, g->hp, g->sh, TB);
 

@@ -263,6 +263,153 @@ static void test_orthogonal_init(void **s) {
     fx_free(&f);
 }
 
+/* ---- PyTorch reference (tests/ref/gru.bin) ------------------------------------------------- */
+
+static ref_file REF;
+static int ref_loaded;
+
+static const double *rt(const char *c, const char *n, size_t want) {
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", c, n);
+    const ref_tensor *t = ref_get(&REF, name);
+    if (!t) fail_msg("reference tensor '%s' missing", name);
+    if (t->n != want) fail_msg("reference tensor '%s' has %zu values, not %zu", name, t->n, want);
+    return t->data;
+}
+
+static int has(const char *c, const char *n) {
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", c, n);
+    for (int i = 0; i < REF.count; i++)
+        if (strcmp(REF.t[i].name, name) == 0) return 1;
+    return 0;
+}
+
+/* Theano-layout W (in, 2H) and Wx (in, H) <-> our stacked (3H, in) */
+static void stack_in(double *dst, const double *W, const double *Wx, int in, int Hh) {
+    for (int o = 0; o < 3 * Hh; o++)
+        for (int i = 0; i < in; i++)
+            dst[o * in + i] = o < 2 * Hh ? W[i * 2 * Hh + o] : Wx[i * Hh + (o - 2 * Hh)];
+}
+
+static void cat(double *dst, const double *a, int na, const double *b, int nb) {
+    memcpy(dst, a, sizeof(double) * na);
+    memcpy(dst + na, b, sizeof(double) * nb);
+}
+
+static void check_ref_case(const char *c) {
+    enum { RE = 5, RH = 6, RT = 4, RB = 3 };
+    const double *cfgv = rt(c, "cfg", 5);
+    nb_norm_cfg cfg;
+    nb_norm_cfg_default(&cfg, (nb_norm_kind)(int)cfgv[0]);
+    cfg.eps = cfgv[1];
+    cfg.p = 0.3;
+    nb_gru_f64 g;
+    nb_layout l = {0};
+    nb_err err;
+    assert_int_equal(nb_gru_setup_f64(&g, &l, "gru.", RE, RH, RT, RB, &cfg, &err), 0);
+    assert_int_equal(g.k2, (int)cfgv[2]);
+    assert_int_equal(g.k1, (int)cfgv[3]);
+    double *p = calloc(l.total, sizeof(double)), *gr = calloc(l.total, sizeof(double));
+    double dx[RT * RB * RE] = {0};
+    stack_in(p + g.wc, rt(c, "W", RE * 2 * RH), rt(c, "Wx", RE * RH), RE, RH);
+    stack_in(p + g.uc, rt(c, "U", RH * 2 * RH), rt(c, "Ux", RH * RH), RH, RH);
+    cat(p + g.bc, rt(c, "b", 2 * RH), 2 * RH, rt(c, "bx", RH), RH);
+    if (g.gx != (size_t)-1) {
+        cat(p + g.gx, rt(c, "s1", 2 * RH), 2 * RH, rt(c, "s2", RH), RH);
+        cat(p + g.gh, rt(c, "s3", 2 * RH), 2 * RH, rt(c, "s4", RH), RH);
+    }
+    if (g.bx != (size_t)-1) {
+        cat(p + g.bx, rt(c, "b1", 2 * RH), 2 * RH, rt(c, "b2", RH), RH);
+        cat(p + g.bh, rt(c, "b3", 2 * RH), 2 * RH, rt(c, "b4", RH), RH);
+    }
+    if (g.wgx != (size_t)-1) {
+        memcpy(p + g.wgx, rt(c, "gw", 3 * RH), sizeof(double) * 3 * RH);
+        memcpy(p + g.wgh, rt(c, "gu", 3 * RH), sizeof(double) * 3 * RH);
+    }
+    if (g.rmx != (size_t)-1)
+        for (size_t i = 0; i < (size_t)3 * RH * g.bn_slots; i++)
+            p[g.rvx + i] = p[g.rvh + i] = 1;
+    nb_gru_forward_f64(&g, p, rt(c, "x", RT * RB * RE), rt(c, "mask", RT * RB), RT, RB, 1);
+    const double *h = nb_gru_last_f64(&g), *want = rt(c, "h", RB * RH);
+    for (int i = 0; i < RB * RH; i++)
+        assert_close(h[i], want[i], 1e-10, 1e-9);
+    nb_gru_backward_f64(&g, gr, dx, p, rt(c, "w", RB * RH));
+    const double *wdx = rt(c, "dx", RT * RB * RE);
+    for (int i = 0; i < RT * RB * RE; i++)
+        assert_close(dx[i], wdx[i], 1e-10, 1e-9);
+    double tmp[3 * RH * RH + 3 * RH * RE];
+    stack_in(tmp, rt(c, "dW", RE * 2 * RH), rt(c, "dWx", RE * RH), RE, RH);
+    for (int i = 0; i < 3 * RH * RE; i++)
+        assert_close(gr[g.wc + i], tmp[i], 1e-10, 1e-9);
+    stack_in(tmp, rt(c, "dU", RH * 2 * RH), rt(c, "dUx", RH * RH), RH, RH);
+    for (int i = 0; i < 3 * RH * RH; i++)
+        assert_close(gr[g.uc + i], tmp[i], 1e-10, 1e-9);
+    cat(tmp, rt(c, "db", 2 * RH), 2 * RH, rt(c, "dbx", RH), RH);
+    for (int i = 0; i < 3 * RH; i++)
+        assert_close(gr[g.bc + i], tmp[i], 1e-10, 1e-9);
+    const char *pairs[][3] = {
+        {"ds1", "ds2", "gx"}, {"ds3", "ds4", "gh"}, {"db1", "db2", "bx"}, {"db3", "db4", "bh"}};
+    size_t offs[] = {g.gx, g.gh, g.bx, g.bh};
+    for (int k = 0; k < 4; k++) {
+        if (offs[k] == (size_t)-1) continue;
+        assert_true(has(c, pairs[k][0]));
+        cat(tmp, rt(c, pairs[k][0], 2 * RH), 2 * RH, rt(c, pairs[k][1], RH), RH);
+        for (int i = 0; i < 3 * RH; i++)
+            assert_close(gr[offs[k] + i], tmp[i], 1e-10, 1e-9);
+    }
+    if (g.wgx != (size_t)-1) {
+        const double *a = rt(c, "dgw", 3 * RH), *b = rt(c, "dgu", 3 * RH);
+        for (int i = 0; i < 3 * RH; i++) {
+            assert_close(gr[g.wgx + i], a[i], 1e-10, 1e-9);
+            assert_close(gr[g.wgh + i], b[i], 1e-10, 1e-9);
+        }
+    }
+    free(p);
+    free(gr);
+    nb_gru_free_f64(&g);
+}
+
+static int ref_setup(void **s) {
+    (void)s;
+    if (!ref_loaded) {
+        if (ref_load(&REF, "gru.bin") != 0) return -1;
+        ref_loaded = 1;
+    }
+    return 0;
+}
+
+static int ref_teardown(void **s) {
+    (void)s;
+    ref_free(&REF);
+    ref_loaded = 0;
+    return 0;
+}
+
+static void test_ref_gru(void **s) {
+    (void)s;
+    const char *cases[] = {"none", "layer", "rms", "prms", "batch", "weight"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_ref_case(cases[i]);
+}
+
+/* The order loss against the code's B×B×n broadcast. */
+static void test_ref_order_loss(void **s) {
+    (void)s;
+    enum { OB = 7, ON = 5 };
+    const double *sv = rt("order", "s", OB * ON), *cv = rt("order", "c", OB * ON);
+    double Em[OB * OB], G[OB * OB], ds[OB * ON] = {0}, dc[OB * ON] = {0};
+    nb_order_errors_f64(Em, sv, cv, OB, OB, ON);
+    double L = nb_order_loss_f64(G, Em, OB, rt("order", "alpha", 1)[0]);
+    assert_close(L, rt("order", "loss", 1)[0], 1e-12, 1e-12);
+    nb_order_loss_backward_f64(ds, dc, G, sv, cv, OB, ON);
+    const double *wds = rt("order", "ds", OB * ON), *wdc = rt("order", "dc", OB * ON);
+    for (int i = 0; i < OB * ON; i++) {
+        assert_close(ds[i], wds[i], 1e-12, 1e-10);
+        assert_close(dc[i], wdc[i], 1e-12, 1e-10);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fd_none),
@@ -274,6 +421,8 @@ int main(void) {
         cmocka_unit_test(test_mask_carries_state),
         cmocka_unit_test(test_float_matches_double),
         cmocka_unit_test(test_orthogonal_init),
+        cmocka_unit_test_setup_teardown(test_ref_gru, ref_setup, ref_teardown),
+        cmocka_unit_test_setup_teardown(test_ref_order_loss, ref_setup, ref_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
