@@ -72,7 +72,7 @@ has "and says so" "$tmp/err" "larger than the 512 training images"
 
 # Missing data.
 mkdir -p "$tmp/empty"
-check "coco-oe without its files fails" 1 "$NB" run order --data-dir "$tmp/empty" --quiet
+check "coco-oe without its files fails" 1 "$NB" run order --data-dir "$tmp/empty" --no-fetch --quiet
 has "it names the file" "$tmp/err" "$tmp/empty/coco-oe/train.txt"
 has "it hints the fetch" "$tmp/err" "^hint: .*normbench fetch coco-oe"
 
