@@ -80,7 +80,7 @@ static void retrieval(const float *E, int ncap, int nimg, int *rk, double *cap, 
         const float gt = e[g];
         int r = 0;
         for (int j = 0; j < nimg; j++)
-            r += e[j] < gt || (e[j] == gt && j < g);
+            r += e[j] < gt || (j < g && e[j] == gt);
         rk[i] = r;
     }
     rank_stats(rk, ncap, img);
@@ -91,7 +91,7 @@ static void retrieval(const float *E, int ncap, int nimg, int *rk, double *cap, 
             if (E[(size_t)c * nimg + j] < best) best = E[(size_t)c * nimg + j], bc = c;
         int r = 0;
         for (int c = 0; c < ncap; c++)
-            r += E[(size_t)c * nimg + j] < best || (E[(size_t)c * nimg + j] == best && c < bc);
+            r += E[(size_t)c * nimg + j] < best || (c < bc && E[(size_t)c * nimg + j] == best);
         rk[j] = r;
     }
     rank_stats(rk, nimg, cap);
