@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "datasets/coco.h"
+#include "tasks/order.h"
 #include "tasks/train.h"
 
 static const char *const order_datasets[] = {"coco-oe", "synthetic", NULL};
@@ -43,7 +44,7 @@ static void order_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
 
 /* ---- evaluation ------------------------------------------------------------------------------ */
 
-enum { M_R1, M_R5, M_R10, M_MEDR, M_MEANR, M_N };
+enum { M_R1 = NB_RET_R1, M_R5, M_R10, M_MEDR, M_MEANR, M_N };
 
 static int cmp_int(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
@@ -69,11 +70,8 @@ static void rank_stats(int *ranks, int n, double *out) {
     out[M_MEANR] = sum / n + 1;
 }
 
-/* From errors E (ncap, nimg), caption i belonging to image i/5: caption retrieval (for each
- * image, the best rank of its five captions among all) into cap[], image retrieval (for each
- * caption, the rank of its image) into img[]. Ties (E is exactly 0 wherever s <= c) rank as a
- * stable sort would: the lower index first, so that equal embeddings score at chance. */
-static void retrieval(const float *E, int ncap, int nimg, int *rk, double *cap, double *img) {
+/* See tasks/order.h. */
+void nb_order_retrieval(const float *E, int ncap, int nimg, int *rk, double *cap, double *img) {
     for (int i = 0; i < ncap; i++) {
         const float *e = E + (size_t)i * nimg;
         const int g = i / 5;
@@ -149,7 +147,7 @@ static void eval_fold(order_run *r, const nb_oe_split *s, int k, int fold, doubl
                       double *img) {
     embed(r, s, 5 * k * fold, 5 * fold, k * fold, fold);
     nb_order_errors(r->E, r->es, r->ec, 5 * fold, fold, r->model.H);
-    retrieval(r->E, 5 * fold, fold, r->rk, cap, img);
+    nb_order_retrieval(r->E, 5 * fold, fold, r->rk, cap, img);
 }
 
 static int order_evaluate(void *self, int final, nb_metric *out, int max, nb_err *err) {

@@ -5,6 +5,7 @@
 #include "tests/testutil.h"
 #include "datasets/coco.h"
 #include "datasets/npy.h"
+#include "tasks/order.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -307,6 +308,42 @@ static void test_synthetic(void **s) {
     assert_int_not_equal(nb_oe_data_load(&d, "nope", NULL, 0, &err), 0);
 }
 
+/* Retrieval metrics on a hand-made error matrix: 3 images, 15 captions. */
+static void test_retrieval(void **s) {
+    (void)s;
+    enum { NI = 3, NC = 15 };
+    float E[NC * NI];
+    /* caption c's errors: its own image gets err_own[c], the others 0.5 and 0.6 */
+    const float own[NC] = {0.1f,  0.7f, 0.1f, 0.1f, 0.1f,   /* image 0: rank 0 except caption 1 */
+                           0.55f, 0.7f, 0.9f, 0.9f, 0.9f,   /* image 1: ranks 1, 2, 2, 2, 2 */
+                           0.7f,  0.7f, 0.7f, 0.7f, 0.05f}; /* image 2: ranks 2, 2, 2, 2, 0 */
+    for (int c = 0; c < NC; c++)
+        for (int j = 0; j < NI; j++)
+            E[c * NI + j] = j == c / 5 ? own[c] : (j == (c / 5 + 1) % NI ? 0.5f : 0.6f);
+    int rk[NC];
+    double cap[NB_RET_COUNT], img[NB_RET_COUNT];
+    nb_order_retrieval(E, NC, NI, rk, cap, img);
+    /* image retrieval ranks: 0,2,0,0,0, 1,2,2,2,2, 2,2,2,2,0 */
+    assert_close(img[NB_RET_R1], 100.0 * 5 / 15, 1e-9, 0);
+    assert_close(img[NB_RET_R5], 100.0, 1e-9, 0);
+    assert_close(img[NB_RET_MEDR], 2 + 1, 1e-9, 0);
+    assert_close(img[NB_RET_MEANR], 19.0 / 15 + 1, 1e-9, 0);
+    /* caption retrieval: image 0's best caption (0.1) has no caption below it: rank 0; image 1's
+     * best (0.55) is beaten by the 0.5 errors of image 0's five captions: rank 5; image 2's best
+     * (0.05): rank 0 */
+    assert_close(cap[NB_RET_R1], 100.0 * 2 / 3, 1e-9, 0);
+    assert_close(cap[NB_RET_R5], 100.0 * 2 / 3, 1e-9, 0);
+    assert_close(cap[NB_RET_R10], 100.0, 1e-9, 0);
+    assert_close(cap[NB_RET_MEDR], 0 + 1, 1e-9, 0);
+    assert_close(cap[NB_RET_MEANR], 5.0 / 3 + 1, 1e-9, 0);
+    /* all errors equal: ties rank as a stable sort (chance), never all at rank 0 */
+    for (int i = 0; i < NC * NI; i++)
+        E[i] = 0;
+    nb_order_retrieval(E, NC, NI, rk, cap, img);
+    assert_close(img[NB_RET_R1], 100.0 * 5 / 15, 1e-9, 0); /* only image 0's captions */
+    assert_close(cap[NB_RET_MEANR], (0 + 5 + 10) / 3.0 + 1, 1e-9, 0);
+}
+
 static int setup(void **s) {
     (void)s;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/nb_test_oe_XXXXXX");
@@ -325,7 +362,7 @@ int main(void) {
         cmocka_unit_test(test_npy_good),  cmocka_unit_test(test_npy_bad),
         cmocka_unit_test(test_npy_file),  cmocka_unit_test(test_captions),
         cmocka_unit_test(test_vocab),     cmocka_unit_test(test_coco_loader),
-        cmocka_unit_test(test_synthetic),
+        cmocka_unit_test(test_synthetic), cmocka_unit_test(test_retrieval),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
