@@ -28,6 +28,7 @@
 #include "ops.h"
 #include "optim.h"
 #include "mlp.h"
+#include "lstm.h"
 #undef NB_REAL
 #undef NB_FN
 
@@ -37,6 +38,7 @@
 #include "ops.h"
 #include "optim.h"
 #include "mlp.h"
+#include "lstm.h"
 #undef NB_REAL
 #undef NB_FN
 
