@@ -75,24 +75,18 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
     m->probs = alloc_real((size_t)Bmax * dims[nlayers]);
     m->dbuf0 = alloc_real(act_n);
     m->dbuf1 = alloc_real(act_n);
-    /* dwn holds WeightNorm's dW: the largest weight. */
-    size_t maxw = 0;
-    for (int l = 0; l < nlayers; l++)
-        if ((size_t)dims[l] * dims[l + 1] > maxw) maxw = (size_t)dims[l] * dims[l + 1];
-    m->dwn = alloc_real(maxw);
-    int ok = m->params && m->grads && m->adam_m && m->adam_v && m->probs && m->dbuf0 && m->dbuf1 &&
-             m->dwn;
+    int ok = m->params && m->grads && m->adam_m && m->adam_v && m->probs && m->dbuf0 && m->dbuf1;
     for (int l = 0; l < nlayers && ok; l++) {
-        int C = dims[l], OC = dims[l + 1];
+        int OC = dims[l + 1];
         m->pre[l] = alloc_real((size_t)Bmax * OC);
         m->out[l] = alloc_real((size_t)Bmax * OC);
         m->mean[l] = alloc_real((size_t)(Bmax > OC ? Bmax : OC));
         m->rstd[l] = alloc_real((size_t)(Bmax > OC ? Bmax : OC));
         ok = m->pre[l] && m->out[l] && m->mean[l] && m->rstd[l];
         if (ok && m->L[l].kind == NB_NORM_WEIGHT) {
-            m->wn_w[l] = alloc_real((size_t)OC * C);
+            m->wn_scale[l] = alloc_real((size_t)OC);
             m->wn_norm[l] = alloc_real((size_t)OC);
-            ok = m->wn_w[l] && m->wn_norm[l];
+            ok = m->wn_scale[l] && m->wn_norm[l];
         }
     }
     if (!ok) {
@@ -148,13 +142,12 @@ void FN(nb_mlp_free)(FN(nb_mlp) * m) {
     free(m->probs);
     free(m->dbuf0);
     free(m->dbuf1);
-    free(m->dwn);
     for (int l = 0; l < NB_MLP_MAX_LAYERS; l++) {
         free(m->pre[l]);
         free(m->out[l]);
         free(m->mean[l]);
         free(m->rstd[l]);
-        free(m->wn_w[l]);
+        free(m->wn_scale[l]);
         free(m->wn_norm[l]);
     }
     memset(m, 0, sizeof *m);
@@ -203,28 +196,81 @@ static void activate_backward(FN(nb_mlp) * m, real *dz, const real *dout, const 
     }
 }
 
-/* The weight layer l multiplies by: W itself, or WeightNorm's g·V/||V|| (recomputed here). */
-static const real *effective_weight(FN(nb_mlp) * m, int l) {
-    const real *W = m->params + m->L[l].w;
-    if (m->L[l].kind != NB_NORM_WEIGHT) return W;
-    FN(nb_weightnorm_forward)
-    (m->wn_w[l], m->wn_norm[l], W, m->params + m->L[l].g, m->dims[l + 1], m->dims[l]);
-    return m->wn_w[l];
+/* WeightNorm, w = g·v/||v|| per output unit, is applied to the layer's OUTPUT rather than to
+ * its weight (Salimans & Kingma's own formulation): x·w^T = (x·v^T)·s with s = g/||v|| per unit,
+ * so the GEMMs run on v itself and no effective weight matrix is written or read. This sets
+ * wn_norm[l] (||v||, floored as nb_weightnorm_forward does) and wn_scale[l] (s). */
+static void wn_scale(FN(nb_mlp) * m, int l) {
+    int C = m->dims[l], OC = m->dims[l + 1];
+    const real *V = m->params + m->L[l].w, *g = m->params + m->L[l].g;
+    real *nrm = m->wn_norm[l], *s = m->wn_scale[l];
+#pragma omp parallel for schedule(static) if ((size_t)OC * C > 65536)
+    for (int o = 0; o < OC; o++) {
+        const real *vo = V + (size_t)o * C;
+        double ss = 0;
+#pragma omp simd reduction(+ : ss)
+        for (int i = 0; i < C; i++)
+            ss += (double)vo[i] * (double)vo[i];
+        double n = sqrt(ss);
+        if (!(n > NB_WN_FLOOR)) n = NB_WN_FLOOR;
+        nrm[o] = (real)n;
+        s[o] = (real)((double)g[o] / n);
+    }
+}
+
+/* out (B, OC) = pre·s + b, per column. */
+static void scale_bias(real *out, const real *pre, const real *s, const real *b, int B, int OC) {
+#pragma omp parallel for schedule(static) if ((size_t)B * OC > 65536)
+    for (int r = 0; r < B; r++) {
+        const real *pr = pre + (size_t)r * OC;
+        real *orow = out + (size_t)r * OC;
+#pragma omp simd
+        for (int o = 0; o < OC; o++)
+            orow[o] = pr[o] * s[o] + b[o];
+    }
+}
+
+/* WeightNorm's backward up to the GEMMs, for the output form: from dz (B, OC), the gradient
+ * w.r.t. pre·s + b, accumulates db and dg, writes dpre = dz·s (B, OC), and returns in coef[o]
+ * the multiple of v_o that dv_o must lose after the GEMM has added s_o·(dpre-free G_o):
+ *   dg_o = sum_r dz_ro pre_ro / n_o,  dv_o = s_o G_o - (g_o dg_o / n_o^2) v_o,
+ * where G_o = sum_r dz_ro x_r. Where the norm was floored there is no projection term. */
+static void wn_backward_out(real *dpre, real *dg, real *db, real *coef, const real *dz,
+                            const real *pre, const real *s, const real *g, const real *nrm, int B,
+                            int OC) {
+#pragma omp parallel for schedule(static) if ((size_t)B * OC > 65536)
+    for (int o = 0; o < OC; o++) {
+        double sp = 0, sb = 0;
+        for (int r = 0; r < B; r++) {
+            double d = dz[(size_t)r * OC + o];
+            sp += d * pre[(size_t)r * OC + o];
+            sb += d;
+            dpre[(size_t)r * OC + o] = dz[(size_t)r * OC + o] * s[o];
+        }
+        double n = nrm[o], dgo = sp / n;
+        dg[o] += (real)dgo;
+        db[o] += (real)sb;
+        coef[o] = n > (double)(real)NB_WN_FLOOR ? (real)((double)g[o] * dgo / (n * n)) : 0;
+    }
 }
 
 /* Layer l's forward from inp (B, C) into m->out[l] (B, OC). */
 static void layer_forward(FN(nb_mlp) * m, int l, const real *inp, int B, int training) {
     int C = m->dims[l], OC = m->dims[l + 1];
     const real *P = m->params;
-    const real *W = effective_weight(m, l);
+    const real *W = P + m->L[l].w;
     const real *b = P + m->L[l].b;
     const real *g = m->L[l].g != NO_OFF ? P + m->L[l].g : NULL;
     real *out = m->out[l], *pre = m->pre[l];
     m->inp[l] = (real *)inp;
     switch (m->L[l].kind) {
     case NB_NORM_NONE:
-    case NB_NORM_WEIGHT:
         FN(nb_dense_forward)(out, inp, W, b, B, C, OC);
+        break;
+    case NB_NORM_WEIGHT:
+        wn_scale(m, l);
+        FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
+        scale_bias(out, pre, m->wn_scale[l], b, B, OC);
         break;
     case NB_NORM_LAYER:
         FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
@@ -287,8 +333,12 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
         }
         /* dpre: gradient w.r.t. x·W^T. */
         real *dpre = dz;
-        if (m->L[l].kind == NB_NORM_LAYER || m->L[l].kind == NB_NORM_RMS ||
-            m->L[l].kind == NB_NORM_PRMS || m->L[l].kind == NB_NORM_BATCH) {
+        if (m->L[l].kind == NB_NORM_WEIGHT) {
+            dpre = (dz == G) ? G2 : G;
+            wn_backward_out(dpre, dg, db, m->mean[l], dz, m->pre[l], m->wn_scale[l], g,
+                            m->wn_norm[l], B, OC);
+        } else if (m->L[l].kind == NB_NORM_LAYER || m->L[l].kind == NB_NORM_RMS ||
+                   m->L[l].kind == NB_NORM_PRMS || m->L[l].kind == NB_NORM_BATCH) {
             dpre = (dz == G) ? G2 : G;
             memset(dpre, 0, sizeof(real) * n);
             switch (m->L[l].kind) {
@@ -312,15 +362,21 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
         /* The layer's input gradient goes into whichever buffer dpre is not. */
         real *dinp = (l > 0) ? (dpre == G ? G2 : G) : NULL;
         if (dinp) memset(dinp, 0, sizeof(real) * (size_t)B * C);
-        real *dbias = (m->L[l].kind == NB_NORM_NONE || m->L[l].kind == NB_NORM_WEIGHT) ? db : NULL;
+        real *dbias = m->L[l].kind == NB_NORM_NONE ? db : NULL;
+        FN(nb_dense_backward)
+        (dinp, grads + m->L[l].w, dbias, dpre, m->inp[l], P + m->L[l].w, B, C, OC);
         if (m->L[l].kind == NB_NORM_WEIGHT) {
-            memset(m->dwn, 0, sizeof(real) * (size_t)OC * C);
-            FN(nb_dense_backward)(dinp, m->dwn, dbias, dpre, m->inp[l], m->wn_w[l], B, C, OC);
-            FN(nb_weightnorm_backward)
-            (grads + m->L[l].w, dg, m->dwn, P + m->L[l].w, g, m->wn_norm[l], OC, C);
-        } else {
-            FN(nb_dense_backward)
-            (dinp, grads + m->L[l].w, dbias, dpre, m->inp[l], P + m->L[l].w, B, C, OC);
+            /* dv_o -= coef_o · v_o (coef was left in mean[l] by wn_backward_out) */
+            const real *coef = m->mean[l], *V = P + m->L[l].w;
+            real *dV = grads + m->L[l].w;
+#pragma omp parallel for schedule(static) if ((size_t)OC * C > 65536)
+            for (int o = 0; o < OC; o++) {
+                const real c = coef[o], *vo = V + (size_t)o * C;
+                real *dvo = dV + (size_t)o * C;
+#pragma omp simd
+                for (int i = 0; i < C; i++)
+                    dvo[i] -= c * vo[i];
+            }
         }
         if (dinp && dinp != G) {
             real *t = G;
@@ -342,8 +398,10 @@ void FN(nb_mlp_data_init)(FN(nb_mlp) * m, const real *x, int B) {
                 g[o] = 1;
                 b[o] = 0;
             }
-            /* Pre-activations with the unit-norm weights V/||V||. */
-            FN(nb_dense_forward)(m->pre[l], inp, effective_weight(m, l), NULL, B, m->dims[l], OC);
+            /* Pre-activations with the unit-norm weights V/||V|| (g = 1, b = 0). */
+            wn_scale(m, l);
+            FN(nb_dense_forward)(m->pre[l], inp, m->params + m->L[l].w, NULL, B, m->dims[l], OC);
+            scale_bias(m->pre[l], m->pre[l], m->wn_scale[l], b, B, OC);
             for (int o = 0; o < OC; o++) {
                 double s = 0, ss = 0;
                 for (int i = 0; i < B; i++)

@@ -32,9 +32,10 @@ typedef struct NB_FN(nb_mlp) {
     NB_REAL *pre[NB_MLP_MAX_LAYERS]; /* x·W^T (B, dims[l+1]) */
     NB_REAL *out[NB_MLP_MAX_LAYERS]; /* after norm+bias (+activation on hidden layers) */
     NB_REAL *mean[NB_MLP_MAX_LAYERS], *rstd[NB_MLP_MAX_LAYERS];
-    NB_REAL *wn_w[NB_MLP_MAX_LAYERS], *wn_norm[NB_MLP_MAX_LAYERS]; /* WeightNorm's effective W */
-    NB_REAL *probs;                                                /* (Bmax, classes) */
-    NB_REAL *dbuf0, *dbuf1, *dwn;                                  /* scratch gradients */
+    /* WeightNorm, applied to the outputs: ||v|| and g/||v|| per unit (OC) */
+    NB_REAL *wn_norm[NB_MLP_MAX_LAYERS], *wn_scale[NB_MLP_MAX_LAYERS];
+    NB_REAL *probs;         /* (Bmax, classes) */
+    NB_REAL *dbuf0, *dbuf1; /* scratch gradients */
     int last_B, last_training;
 } NB_FN(nb_mlp);
 

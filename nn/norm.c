@@ -38,7 +38,7 @@
  * and one row's slice of a block is 256 (float) or 512 (double) contiguous bytes. */
 #define BN_CB 64
 /* WeightNorm's floor for ||v||: a zero row gives w = 0 rather than 0/0. */
-#define WN_FLOOR 1e-12
+#define WN_FLOOR NB_WN_FLOOR
 
 /* Outputs of at least this many bytes are written with non-temporal (streaming) stores where
  * the target has them: an array this large leaves the cache before it is read again, and

@@ -40,6 +40,9 @@ const char *nb_norm_name(nb_norm_kind k);
 /* Parses a name as above. Returns 0 and sets *k, or -1 when unknown. */
 int nb_norm_from_name(const char *name, nb_norm_kind *k);
 
+/* WeightNorm divides by max(||v||, NB_WN_FLOOR), so a zero weight row never divides by zero. */
+#define NB_WN_FLOOR 1e-12
+
 /* Fills *cfg with the defaults for kind (eps 1e-5 inside the sqrt, p 0.0625 with ceiling,
  * BN momentum 0.1 with unbiased running variance, WN data init on). */
 void nb_norm_cfg_default(nb_norm_cfg *cfg, nb_norm_kind kind);

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "datasets/mnist.h"
-#include "tasks/checkpoint.h"
+#include "tasks/train.h"
 
 static const char *const mnist_datasets[] = {"fashion-mnist", "mnist", "synthetic", NULL};
 
@@ -66,21 +66,68 @@ static void gather(float *xb, int *yb, const nb_split *s, const int *perm, int f
     }
 }
 
+/* The model and data the loop's callbacks work on. */
+typedef struct mnist_run {
+    const nb_train_cfg *cfg;
+    nb_mlp model;
+    nb_mnist data;
+    float *xb;
+    int *yb, *perm;
+} mnist_run;
+
+static void mnist_prepare(void *self, nb_rng *init_rng, nb_rng *data_rng) {
+    mnist_run *r = self;
+    const nb_split *tr = &r->data.train;
+    if (r->cfg->norm.kind != NB_NORM_WEIGHT || !r->cfg->norm.wn_data_init) return;
+    /* Salimans & Kingma: initialize g and b from a batch of shuffled training data. */
+    nb_rng_shuffle(data_rng, r->perm, (size_t)tr->n);
+    int B = tr->n < 500 ? tr->n : 500;
+    if (B > r->model.Bmax) B = r->model.Bmax;
+    gather(r->xb, r->yb, tr, r->perm, 0, B);
+    nb_mlp_data_init(&r->model, r->xb, B);
+}
+
+static void mnist_epoch_begin(void *self, int epoch, nb_rng *data_rng) {
+    mnist_run *r = self;
+    nb_rng_shuffle(data_rng, r->perm, (size_t)r->data.train.n);
+}
+
+static double mnist_step(void *self, int64_t bi, nb_rng *noise_rng) {
+    mnist_run *r = self;
+    int B = r->cfg->batch;
+    gather(r->xb, r->yb, &r->data.train, r->perm, (int)bi * B, B);
+    double loss = nb_mlp_forward(&r->model, r->xb, r->yb, B, 1);
+    if (isfinite(loss)) nb_mlp_backward(&r->model, r->yb);
+    return loss;
+}
+
+static int mnist_evaluate(void *self, int final, nb_metric *out, int max, nb_err *err) {
+    mnist_run *r = self;
+    if (final) return 0; /* every epoch's evaluation already covers validation and test */
+    double ve, vn, te, tn;
+    evaluate(&r->model, &r->data.val, r->cfg->eval_batch, &ve, &vn);
+    evaluate(&r->model, &r->data.test, r->cfg->eval_batch, &te, &tn);
+    nb_metric m[] = {{"val_error", 0, 0, ve},
+                     {"val_nll", 0, 0, vn},
+                     {"test_error", 0, 0, te},
+                     {"test_nll", 0, 0, tn}};
+    int n = (int)(sizeof m / sizeof m[0]);
+    if (n > max) n = max;
+    memcpy(out, m, sizeof(nb_metric) * (size_t)n);
+    return n;
+}
+
 static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status,
                        nb_err *err) {
     int rc = -1;
-    nb_mnist data;
-    nb_mlp model;
-    float *xb = NULL;
-    int *yb = NULL, *perm = NULL;
+    mnist_run r = {.cfg = cfg};
     int have_data = 0, have_model = 0;
-    double t0 = nb_now();
 
-    if (nb_mnist_load(&data, cfg->dataset, cfg->data_dir, cfg->subset, cfg->seed, err) != 0)
+    if (nb_mnist_load(&r.data, cfg->dataset, cfg->data_dir, cfg->subset, cfg->seed, err) != 0)
         goto out;
     have_data = 1;
-    if (sink->param && sink->param(sink->ctx, "data_source", data.source, err) != 0) goto out;
-    const nb_split *tr = &data.train;
+    if (sink->param && sink->param(sink->ctx, "data_source", r.data.source, err) != 0) goto out;
+    const nb_split *tr = &r.data.train;
     if (cfg->batch > tr->n) {
         nb_errf(err, "batch size %d is larger than the %d training examples", cfg->batch, tr->n);
         nb_hintf(err, "lower --batch or raise --subset");
@@ -88,162 +135,42 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     }
 
     nb_flush_denormals(cfg->flush_denormals);
-    nb_rng init_rng, data_rng;
+    nb_rng init_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
-    nb_rng_seed(&data_rng, cfg->seed, NB_STREAM_DATA);
     int Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
-    if (nb_mlp_init(&model, 3, mlp_dims, &cfg->norm, cfg->act, Bmax, &init_rng, err) != 0) goto out;
+    if (nb_mlp_init(&r.model, 3, mlp_dims, &cfg->norm, cfg->act, Bmax, &init_rng, err) != 0)
+        goto out;
     have_model = 1;
-    xb = malloc(sizeof(float) * (size_t)Bmax * tr->dim);
-    yb = malloc(sizeof(int) * (size_t)Bmax);
-    perm = malloc(sizeof(int) * (size_t)tr->n);
-    if (!xb || !yb || !perm) {
+    r.xb = malloc(sizeof(float) * (size_t)Bmax * tr->dim);
+    r.yb = malloc(sizeof(int) * (size_t)Bmax);
+    r.perm = malloc(sizeof(int) * (size_t)tr->n);
+    if (!r.xb || !r.yb || !r.perm) {
         nb_errf(err, "out of memory for the training batches");
         goto out;
     }
     for (int i = 0; i < tr->n; i++)
-        perm[i] = i;
+        r.perm[i] = i;
 
-    if (cfg->norm.kind == NB_NORM_WEIGHT && cfg->norm.wn_data_init && !cfg->resume_from) {
-        /* Salimans & Kingma: initialize g and b from a batch of shuffled training data. */
-        nb_rng_shuffle(&data_rng, perm, (size_t)tr->n);
-        int B = tr->n < 500 ? tr->n : 500;
-        if (B > Bmax) B = Bmax;
-        gather(xb, yb, tr, perm, 0, B);
-        nb_mlp_data_init(&model, xb, B);
-    }
-
-    int per_epoch = tr->n / cfg->batch;
-    int64_t planned = cfg->steps > 0 ? cfg->steps : (int64_t)per_epoch * cfg->epochs;
-    int epochs = (int)((planned + per_epoch - 1) / per_epoch);
-    int64_t step = 0;
-    double train_time = 0, loss_acc = 0, last_loss = NAN;
-    int loss_n = 0, first_epoch = 1;
-    size_t P = model.layout.total;
-    nb_ckpt_blob blobs[] = {{model.params, P * sizeof(float)},
-                            {model.adam_m, P * sizeof(float)},
-                            {model.adam_v, P * sizeof(float)},
-                            {perm, (size_t)tr->n * sizeof(int)}};
-    if (cfg->resume_from) {
-        nb_ckpt_state st;
-        if (nb_ckpt_read(cfg->resume_from, &st, blobs, 4, err) != 0) goto out;
-        step = st.step;
-        first_epoch = st.epoch + 1;
-        train_time = st.train_time;
-        loss_acc = st.loss_acc;
-        loss_n = (int)st.loss_n;
-        last_loss = st.last_loss;
-        init_rng = st.rng[0];
-        data_rng = st.rng[1];
-        t0 = nb_now() - st.wall;
-    }
-    *status = NB_STATUS_FINISHED;
-
-    for (int epoch = first_epoch; epoch <= epochs && step < planned; epoch++) {
-        nb_rng_shuffle(&data_rng, perm, (size_t)tr->n);
-        double epoch_train0 = train_time;
-        for (int bi = 0; bi < per_epoch && step < planned; bi++) {
-            gather(xb, yb, tr, perm, bi * cfg->batch, cfg->batch);
-            double ts = nb_now();
-            nb_mlp_zero_grad(&model);
-            double loss = nb_mlp_forward(&model, xb, yb, cfg->batch, 1);
-            if (!isfinite(loss)) {
-                nb_metric m = {"train_loss", step + 1, nb_now() - t0, loss};
-                if (sink->record(sink->ctx, &m, 1, err) != 0) goto out;
-                *status = NB_STATUS_DIVERGED;
-                nb_errf(err, "training loss became %s at step %lld",
-                        isnan(loss) ? "NaN" : "infinite", (long long)(step + 1));
-                rc = 0;
-                goto out;
-            }
-            nb_mlp_backward(&model, yb);
-            if (cfg->clip > 0) nb_clip_global(model.grads, &model.layout, cfg->clip);
-            step++;
-            nb_adam_step_layout(model.params, model.grads, model.adam_m, model.adam_v,
-                                &model.layout, (long)step, &cfg->adam);
-            train_time += nb_now() - ts;
-            loss_acc += loss;
-            loss_n++;
-            if (step % cfg->log_every == 0 || step == planned) {
-                last_loss = loss_acc / loss_n;
-                nb_metric m = {"train_loss", step, nb_now() - t0, last_loss};
-                if (sink->record(sink->ctx, &m, 1, err) != 0) goto out;
-                loss_acc = 0;
-                loss_n = 0;
-            }
-            if (sink->progress) {
-                nb_progress p = {epoch,
-                                 epochs,
-                                 step,
-                                 planned,
-                                 isnan(last_loss) ? loss : last_loss,
-                                 nb_now() - t0,
-                                 step / (train_time > 0 ? train_time : 1e-9),
-                                 "train"};
-                sink->progress(sink->ctx, &p);
-            }
-            if (cfg->stop && *cfg->stop) {
-                *status = NB_STATUS_INTERRUPTED;
-                break;
-            }
-        }
-        if (*status == NB_STATUS_INTERRUPTED) {
-            /* Keep what the partial epoch measured; skip the evaluation. */
-            if (loss_n > 0) {
-                nb_metric m = {"train_loss", step, nb_now() - t0, loss_acc / loss_n};
-                if (sink->record(sink->ctx, &m, 1, err) != 0) goto out;
-            }
-            nb_metric m = {"ms_per_step", step, nb_now() - t0, 1e3 * train_time / (double)step};
-            if (sink->record(sink->ctx, &m, 1, err) != 0) goto out;
-            break;
-        }
-        if (sink->progress) {
-            nb_progress p = {epoch,
-                             epochs,
-                             step,
-                             planned,
-                             last_loss,
-                             nb_now() - t0,
-                             step / (train_time > 0 ? train_time : 1e-9),
-                             "eval"};
-            sink->progress(sink->ctx, &p);
-        }
-        double ve, vn, te, tn;
-        evaluate(&model, &data.val, cfg->eval_batch, &ve, &vn);
-        evaluate(&model, &data.test, cfg->eval_batch, &te, &tn);
-        double wall = nb_now() - t0;
-        nb_metric ms[] = {
-            {"epoch", step, wall, (double)epoch},
-            {"val_error", step, wall, ve},
-            {"val_nll", step, wall, vn},
-            {"test_error", step, wall, te},
-            {"test_nll", step, wall, tn},
-            {"ms_per_step", step, wall, 1e3 * train_time / (double)step},
-            {"epoch_seconds", step, wall, train_time - epoch_train0},
-        };
-        if (sink->record(sink->ctx, ms, (int)(sizeof ms / sizeof ms[0]), err) != 0) goto out;
-        if (!isfinite(vn) || !isfinite(tn)) {
-            *status = NB_STATUS_DIVERGED;
-            nb_errf(err, "evaluation loss is not finite after epoch %d", epoch);
-            rc = 0;
-            goto out;
-        }
-        /* Everything the next epoch depends on, for `run --resume`. */
-        const char *ck = sink->checkpoint_path ? sink->checkpoint_path(sink->ctx, err) : NULL;
-        if (sink->checkpoint_path && !ck) goto out;
-        if (ck && step < planned) {
-            nb_ckpt_state st = {step,     epoch,  train_time, nb_now() - t0,
-                                loss_acc, loss_n, last_loss,  {init_rng, data_rng}};
-            if (nb_ckpt_write(ck, &st, blobs, 4, err) != 0) goto out;
-        }
-    }
-    rc = 0;
+    nb_trainer t = {.self = &r,
+                    .params = r.model.params,
+                    .grads = r.model.grads,
+                    .adam_m = r.model.adam_m,
+                    .adam_v = r.model.adam_v,
+                    .layout = &r.model.layout,
+                    .steps_per_epoch = tr->n / cfg->batch,
+                    .extra = {{r.perm, (size_t)tr->n * sizeof(int)}},
+                    .nextra = 1,
+                    .prepare = mnist_prepare,
+                    .epoch_begin = mnist_epoch_begin,
+                    .step = mnist_step,
+                    .evaluate = mnist_evaluate};
+    rc = nb_train_loop(cfg, &t, sink, status, err);
 out:
-    free(xb);
-    free(yb);
-    free(perm);
-    if (have_model) nb_mlp_free(&model);
-    if (have_data) nb_mnist_free(&data);
+    free(r.xb);
+    free(r.yb);
+    free(r.perm);
+    if (have_model) nb_mlp_free(&r.model);
+    if (have_data) nb_mnist_free(&r.data);
     return rc;
 }
 

@@ -1,0 +1,253 @@
+/* tasks/train.c — the shared training loop (see tasks/train.h). */
+#include "tasks/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Everything the loop tracks, so that helpers can take one pointer. */
+typedef struct loop {
+    const nb_train_cfg *cfg;
+    const nb_trainer *t;
+    const nb_sink *sink;
+    double t0;            /* wall clock origin (moved back on resume) */
+    double train_time;    /* seconds inside training steps */
+    int64_t step;         /* steps done */
+    int64_t planned;      /* steps to do */
+    int epochs;           /* epochs to do */
+    double loss_acc;      /* training loss not yet recorded */
+    int64_t loss_n;       /* and its count */
+    double last_loss;     /* last recorded training loss */
+    float *best;          /* best parameters (select_metric), or NULL */
+    double best_state[2]; /* [0] best value, [1] 1 when one was seen */
+    int64_t last_eval;    /* step of the last periodic evaluation */
+} loop;
+
+static void progress(loop *L, int epoch, double loss, const char *phase) {
+    if (!L->sink->progress) return;
+    nb_progress p = {epoch,
+                     L->epochs,
+                     L->step,
+                     L->planned,
+                     loss,
+                     nb_now() - L->t0,
+                     (double)L->step / (L->train_time > 0 ? L->train_time : 1e-9),
+                     phase};
+    L->sink->progress(L->sink->ctx, &p);
+}
+
+static int record(loop *L, nb_metric *m, int n, nb_err *err) {
+    double wall = nb_now() - L->t0;
+    for (int i = 0; i < n; i++) {
+        m[i].step = L->step;
+        m[i].wall = wall;
+    }
+    return n > 0 ? L->sink->record(L->sink->ctx, m, n, err) : 0;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* Runs one evaluation and records it with the time per step so far. Returns 0, 1 when a loss
+ * was not finite (the caller stops the run as diverged, err set), or -1 with err. */
+static int evaluate(loop *L, int epoch, int final, nb_err *err) {
+    const nb_trainer *t = L->t;
+    nb_metric m[NB_TRAIN_MAX_EVAL + 2];
+    progress(L, epoch, L->last_loss, "eval");
+    int n = t->evaluate(t->self, final, m, NB_TRAIN_MAX_EVAL, err);
+    if (n < 0) return -1;
+    if (n > NB_TRAIN_MAX_EVAL) n = NB_TRAIN_MAX_EVAL;
+    int diverged = -1, sel = -1;
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(m[i].value) && (ends_with(m[i].name, "loss") || ends_with(m[i].name, "nll")))
+            diverged = i;
+        if (t->select_metric && strcmp(m[i].name, t->select_metric) == 0) sel = i;
+    }
+    char best_name[80] = "";
+    if (!final && sel >= 0 && L->best && isfinite(m[sel].value)) {
+        double v = m[sel].value;
+        int better =
+            !L->best_state[1] || (t->select_max ? v > L->best_state[0] : v < L->best_state[0]);
+        if (better) {
+            L->best_state[0] = v;
+            L->best_state[1] = 1;
+            memcpy(L->best, t->params, sizeof(float) * t->layout->total);
+        }
+        snprintf(best_name, sizeof best_name, "best_%s", t->select_metric);
+        m[n++] = (nb_metric){best_name, 0, 0, L->best_state[0]};
+    }
+    if (!final && L->step > 0)
+        m[n++] = (nb_metric){"ms_per_step", 0, 0, 1e3 * L->train_time / (double)L->step};
+    if (record(L, m, n, err) != 0) return -1;
+    if (diverged >= 0) {
+        nb_errf(err, "evaluation metric '%s' is not finite at step %lld", m[diverged].name,
+                (long long)L->step);
+        return 1;
+    }
+    return 0;
+}
+
+int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *sink,
+                  nb_status *status, nb_err *err) {
+    int rc = -1;
+    loop L = {.cfg = cfg, .t = t, .sink = sink, .t0 = nb_now(), .last_loss = NAN};
+    size_t P = t->layout->total;
+    if (t->steps_per_epoch <= 0) {
+        nb_errf(err, "the training set holds no full batch of %d examples", cfg->batch);
+        nb_hintf(err, "lower --batch or raise --subset");
+        return -1;
+    }
+    if (t->select_metric) {
+        L.best = malloc(sizeof(float) * P);
+        if (!L.best) return nb_errf(err, "out of memory for the best parameters"), -1;
+        memcpy(L.best, t->params, sizeof(float) * P);
+    }
+
+    nb_rng init_rng, data_rng, noise_rng;
+    nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
+    nb_rng_seed(&data_rng, cfg->seed, NB_STREAM_DATA);
+    nb_rng_seed(&noise_rng, cfg->seed, NB_STREAM_DROPOUT);
+
+    /* Checkpoint contents: parameters, Adam moments, the best parameters and value, then the
+     * task's own state. */
+    nb_ckpt_blob blobs[5 + NB_TRAIN_MAX_EXTRA];
+    int nb = 0;
+    blobs[nb++] = (nb_ckpt_blob){t->params, P * sizeof(float)};
+    blobs[nb++] = (nb_ckpt_blob){t->adam_m, P * sizeof(float)};
+    blobs[nb++] = (nb_ckpt_blob){t->adam_v, P * sizeof(float)};
+    if (L.best) {
+        blobs[nb++] = (nb_ckpt_blob){L.best, P * sizeof(float)};
+        blobs[nb++] = (nb_ckpt_blob){L.best_state, sizeof L.best_state};
+    }
+    for (int i = 0; i < t->nextra && i < NB_TRAIN_MAX_EXTRA; i++)
+        blobs[nb++] = t->extra[i];
+
+    L.planned = cfg->steps > 0 ? cfg->steps : t->steps_per_epoch * cfg->epochs;
+    L.epochs = (int)((L.planned + t->steps_per_epoch - 1) / t->steps_per_epoch);
+    int first_epoch = 1;
+    if (cfg->resume_from) {
+        nb_ckpt_state st;
+        if (nb_ckpt_read(cfg->resume_from, &st, blobs, nb, err) != 0) goto out;
+        L.step = st.step;
+        first_epoch = st.epoch + 1;
+        L.train_time = st.train_time;
+        L.loss_acc = st.loss_acc;
+        L.loss_n = st.loss_n;
+        L.last_loss = st.last_loss;
+        init_rng = st.rng[0];
+        data_rng = st.rng[1];
+        noise_rng = st.rng[2];
+        L.t0 = nb_now() - st.wall;
+        L.last_eval = t->eval_every > 0 ? L.step - L.step % t->eval_every : L.step;
+    } else if (t->prepare) {
+        t->prepare(t->self, &init_rng, &data_rng);
+    }
+    *status = NB_STATUS_FINISHED;
+
+    int epoch = first_epoch;
+    for (; epoch <= L.epochs && L.step < L.planned; epoch++) {
+        if (t->epoch_begin) t->epoch_begin(t->self, epoch, &data_rng);
+        double epoch_train0 = L.train_time;
+        for (int64_t bi = 0; bi < t->steps_per_epoch && L.step < L.planned; bi++) {
+            double ts = nb_now();
+            memset(t->grads, 0, sizeof(float) * P);
+            double loss = t->step(t->self, bi, &noise_rng);
+            if (!isfinite(loss)) {
+                L.step++;
+                nb_metric m = {"train_loss", 0, 0, loss};
+                if (record(&L, &m, 1, err) != 0) goto out;
+                *status = NB_STATUS_DIVERGED;
+                nb_errf(err, "training loss became %s at step %lld",
+                        isnan(loss) ? "NaN" : "infinite", (long long)L.step);
+                rc = 0;
+                goto out;
+            }
+            if (cfg->clip > 0) nb_clip_global(t->grads, t->layout, cfg->clip);
+            if (t->clip_per_tensor > 0) nb_clip_per_tensor(t->grads, t->layout, t->clip_per_tensor);
+            L.step++;
+            nb_adam_cfg adam = cfg->adam;
+            if (t->schedule) t->schedule(t->self, L.step, L.planned, &adam);
+            nb_adam_step_layout(t->params, t->grads, t->adam_m, t->adam_v, t->layout, (long)L.step,
+                                &adam);
+            L.train_time += nb_now() - ts;
+            L.loss_acc += loss;
+            L.loss_n++;
+            if (L.step % cfg->log_every == 0 || L.step == L.planned) {
+                L.last_loss = L.loss_acc / (double)L.loss_n;
+                nb_metric m = {"train_loss", 0, 0, L.last_loss};
+                if (record(&L, &m, 1, err) != 0) goto out;
+                L.loss_acc = 0;
+                L.loss_n = 0;
+            }
+            progress(&L, epoch, isnan(L.last_loss) ? loss : L.last_loss, "train");
+            if (cfg->stop && *cfg->stop) {
+                *status = NB_STATUS_INTERRUPTED;
+                break;
+            }
+            if (t->eval_every > 0 && L.step % t->eval_every == 0) {
+                L.last_eval = L.step;
+                int e = evaluate(&L, epoch, 0, err);
+                if (e < 0) goto out;
+                if (e > 0) {
+                    *status = NB_STATUS_DIVERGED;
+                    rc = 0;
+                    goto out;
+                }
+            }
+        }
+        if (*status == NB_STATUS_INTERRUPTED) {
+            /* Keep what the partial epoch measured; skip the evaluation. */
+            nb_metric m[2];
+            int n = 0;
+            if (L.loss_n > 0) m[n++] = (nb_metric){"train_loss", 0, 0, L.loss_acc / L.loss_n};
+            if (L.step > 0)
+                m[n++] = (nb_metric){"ms_per_step", 0, 0, 1e3 * L.train_time / (double)L.step};
+            if (record(&L, m, n, err) != 0) goto out;
+            break;
+        }
+        nb_metric em[] = {{"epoch", 0, 0, (double)epoch},
+                          {"epoch_seconds", 0, 0, L.train_time - epoch_train0}};
+        if (record(&L, em, 2, err) != 0) goto out;
+        if (t->eval_every == 0) {
+            int e = evaluate(&L, epoch, 0, err);
+            if (e < 0) goto out;
+            if (e > 0) {
+                *status = NB_STATUS_DIVERGED;
+                rc = 0;
+                goto out;
+            }
+        }
+        /* Everything the next epoch depends on, for `run --resume`. */
+        const char *ck = sink->checkpoint_path ? sink->checkpoint_path(sink->ctx, err) : NULL;
+        if (sink->checkpoint_path && !ck) goto out;
+        if (ck && L.step < L.planned) {
+            nb_ckpt_state st = {
+                L.step,     epoch,    L.train_time, nb_now() - L.t0,
+                L.loss_acc, L.loss_n, L.last_loss,  {init_rng, data_rng, noise_rng, {{0}}}};
+            if (nb_ckpt_write(ck, &st, blobs, nb, err) != 0) goto out;
+        }
+    }
+    if (*status == NB_STATUS_FINISHED) {
+        int last = epoch > L.epochs ? L.epochs : epoch;
+        if (t->eval_every > 0 && L.last_eval != L.step) {
+            int e = evaluate(&L, last, 0, err);
+            if (e < 0) goto out;
+            if (e > 0) {
+                *status = NB_STATUS_DIVERGED;
+                rc = 0;
+                goto out;
+            }
+        }
+        if (L.best && L.best_state[1]) memcpy(t->params, L.best, sizeof(float) * P);
+        int e = evaluate(&L, last, 1, err);
+        if (e < 0) goto out;
+        if (e > 0) *status = NB_STATUS_DIVERGED;
+    }
+    rc = 0;
+out:
+    free(L.best);
+    return rc;
+}

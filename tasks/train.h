@@ -1,0 +1,93 @@
+/* tasks/train.h — the training loop every task runs on.
+ *
+ * A task builds its model and data, describes them in an nb_trainer (the flat parameter,
+ * gradient and Adam buffers, and a few callbacks), and calls nb_train_loop. The loop owns
+ * everything the tasks have in common: the epoch and step counting (--epochs / --steps), the
+ * order of a step (zero gradients, the task's forward+backward, divergence check, clipping, the
+ * schedule, Adam), the training-loss records with wall time, the timing of training steps
+ * (evaluation excluded), evaluation at every epoch end or every N steps, keeping the best
+ * parameters by a validation metric, progress, Ctrl-C, and the end-of-epoch checkpoint that makes
+ * `normbench run --resume` bit-exact.
+ *
+ * Random streams: the loop seeds init (NB_STREAM_INIT), data order (NB_STREAM_DATA) and dropout/
+ * noise (NB_STREAM_DROPOUT) from cfg->seed, hands them to the callbacks, and saves and restores
+ * them in checkpoints. A task that draws its initial parameters before calling the loop uses
+ * its own init stream; the loop's copy is only restored, never drawn from. */
+#ifndef NB_TASKS_TRAIN_H
+#define NB_TASKS_TRAIN_H
+
+#include "tasks/checkpoint.h"
+#include "tasks/task.h"
+
+#define NB_TRAIN_MAX_EXTRA 6
+#define NB_TRAIN_MAX_EVAL 32
+
+typedef struct nb_trainer {
+    void *self; /* the task's model and data, passed to every callback */
+
+    /* The model's flat state (layout->total floats each); the loop zeroes grads before each
+     * step, clips them, and runs Adam over the trainable tensors. */
+    float *params, *grads, *adam_m, *adam_v;
+    const nb_layout *layout;
+
+    int64_t steps_per_epoch; /* training batches in one epoch (> 0) */
+
+    /* Evaluation cadence: > 0 every this many steps (and at the end of the run); 0 at the end
+     * of every epoch. */
+    int eval_every;
+
+    /* Keep the best parameters: when select_metric is set, after every periodic evaluation
+     * whose value of that metric is better (higher when select_max, else lower) the parameters
+     * are copied aside; at the end of the run they are restored before the final evaluation.
+     * The best value is recorded as "best_" + select_metric. */
+    const char *select_metric;
+    int select_max;
+
+    /* Per-tensor gradient clipping at this norm (> 0), as the order-embedding code does;
+     * cfg->clip (> 0) clips the global norm. Both may be set. */
+    double clip_per_tensor;
+
+    /* Further state the next epoch depends on (e.g. the data order), saved in checkpoints
+     * after the parameters and moments. */
+    nb_ckpt_blob extra[NB_TRAIN_MAX_EXTRA];
+    int nextra;
+
+    /* Called once before the first step of a fresh run (not on resume), e.g. for WeightNorm's
+     * data-dependent initialisation, with the loop's init and data streams. May be NULL. */
+    void (*prepare)(void *self, nb_rng *init_rng, nb_rng *data_rng);
+
+    /* Called before each epoch's first step (epoch 1-based), e.g. to reshuffle the data with
+     * data_rng. May be NULL. Not called again for an epoch a resumed run re-enters (resumes
+     * happen only at epoch boundaries). */
+    void (*epoch_begin)(void *self, int epoch, nb_rng *data_rng);
+
+    /* One training step on batch bi (0-based within the epoch): forward and backward, gradients
+     * ACCUMULATED into grads (the loop zeroed them). noise_rng is the dropout/noise stream.
+     * Returns the batch's mean training loss; NaN or Inf stops the run as diverged. */
+    double (*step)(void *self, int64_t bi, nb_rng *noise_rng);
+
+    /* Adjusts the Adam configuration for step t (1-based, the step about to be taken) of
+     * `planned` steps: learning-rate decay, beta1 switch. adam starts as a copy of cfg->adam
+     * at every step. May be NULL (constant). */
+    void (*schedule)(void *self, int64_t t, int64_t planned, nb_adam_cfg *adam);
+
+    /* Evaluation: fills up to max metrics (name and value; the loop sets step and wall time)
+     * and returns how many, or -1 with err set. final is 0 for the periodic evaluations, 1 for
+     * the one at the end of the run (after the best parameters were restored, if any); a task
+     * whose periodic evaluation already says everything returns 0 metrics for final. A
+     * non-finite value of a metric whose name ends in "loss" or "nll" stops the run as
+     * diverged. */
+    int (*evaluate)(void *self, int final, nb_metric *out, int max, nb_err *err);
+} nb_trainer;
+
+/* Trains per cfg (epochs or steps, clipping, Adam, seed, resume_from, stop), recording through
+ * sink. Returns 0 with *status set (finished, interrupted or diverged; err then says why a run
+ * diverged), or -1 with err set when the run could not go on (I/O, the sink failed). Records:
+ *   train_loss every cfg->log_every steps (mean over those steps) and at the last step;
+ *   at every evaluation the task's metrics, ms_per_step (training time only, so far) and, at
+ *   epoch ends, epoch and epoch_seconds;
+ *   on Ctrl-C the partial train_loss and ms_per_step. */
+int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *sink,
+                  nb_status *status, nb_err *err);
+
+#endif
