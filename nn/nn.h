@@ -29,6 +29,7 @@
 #include "optim.h"
 #include "mlp.h"
 #include "lstm.h"
+#include "reader.h"
 #undef NB_REAL
 #undef NB_FN
 
@@ -39,6 +40,7 @@
 #include "optim.h"
 #include "mlp.h"
 #include "lstm.h"
+#include "reader.h"
 #undef NB_REAL
 #undef NB_FN
 
