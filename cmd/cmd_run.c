@@ -182,6 +182,11 @@ static char *config_json(const nb_train_cfg *cfg) {
     kv_int(&j, "log_every", cfg->log_every);
     kv_int(&j, "threads", cfg->threads);
     kv_str(&j, "denormals", cfg->flush_denormals ? "flushed-to-zero" : "ieee");
+    if (strcmp(cfg->task, "reader") == 0) {
+        kv_str(&j, "encoders", cfg->unidirectional ? "unidirectional" : "bidirectional");
+        kv_int(&j, "dim", cfg->reader_dim);
+        kv_int(&j, "eval_every", cfg->eval_every);
+    }
     nb_buf_puts(&j, "}");
     return nb_buf_take(&j);
 }
@@ -201,6 +206,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     int64_t seed = 1, steps = 0, epochs = 0;
     int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
     int no_ftz = 0;
+    int unidirectional = 0, dim = 0, eval_every = 0;
     int adam_eps_inside = 0, adam_eps_on = 0, log_every = 0, eval_batch = 0;
     double lr = 0, p = 0, eps = 0, clip = 0, beta1 = 0, beta2 = 0, adam_eps = 0;
     nb_opt opts[] = {
@@ -239,6 +245,11 @@ static int parse_run(int argc, const char **argv, run_args *a) {
          1e6},
         {"no-ftz", NB_OPT_FLAG, &no_ftz, NULL,
          "keep denormal floats (default: flush them to zero, as PyTorch and TF do on x86)"},
+        {"unidirectional", NB_OPT_FLAG, &unidirectional, NULL,
+         "reader: forward-only encoders (LN paper; default bidirectional, RMS paper)"},
+        {"dim", NB_OPT_INT, &dim, "N", "reader: model width d (240)", NULL, 1, 4096},
+        {"eval-every", NB_OPT_INT, &eval_every, "N",
+         "reader: evaluate every N training steps (1000)", NULL, 1, 1e9},
         {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
          NULL, 1, 1024},
         {"data-dir", NB_OPT_STR, &data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
@@ -299,6 +310,9 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     if (log_every) cfg.log_every = log_every;
     if (eval_batch) cfg.eval_batch = eval_batch;
     if (no_ftz) cfg.flush_denormals = 0;
+    if (unidirectional) cfg.unidirectional = 1;
+    if (dim) cfg.reader_dim = dim;
+    if (eval_every) cfg.eval_every = eval_every;
     if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2)
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
     a->cfg = cfg;

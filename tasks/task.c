@@ -5,9 +5,10 @@
 #include <time.h>
 
 extern const nb_task nb_task_mnist;
+extern const nb_task nb_task_reader;
 
 /* One row per task, in the order help and reports list them. */
-static const nb_task *const tasks[] = {&nb_task_mnist};
+static const nb_task *const tasks[] = {&nb_task_mnist, &nb_task_reader};
 
 const nb_task *nb_task_find(const char *name) {
     for (size_t i = 0; i < sizeof tasks / sizeof tasks[0]; i++)

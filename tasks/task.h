@@ -46,6 +46,10 @@ typedef struct nb_train_cfg {
     int flush_denormals;         /* FTZ/DAZ on while training (see nb_flush_denormals) */
     volatile sig_atomic_t *stop; /* becomes non-zero to ask the loop to stop (Ctrl-C) */
     const char *resume_from;     /* a checkpoint to continue from (tasks/checkpoint.h), or NULL */
+    /* reader (tasks/reader.c) */
+    int unidirectional; /* forward-only encoders (the LN paper) instead of bidirectional */
+    int reader_dim;     /* model width d (240) */
+    int eval_every;     /* training steps between evaluations (0: the task's own cadence) */
 } nb_train_cfg;
 
 typedef struct nb_progress {
