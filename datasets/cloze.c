@@ -22,6 +22,8 @@ void nb_cloze_free(nb_cloze *c) {
 /* Generated vocabulary: 0 NIL, 1 EOS, 2 UNK, 3 the placeholder, then entities, relations,
  * filler words. */
 enum {
+    SYN_NS0 = 3, /* sentences per passage: SYN_NS0 + [0, SYN_NSR) */
+    SYN_NSR = 2,
     SYN_ENTS = 12,
     SYN_RELS = 24,
     SYN_FILL = 60,
@@ -58,7 +60,7 @@ static int gen_split(nb_cloze_split *s, int n, nb_rng *r) {
     if (!s->doff || !s->qoff || !s->dtok || !s->qtok || !s->ans) return -1;
     int64_t k = 0, kq = 0;
     for (int i = 0; i < n; i++) {
-        int ns = 3 + (int)nb_rng_below(r, 2), ents[4], rels[4];
+        int ns = SYN_NS0 + (int)nb_rng_below(r, SYN_NSR), ents[4], rels[4];
         distinct(r, ents, ns, SYN_ENTS);
         distinct(r, rels, ns, SYN_RELS);
         s->doff[i] = k;
