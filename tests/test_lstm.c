@@ -194,7 +194,6 @@ static void test_float_matches_double(void **s) {
     }
 }
 
-#if NB_HAVE_LSTM_REF
 /* Reference tensors from PyTorch (tests/ref/ref_lstm.py): outputs and every gradient. */
 static void test_reference(void **s) {
     (void)s;
@@ -233,7 +232,6 @@ static void test_reference(void **s) {
     }
     ref_free(&rf);
 }
-#endif
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -245,9 +243,7 @@ int main(void) {
         cmocka_unit_test(test_grad_prms),
         cmocka_unit_test(test_mask_and_reverse_meaning),
         cmocka_unit_test(test_float_matches_double),
-#if NB_HAVE_LSTM_REF
         cmocka_unit_test(test_reference),
-#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
