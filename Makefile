@@ -15,7 +15,7 @@ OPT     ?= -O2 -march=native
 # our own parallel loops (NUMERICS.md: pthread OpenBLAS beside OpenMP loops slowed both here).
 CFLAGS_ALL = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Wshadow \
              -Wno-unused-parameter -Wno-missing-field-initializers -fopenmp -I. -I$(BUILD)/gen $(OPT) $(CFLAGS)
-LDLIBS_ALL = -lopenblas -lsqlite3 -larchive -lm $(LDLIBS)
+LDLIBS_ALL = -lopenblas -lsqlite3 -larchive -lcurl -lcrypto -lm $(LDLIBS)
 
 LIB_SRC  := $(sort $(wildcard util/*.c nn/*.c datasets/*.c results/*.c tasks/*.c plots/*.c))
 # Generic kernels (nn/real.h) are compiled a second time in double precision for the
@@ -23,14 +23,18 @@ LIB_SRC  := $(sort $(wildcard util/*.c nn/*.c datasets/*.c results/*.c tasks/*.c
 GENERIC  := $(shell grep -l '^#include "real.h"' nn/*.c 2>/dev/null)
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
+# Fuzz targets (libFuzzer entry points), one per parser: tests/fuzz/fuzz_NAME.c with seeds in
+# tests/fuzz/corpus/NAME/. Adding a file adds the target; see tests/fuzz/driver.c.
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GENERIC:%.c=$(BUILD)/%_f64.o)
 CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 LIB      := $(BUILD)/libnormbench.a
 BIN      := $(if $(filter build,$(BUILD)),normbench,$(BUILD)/normbench)
 
-.PHONY: all test check unit cli asan demo lint format install deps clean FORCE
+.PHONY: all test check unit cli asan demo lint format install deps clean fuzz FORCE
 .DEFAULT_GOAL := all
 
 all: $(BIN)
@@ -63,6 +67,11 @@ $(BUILD)/tests/%: tests/%.c $(LIB) tests/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $< $(LIB) -lcmocka $(LDLIBS_ALL)
 
+# The bounded fuzz run: the plain driver with gcc (and the sanitizers under `make asan`).
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ tests/fuzz/driver.c $< $(LIB) $(LDLIBS_ALL)
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---- tests -----------------------------------------------------------------------------------
@@ -73,9 +82,13 @@ TEST_ENV = OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive NORMBENCH_BIN=$(CURDIR)/$(B
 test check: deps
 	@$(MAKE) --no-print-directory unit cli
 
-unit: $(TEST_BIN)
+unit: $(TEST_BIN) $(FUZZ_BIN)
 	@fail=0; for t in $(TEST_BIN); do \
 	  echo "== $$t"; $(TEST_ENV) $$t || { echo "FAILED: $$t"; fail=1; }; \
+	done; \
+	for t in $(FUZZ_BIN); do \
+	  c=tests/fuzz/corpus/$$(basename $$t | sed 's/^fuzz_//'); \
+	  echo "== $$t $$c"; $(TEST_ENV) $$t $$c || { echo "FAILED: $$t"; fail=1; }; \
 	done; exit $$fail
 
 cli: $(BIN)
@@ -88,6 +101,23 @@ asan:
 
 deps:
 	@sh .ci/deps
+
+# Open-ended fuzzing with libFuzzer (clang; libclang-rt-14-dev): every target for FUZZ_TIME
+# seconds, its growing corpus in build-fuzz/corpus/NAME, crashes as build-fuzz/crash-*.
+FUZZ_TIME ?= 60
+FUZZ_SAN  = -fsanitize=address,undefined -fno-sanitize-recover=all
+fuzz:
+	$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang \
+	  OPT="-O1 -g -fopenmp=libgomp -fsanitize=fuzzer-no-link $(FUZZ_SAN)" build-fuzz/libnormbench.a
+	@for src in $(FUZZ_SRC); do \
+	  name=$$(basename $$src .c); corpus=tests/fuzz/corpus/$${name#fuzz_}; \
+	  mkdir -p build-fuzz/corpus/$${name#fuzz_} || exit 1; \
+	  echo "== $$name ($(FUZZ_TIME) s)"; \
+	  clang -I. -g -O1 -fsanitize=fuzzer $(FUZZ_SAN) -o build-fuzz/$$name $$src \
+	    build-fuzz/libnormbench.a -fopenmp=libgomp $(LDLIBS_ALL) || exit 1; \
+	  ./build-fuzz/$$name -max_total_time=$(FUZZ_TIME) -rss_limit_mb=4096 \
+	    -artifact_prefix=build-fuzz/ build-fuzz/corpus/$${name#fuzz_} $$corpus || exit 1; \
+	done
 
 # Every norm on real data (Fashion-MNIST from Debian's dataset-fashion-mnist), then the report.
 DEMO_DB     ?= normbench-demo.db
@@ -103,16 +133,18 @@ lint:
 	$(MAKE) --no-print-directory BUILD=build-lint CFLAGS=-Werror all
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --inline-suppr -I. $(LIB_SRC) $(CMD_SRC)
-	clang-format --dry-run --Werror $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h)
+	clang-format --dry-run --Werror $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h) \
+	  $(FUZZ_SRC) tests/fuzz/driver.c
 	@! grep -n -E '\b(atoi|atol|sprintf|strcpy|strcat|gets)\s*\(' $(LIB_SRC) $(CMD_SRC) \
 	  || { echo "lint: banned function (use strtol/snprintf/memcpy)"; exit 1; }
 
 format:
-	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h)
+	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h) $(FUZZ_SRC) \
+	  tests/fuzz/driver.c
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/normbench
 
 clean:
-	rm -rf build build-asan build-lint normbench
+	rm -rf build build-asan build-lint build-fuzz normbench

@@ -20,6 +20,14 @@ int cmd_report(int argc, const char **argv);
 int cmd_bench(int argc, const char **argv);
 int cmd_help(int argc, const char **argv);
 int cmd_sweep(int argc, const char **argv);
+int cmd_plot(int argc, const char **argv);
+int cmd_fetch(int argc, const char **argv);
+int cmd_datasets(int argc, const char **argv);
+
+/* Makes sure the registry dataset name is installed in data_dir, fetching it on first use
+ * (with a progress bar on stderr unless quiet; NORMBENCH_MIRROR honoured) unless no_fetch.
+ * Prints the error itself. Returns NB_EXIT_OK or NB_EXIT_FAIL. (cmd/cmd_fetch.c) */
+int nb_cmd_ensure_dataset(const char *name, const char *data_dir, int no_fetch, int quiet);
 
 /* Parses and validates a `run` command line (argv[0] = "run") without running it: 0 when it
  * is valid, NB_EXIT_USAGE after printing the error. Used by sweep to check every job first. */

@@ -196,6 +196,7 @@ typedef struct run_args {
     nb_train_cfg cfg;
     const char *db, *tag, *variant;
     int quiet, threads;
+    int no_fetch; /* --no-fetch: never download the dataset (issue 3) */
 } run_args;
 
 /* Parses and validates a `run` command line into *a. Returns 0, -1 after printing the help
@@ -205,7 +206,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     int norm = NB_NORM_LAYER, act = 0, bias = 0, bn_var = 1, kround = 0;
     int64_t seed = 1, steps = 0, epochs = 0;
     int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
-    int no_ftz = 0;
+    int no_ftz = 0, no_fetch = 0;
     int unidirectional = 0, dim = 0, eval_every = 0;
     int adam_eps_inside = 0, adam_eps_on = 0, log_every = 0, eval_batch = 0;
     double lr = 0, p = 0, eps = 0, clip = 0, beta1 = 0, beta2 = 0, adam_eps = 0;
@@ -259,6 +260,8 @@ static int parse_run(int argc, const char **argv, run_args *a) {
         {"variant", NB_OPT_STR, &variant, "TEXT",
          "a label recorded as the tag 'variant': report compares runs within it"},
         {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
+        {"no-fetch", NB_OPT_FLAG, &no_fetch, NULL,
+         "do not download a missing dataset (default: fetch it on first use)"},
         {NULL},
     };
     const char *pos[1];
@@ -321,6 +324,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     a->variant = variant;
     a->quiet = quiet;
     a->threads = threads;
+    a->no_fetch = no_fetch;
     return 0;
 }
 
@@ -453,6 +457,14 @@ int cmd_run(int argc, const char **argv) {
     }
     cfg.threads = omp_get_max_threads();
     cfg.stop = &stop_requested;
+    /* A registry dataset is fetched on first use (datasets/dataset.h); synthetic never is. */
+    if (!a.no_fetch) {
+        rc = nb_cmd_ensure_dataset(cfg.dataset, cfg.data_dir, 0, quiet);
+        if (rc) {
+            free(resume_buf);
+            return rc;
+        }
+    }
 
     nb_err err;
     nb_err_clear(&err);

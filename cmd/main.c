@@ -29,7 +29,10 @@ static const nb_command commands[] = {
     {"runs", cmd_runs, "list the runs in the store"},
     {"show", cmd_show, "show one run: configuration, provenance, metrics"},
     {"report", cmd_report, "compare norms: final metrics, time per step, speed vs layer"},
+    {"plot", cmd_plot, "figures: loss against steps and against time, a line per norm"},
     {"bench", cmd_bench, "benchmark the norm kernels or a task's training step"},
+    {"fetch", cmd_fetch, "download, verify and unpack a paper dataset (resumable)"},
+    {"datasets", cmd_datasets, "list the datasets: source, checksum, location, status"},
     {"help", cmd_help, "show help for normbench or one command"},
 };
 
@@ -126,8 +129,32 @@ static void fix_runtime_env(char **argv) {
     unsetenv("NORMBENCH_ENV_SET");
 }
 
+/* A user's OPENBLAS_CORETYPE is respected, but when it holds kernels older than the processor
+ * runs, timings are not what the machine can do: say so once, for the commands that time. (On
+ * this project's AMD EPYC VM an inherited OPENBLAS_CORETYPE=Haswell halved sgemm's GFLOP/s
+ * against the Cooperlake kernels OpenBLAS picks by itself.) */
+static void note_blas_core(const char *cmd) {
+    const char *user = getenv("OPENBLAS_CORETYPE");
+    if (!user || !*user || !cmd) return;
+    if (strcmp(cmd, "run") != 0 && strcmp(cmd, "bench") != 0 && strcmp(cmd, "sweep") != 0) return;
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
+        return;
+    static const char *const avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
+    const char *core = openblas_get_corename();
+    for (int i = 0; core && avx512_cores[i]; i++)
+        if (strcasecmp(core, avx512_cores[i]) == 0) return;
+    fprintf(stderr,
+            "note: OPENBLAS_CORETYPE=%s is set in the environment: OpenBLAS uses %s kernels, but "
+            "this processor has AVX-512\nhint: unset OPENBLAS_CORETYPE to let OpenBLAS choose "
+            "(the kernels in force are recorded either way)\n",
+            user, core ? core : "?");
+}
+
 int main(int argc, const char **argv) {
     fix_runtime_env((char **)argv);
+    note_blas_core(argc > 1 ? argv[1] : NULL);
     if (argc < 2) {
         print_main_help(stderr);
         return NB_EXIT_USAGE;

@@ -24,6 +24,8 @@ typedef struct idx_src {
     const char *path;
     FILE *f;
     struct archive *a;
+    const unsigned char *mem; /* in-memory input (nb_idx_read_mem) when neither f nor a */
+    size_t mem_len, mem_pos;
 } idx_src;
 
 /* Reads up to n bytes, looping over short reads. Returns the number read (less than n only at
@@ -31,7 +33,13 @@ typedef struct idx_src {
 static long long src_read(idx_src *s, void *buf, size_t n, nb_err *err) {
     size_t got = 0;
     while (got < n) {
-        if (s->f) {
+        if (!s->f && !s->a) {
+            size_t k = s->mem_len - s->mem_pos < n - got ? s->mem_len - s->mem_pos : n - got;
+            if (k == 0) break;
+            memcpy((char *)buf + got, s->mem + s->mem_pos, k);
+            s->mem_pos += k;
+            got += k;
+        } else if (s->f) {
             size_t k = fread((char *)buf + got, 1, n - got, s->f);
             if (k == 0) {
                 if (ferror(s->f)) {
@@ -101,6 +109,32 @@ static int src_open(idx_src *s, const char *path, nb_err *err) {
     return 0;
 }
 
+/* Opens an in-memory input, sniffing for gzip. Returns 0, or -1 with err filled in. */
+static int src_open_mem(idx_src *s, const void *data, size_t size, const char *name, nb_err *err) {
+    memset(s, 0, sizeof *s);
+    s->path = name;
+    const unsigned char *p = data;
+    if (size >= 2 && p[0] == 0x1f && p[1] == 0x8b) {
+        struct archive *a = archive_read_new();
+        if (!a) return nb_errf(err, "cannot read '%s': out of memory", name);
+        archive_read_support_filter_gzip(a);
+        archive_read_support_format_raw(a);
+        struct archive_entry *entry;
+        if (archive_read_open_memory(a, data, size) != ARCHIVE_OK ||
+            archive_read_next_header(a, &entry) != ARCHIVE_OK) {
+            nb_errf(err, "cannot decompress '%s': the gzip stream is empty or damaged", name);
+            nb_hintf(err, IDX_HINT);
+            archive_read_free(a);
+            return -1;
+        }
+        s->a = a;
+        return 0;
+    }
+    s->mem = p;
+    s->mem_len = size;
+    return 0;
+}
+
 static void src_close(idx_src *s) {
     if (s->f) fclose(s->f);
     if (s->a) archive_read_free(s->a);
@@ -112,15 +146,34 @@ static uint32_t be32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
+/* Parses an opened source (closed here). */
+static int idx_parse(idx_src *sp, const char *path, int expect_ndims, nb_idx *out, nb_err *err);
+
 int nb_idx_read(const char *path, int expect_ndims, nb_idx *out, nb_err *err) {
-    int rc = -1;
     idx_src s;
-    unsigned char *data = NULL;
     memset(out, 0, sizeof *out);
     if (expect_ndims < 1 || expect_ndims > 4)
         return nb_errf(err, "cannot read '%s': %d dimensions asked for, at most 4 supported", path,
                        expect_ndims);
     if (src_open(&s, path, err)) return -1;
+    return idx_parse(&s, path, expect_ndims, out, err);
+}
+
+int nb_idx_read_mem(const void *data, size_t size, const char *name, int expect_ndims, nb_idx *out,
+                    nb_err *err) {
+    idx_src s;
+    memset(out, 0, sizeof *out);
+    if (expect_ndims < 1 || expect_ndims > 4)
+        return nb_errf(err, "cannot read '%s': %d dimensions asked for, at most 4 supported", name,
+                       expect_ndims);
+    if (src_open_mem(&s, data, size, name, err)) return -1;
+    return idx_parse(&s, name, expect_ndims, out, err);
+}
+
+static int idx_parse(idx_src *sp, const char *path, int expect_ndims, nb_idx *out, nb_err *err) {
+    int rc = -1;
+    idx_src s = *sp;
+    unsigned char *data = NULL;
 
     unsigned char hdr[4 + 4 * 4];
     long long k = src_read(&s, hdr, 4, err);

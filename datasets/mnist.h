@@ -28,6 +28,10 @@ typedef struct nb_idx {
  * Returns 0 and fills *out (the caller frees out->data, or calls nb_idx_free), or -1 with err
  * naming the file and what is wrong; *out is then zeroed and owns nothing. */
 int nb_idx_read(const char *path, int expect_ndims, nb_idx *out, nb_err *err);
+/* nb_idx_read on bytes in memory (plain or gzip, by content); name stands for the file in
+ * messages. The fuzzing entry point (tests/fuzz/fuzz_idx.c). */
+int nb_idx_read_mem(const void *data, size_t size, const char *name, int expect_ndims, nb_idx *out,
+                    nb_err *err);
 void nb_idx_free(nb_idx *idx); /* frees data and zeroes; idx may be NULL */
 
 typedef struct nb_split {

@@ -49,7 +49,7 @@ has "unknown dataset lists the task's datasets" "$tmp/err" "fashion-mnist mnist 
 check "bench without a target is a usage error" 2 "$NB" bench
 
 # Missing data: says where it looked and how to get it; records nothing.
-check "missing MNIST fails at run time" 1 "$NB" run mnist --dataset mnist --data-dir "$tmp/empty" --quiet
+check "missing MNIST fails at run time" 1 "$NB" run mnist --dataset mnist --data-dir "$tmp/empty" --no-fetch --quiet
 has "missing MNIST names the place looked" "$tmp/err" "$tmp/empty/mnist"
 has "missing MNIST gives a hint" "$tmp/err" '^hint: '
 if [ ! -e "$db" ] || [ "$(sql 'select count(*) from runs')" = 0 ]; then ok "a run without data leaves no record"; else not_ok "a run without data leaves no record"; fi

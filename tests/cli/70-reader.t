@@ -54,7 +54,7 @@ check "unknown dataset is a usage error" 2 "$NB" run reader --dataset cifar10
 
 # Missing data names the path it looked at and hints the fetch.
 mkdir -p "$tmp/data"
-check "missing cnn-top4 fails" 1 "$NB" run reader --data-dir "$tmp/data" --quiet
+check "missing cnn-top4 fails" 1 "$NB" run reader --data-dir "$tmp/data" --no-fetch --quiet
 has "naming the file" "$tmp/err" "cnn-top4/dict.pkl"
 has "hinting the fetch" "$tmp/err" "^hint: .*normbench fetch cnn-top4"
 

@@ -1,0 +1,133 @@
+#!/bin/bash
+# Command-line tests of `normbench fetch` and `normbench datasets` (TAP, for prove), offline:
+# a generated top4.zip (pickle names only, not parsed here) imported with --from and served by
+# tests/fetch_server.py on 127.0.0.1; fetches interrupted by SIGINT and SIGKILL at random points
+# must leave the data directory valid, and the next fetch must finish the job.
+set -u
+NB=${NORMBENCH_BIN:-./normbench}
+tmp=$(mktemp -d)
+srv_pid=
+trap '[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+n=0
+fails=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/# /'; }
+check() {
+    local desc=$1 want=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$(tail -n 5 "$tmp/err")"; fi
+}
+has() { if grep -q -E -- "$3" "$2"; then ok "$1"; else not_ok "$1" "$(head -n 5 "$2")"; fi; }
+# valid DESC DIR: the dataset directory is absent, or complete with every file as its manifest says
+valid() {
+    if [ ! -e "$2" ] || (cd "$2" && sha256sum --quiet -c MANIFEST.sha256 >/dev/null 2>&1); then
+        ok "$1"
+    else
+        not_ok "$1" "$(ls -la "$2" 2>&1)"
+    fi
+}
+export NORMBENCH_DATA=$tmp/data NORMBENCH_DB=$tmp/nb.db
+unset NORMBENCH_MIRROR
+
+# A top4.zip with the seven pickle names (content: bytes to compare, not real pickles).
+mkdir -p "$tmp/srv/~rkiros" "$tmp/gen"
+python3 - "$tmp/srv/~rkiros/top4.zip" "$tmp/gen" <<'PY'
+import os, sys, zipfile
+names = ["dict.pkl", "train4_pass.pkl", "train4_qs.pkl", "train4_ans.pkl",
+         "valid4_pass.pkl", "valid4_qs.pkl", "valid4_ans.pkl"]
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_STORED) as z:
+    for i, nm in enumerate(names):
+        data = os.urandom(3000000 if nm == "train4_pass.pkl" else 1000 + i)
+        open(os.path.join(sys.argv[2], nm), "wb").write(data)
+        z.writestr("top4/" + nm, data)
+PY
+zip=$tmp/srv/~rkiros/top4.zip
+
+check "datasets exits 0" 0 "$NB" datasets
+for d in cifar10 mnist fashion-mnist coco-oe cnn-top4; do has "datasets lists $d" "$tmp/out" "^$d\$"; done
+has "datasets says where data lives" "$tmp/out" "location: $tmp/data/cifar10"
+has "datasets names trust on first use" "$tmp/out" "trust on first use \(nothing recorded yet\)"
+has "datasets shows CIFAR's pinned MD5 kind" "$tmp/out" "MD5 of the download pinned"
+check "fetch without a dataset is a usage error" 2 "$NB" fetch
+check "fetch of an unknown dataset is a usage error" 2 "$NB" fetch imagenet
+has "unknown dataset lists the datasets" "$tmp/err" "hint: .*cifar10 mnist fashion-mnist coco-oe cnn-top4"
+check "fetch --help exits 0" 0 "$NB" fetch --help
+has "fetch --help shows --from" "$tmp/out" "--from"
+
+# --from: import a copy; the files land flattened under fixed names; trust recorded.
+check "fetch cnn-top4 --from FILE" 0 "$NB" fetch cnn-top4 --from "$zip"
+valid "imported dataset matches its manifest" "$tmp/data/cnn-top4"
+same=1
+for f in "$tmp"/gen/*.pkl; do cmp -s "$f" "$tmp/data/cnn-top4/$(basename "$f")" || same=0; done
+[ "$same" = 1 ] && ok "imported files are the archive's bytes" || not_ok "imported files are the archive's bytes"
+[ -s "$tmp/data/.trust/top4.zip.sha256" ] && ok "first import records the SHA-256" || not_ok "first import records the SHA-256"
+check "datasets after the import" 0 "$NB" datasets
+has "datasets shows it present" "$tmp/out" "status:   present"
+has "datasets says the digest is recorded" "$tmp/out" "SHA-256 recorded"
+check "a second fetch re-verifies and succeeds" 0 "$NB" fetch cnn-top4
+check "--from a missing file fails" 1 "$NB" fetch cnn-top4 --from "$tmp/nope.zip" --data-dir "$tmp/d-nope"
+has "missing --from file is named" "$tmp/err" "nope.zip"
+printf 'PK\003\004garbage' >"$tmp/bad.zip"
+check "--from a damaged zip fails" 1 "$NB" fetch cnn-top4 --from "$tmp/bad.zip" --data-dir "$tmp/d-bad"
+[ ! -e "$tmp/d-bad/cnn-top4" ] && ok "a damaged zip installs nothing" || not_ok "a damaged zip installs nothing"
+
+# Offline: names the URL and the file, hints --from.
+check "unreachable mirror fails at run time" 1 "$NB" fetch cifar10 --mirror http://127.0.0.1:1 --data-dir "$tmp/d-off"
+has "offline error names the URL" "$tmp/err" "http://127.0.0.1:1/~kriz/cifar-10-binary.tar.gz"
+has "offline error names the file" "$tmp/err" "cifar-10-binary.tar.gz'"
+has "offline hint says --from" "$tmp/err" "^hint: .*normbench fetch cifar10 --from FILE"
+[ ! -e "$tmp/d-off/cifar10" ] && ok "offline leaves no dataset" || not_ok "offline leaves no dataset"
+
+# Fashion-MNIST from Debian's package (verified by content digest), and a run's first use.
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+    check "fetch fashion-mnist from Debian's package" 0 "$NB" fetch fashion-mnist --data-dir "$tmp/d-fm"
+    valid "fashion-mnist installed and matches its manifest" "$tmp/d-fm/fashion-mnist"
+    check "run with --no-fetch does not install" 0 "$NB" run mnist --dataset fashion-mnist --steps 2 --subset 256 --data-dir "$tmp/d-nf" --no-fetch --quiet
+    [ ! -e "$tmp/d-nf/fashion-mnist" ] && ok "--no-fetch installed nothing" || not_ok "--no-fetch installed nothing"
+    check "run fetches its dataset on first use" 0 "$NB" run mnist --dataset fashion-mnist --steps 2 --subset 256 --data-dir "$tmp/d-run" --quiet
+    valid "the run's dataset is installed and verified" "$tmp/d-run/fashion-mnist"
+else
+    for i in 1 2 3 4 5 6; do echo "ok - # SKIP dataset-fashion-mnist not installed"; n=$((n + 1)); done
+fi
+check "synthetic never fetches" 0 "$NB" run mnist --dataset synthetic --steps 2 --subset 256 --data-dir "$tmp/d-syn" --quiet
+[ ! -e "$tmp/d-syn" ] && ok "synthetic left the data directory alone" || not_ok "synthetic left the data directory alone"
+
+# The local server: mirror, and interruptions at random points (slow mode, about 1 MiB/s).
+python3 tests/fetch_server.py --root "$tmp/srv" --timeout 90 >"$tmp/port" &
+srv_pid=$!
+for i in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+port=$(head -n 1 "$tmp/port")
+check "fetch through a mirror (NORMBENCH_MIRROR)" 0 env NORMBENCH_MIRROR="http://127.0.0.1:$port/ok" "$NB" fetch cnn-top4 --data-dir "$tmp/d-mirror"
+valid "mirrored dataset matches its manifest" "$tmp/d-mirror/cnn-top4"
+cp "$zip" "$tmp/gen/top4.zip"
+dd=$tmp/d-intr
+kept=0
+for sig in INT KILL INT KILL; do
+    delay=$(awk -v s=$RANDOM 'BEGIN { srand(s); printf "%.2f", 0.05 + rand() * 0.6 }')
+    "$NB" fetch cnn-top4 --mirror "http://127.0.0.1:$port/slow" --data-dir "$dd" >/dev/null 2>"$tmp/err-intr" &
+    pid=$!
+    sleep "$delay"
+    kill -s "$sig" "$pid" 2>/dev/null
+    wait "$pid"
+    rc=$?
+    valid "SIG$sig after ${delay}s (exit $rc) leaves the data directory valid" "$dd/cnn-top4"
+    if [ ! -e "$dd/cnn-top4" ]; then
+        part=$(stat -c %s "$dd/.downloads/top4.zip.part" 2>/dev/null || echo 0)
+        [ "$part" -gt "$kept" ] && kept=$part
+        if [ "$sig" = INT ]; then
+            has "SIGINT says the fetch was interrupted" "$tmp/err-intr" "interrupted"
+        fi
+    fi
+done
+# 3 MB at about 1 MiB/s: the first interruption (at most 0.65 s in) always falls mid-download
+[ "$kept" -gt 0 ] && ok "an interrupted fetch kept its partial download ($kept bytes)" || not_ok "an interrupted fetch kept its partial download"
+check "a fetch after the interruptions completes" 0 "$NB" fetch cnn-top4 --mirror "http://127.0.0.1:$port/slow" --data-dir "$dd"
+valid "the resumed dataset matches its manifest" "$dd/cnn-top4"
+cmp -s "$tmp/gen/train4_pass.pkl" "$dd/cnn-top4/train4_pass.pkl" && ok "the resumed dataset holds the archive's bytes" || not_ok "the resumed dataset holds the archive's bytes"
+ls -d "$dd"/.cnn-top4.tmp-* >/dev/null 2>&1 && not_ok "no temporary directory is left" || ok "no temporary directory is left"
+[ ! -e "$dd/.downloads/top4.zip.part" ] && ok "the partial download is gone once installed" || not_ok "the partial download is gone once installed"
+
+echo "1..$n"
+[ "$fails" -eq 0 ]
