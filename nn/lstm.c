@@ -17,13 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vmath.h"
+
 #define NONE ((size_t)-1)
 /* Below this many values a per-step loop runs on one thread. */
 #define PAR_MIN 16384
-
-static inline real sigm(real x) {
-    return (real)1 / ((real)1 + REAL_EXP(-x));
-}
 
 static inline int is_rms(nb_norm_kind k) {
     return k == NB_NORM_RMS || k == NB_NORM_PRMS;
@@ -357,9 +355,10 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
                 gg[j] = pa[j] + pr[j] + bias[j];
 #pragma omp simd
             for (int j = 0; j < 3 * H; j++)
-                gg[j] = sigm(gg[j]);
+                gg[j] = vm_sigmoid(gg[j]);
+#pragma omp simd
             for (int j = 3 * H; j < G; j++)
-                gg[j] = REAL_TANH(gg[j]);
+                gg[j] = vm_tanh(gg[j]);
 #pragma omp simd
             for (int j = 0; j < H; j++) {
                 const real cnew = gg[H + j] * c0[j] + gg[j] * gg[3 * H + j];
@@ -378,8 +377,9 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
             const real *gg = gt + (size_t)b * G, *nc = ncell + (size_t)b * H;
             const real *h0 = hp + (size_t)b * H;
             real *tcb = tct + (size_t)b * H, *h1 = hn + (size_t)b * H;
+#pragma omp simd
             for (int j = 0; j < H; j++)
-                tcb[j] = REAL_TANH(nc[j]);
+                tcb[j] = vm_tanh(nc[j]);
 #pragma omp simd
             for (int j = 0; j < H; j++)
                 h1[j] = m * (gg[2 * H + j] * tcb[j]) + (1 - m) * h0[j];

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vmath.h"
+
 #define NONE ((size_t)-1)
 
 static real *zalloc(size_t n, int *fail) {
@@ -278,11 +280,13 @@ double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend
             for (int j = 0; j < X; j++)
                 sim += Pt[j] * vb[j];
             real *Mt = m->M + ((size_t)b * TD + t) * D;
+#pragma omp simd
+            for (int j = 0; j < D; j++)
+                Mt[j] = vm_tanh(Mt[j] + qa[j] + sim);
             real s = 0;
-            for (int j = 0; j < D; j++) {
-                Mt[j] = REAL_TANH(Mt[j] + qa[j] + sim);
+#pragma omp simd reduction(+ : s)
+            for (int j = 0; j < D; j++)
                 s += watt[j] * Mt[j];
-            }
             sc[t] = s;
             if (t < n && s > mx) mx = s;
         }

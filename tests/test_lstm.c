@@ -5,6 +5,7 @@
 #include "tests/testutil.h"
 #include "tests/ref.h"
 #include "nn/nn.h"
+#include "nn/vmath.h" /* float versions: this file is not built with NB_F64 */
 
 enum { B = 3, T = 4, C = 3, H = 2 };
 static const int lens[B] = {4, 2, 3};
@@ -233,6 +234,22 @@ static void test_reference(void **s) {
     ref_free(&rf);
 }
 
+/* The vectorizable float sigmoid and tanh against libm in double over [-30, 30]. */
+static void test_vmath(void **s) {
+    (void)s;
+    double worst_t = 0, worst_s = 0;
+    for (int i = -300000; i <= 300000; i++) {
+        float x = (float)(i * 1e-4);
+        double t = tanh((double)x), sg = 1 / (1 + exp(-(double)x));
+        worst_t = fmax(worst_t, fabs(vm_tanh(x) - t));
+        worst_s = fmax(worst_s, fabs(vm_sigmoid(x) - sg) / sg);
+    }
+    assert_true(worst_t < 3e-7);
+    assert_true(worst_s < 1e-6);
+    assert_true(vm_tanh(100.0f) == 1.0f && vm_tanh(-100.0f) == -1.0f);
+    assert_true(vm_sigmoid(-200.0f) >= 0.0f && vm_sigmoid(200.0f) == 1.0f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grad_none),
@@ -244,6 +261,7 @@ int main(void) {
         cmocka_unit_test(test_mask_and_reverse_meaning),
         cmocka_unit_test(test_float_matches_double),
         cmocka_unit_test(test_reference),
+        cmocka_unit_test(test_vmath),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
