@@ -39,6 +39,11 @@ echo "$c" | grep -q '"encoders": "bidirectional"' && echo "$c" | grep -q '"dim":
 vs=$(sqlite3 "$db" "select count(*) from metrics where run = $id and name = 'val_error'")
 [ "$vs" = 3 ] && ok "validation every 100 steps" || not_ok "validation every 100 steps ($vs)"
 
+check "report" 0 "$NB" report --task reader
+has "report shows the best validation error" "$tmp/out" "best_val_error"
+check "report --paper" 0 "$NB" report --task reader --paper
+has "with the papers' timings, marked as hardware-specific" "$tmp/out" "TITAN X.*hardware-specific"
+
 check "unidirectional, batch norm" 0 "$NB" run reader --dataset synthetic --dim 16 --unidirectional \
     --norm batch --subset 200 --batch 16 --steps 20 --eval-every 10 --quiet
 c=$(sqlite3 "$db" "select config from runs where id = $(last)")
