@@ -291,6 +291,33 @@ static inline int pos_of(const FN(nb_lstm) * L, int b, int t) {
 /* ---- forward ----------------------------------------------------------------------------------
  */
 
+/* Statistics of one row for the fused forward: LayerNorm (ln) mean and r over n values, or
+ * RMSNorm's r over the first k; r per cfg's eps placement, as nn/norm.c defines it. */
+static inline void row_stats(const real *x, int n, int k, int ln, const nb_norm_cfg *cfg,
+                             real *mean, real *rstd) {
+    double m, s = 0;
+    if (ln) {
+#pragma omp simd reduction(+ : s)
+        for (int i = 0; i < n; i++)
+            s += x[i];
+        const real mu = (real)(s / n);
+        real v = 0;
+#pragma omp simd reduction(+ : v)
+        for (int i = 0; i < n; i++)
+            v += (x[i] - mu) * (x[i] - mu);
+        *mean = mu;
+        m = (double)v / n;
+    } else {
+        real q = 0;
+#pragma omp simd reduction(+ : q)
+        for (int i = 0; i < k; i++)
+            q += x[i] * x[i];
+        *mean = 0;
+        m = (double)q / k;
+    }
+    *rstd = (real)(cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps));
+}
+
 void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *len, int B, int T,
                          int reverse, const real *params) {
     const int C = L->C, H = L->H, G = L->G;
@@ -334,8 +361,12 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
             memcpy(at + (size_t)b * G, L->xw + ((size_t)b * T + pos_of(L, b, t)) * G,
                    sizeof(real) * G);
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, G, H, 1, hp, H, U, H, 0, rt, G);
+        /* layer, rms, prms: the row norms are fused into the gate loop (statistics, then
+         * normalize + add + activate in one pass, no normalized copy written); batch (column
+         * statistics) goes through the nn/norm.c kernels */
+        const int fused = norm && kind != NB_NORM_BATCH, ln = kind == NB_NORM_LAYER;
         const real *na = at, *nr = rt;
-        if (norm) {
+        if (norm && !fused) {
             norm_fwd(L, L->n1, L->m1 + (size_t)t * st1, L->r1 + (size_t)t * st1, at, params, L->s1,
                      L->b1, G, L->k1);
             norm_fwd(L, L->n2, L->m2 + (size_t)t * st1, L->r2 + (size_t)t * st1, rt, params, L->s2,
@@ -343,6 +374,8 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
             na = L->n1;
             nr = L->n2;
         }
+        const real *g1 = fused ? params + L->s1 : NULL, *g2 = fused ? params + L->s2 : NULL;
+        const real *e1 = ln ? params + L->b1 : NULL, *e2 = ln ? params + L->b2 : NULL;
 #pragma omp parallel for schedule(static) if (par)
         for (int b = 0; b < B; b++) {
             const real *pa = na + (size_t)b * G, *pr = nr + (size_t)b * G;
@@ -350,9 +383,29 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
             const real m = t < L->len[b] ? 1 : 0;
             const real *c0 = cp + (size_t)b * H;
             real *c1 = cn + (size_t)b * H;
+            if (fused) {
+                real mu1, q1, mu2, q2;
+                row_stats(pa, G, L->k1, ln, &L->norm, &mu1, &q1);
+                row_stats(pr, G, L->k1, ln, &L->norm, &mu2, &q2);
+                L->m1[(size_t)t * B + b] = mu1;
+                L->r1[(size_t)t * B + b] = q1;
+                L->m2[(size_t)t * B + b] = mu2;
+                L->r2[(size_t)t * B + b] = q2;
+                if (ln) {
 #pragma omp simd
-            for (int j = 0; j < G; j++)
-                gg[j] = pa[j] + pr[j] + bias[j];
+                    for (int j = 0; j < G; j++)
+                        gg[j] = g1[j] * ((pa[j] - mu1) * q1) + e1[j] +
+                                (g2[j] * ((pr[j] - mu2) * q2) + e2[j]) + bias[j];
+                } else {
+#pragma omp simd
+                    for (int j = 0; j < G; j++)
+                        gg[j] = g1[j] * (pa[j] * q1) + g2[j] * (pr[j] * q2) + bias[j];
+                }
+            } else {
+#pragma omp simd
+                for (int j = 0; j < G; j++)
+                    gg[j] = pa[j] + pr[j] + bias[j];
+            }
 #pragma omp simd
             for (int j = 0; j < 3 * H; j++)
                 gg[j] = vm_sigmoid(gg[j]);
@@ -366,20 +419,37 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
             }
         }
         const real *ncell = cn;
-        if (norm) {
+        if (norm && !fused) {
             norm_fwd(L, L->n3, L->m3 + (size_t)t * st3, L->r3 + (size_t)t * st3, cn, params, L->s3,
                      L->b3, H, L->k3);
             ncell = L->n3;
         }
+        const real *g3 = fused ? params + L->s3 : NULL, *e3 = ln ? params + L->b3 : NULL;
 #pragma omp parallel for schedule(static) if (par)
         for (int b = 0; b < B; b++) {
             const real m = t < L->len[b] ? 1 : 0;
             const real *gg = gt + (size_t)b * G, *nc = ncell + (size_t)b * H;
             const real *h0 = hp + (size_t)b * H;
             real *tcb = tct + (size_t)b * H, *h1 = hn + (size_t)b * H;
+            if (fused) {
+                real mu3, q3;
+                row_stats(nc, H, L->k3, ln, &L->norm, &mu3, &q3);
+                L->m3[(size_t)t * B + b] = mu3;
+                L->r3[(size_t)t * B + b] = q3;
+                if (ln) {
 #pragma omp simd
-            for (int j = 0; j < H; j++)
-                tcb[j] = vm_tanh(nc[j]);
+                    for (int j = 0; j < H; j++)
+                        tcb[j] = vm_tanh(g3[j] * ((nc[j] - mu3) * q3) + e3[j]);
+                } else {
+#pragma omp simd
+                    for (int j = 0; j < H; j++)
+                        tcb[j] = vm_tanh(g3[j] * (nc[j] * q3));
+                }
+            } else {
+#pragma omp simd
+                for (int j = 0; j < H; j++)
+                    tcb[j] = vm_tanh(nc[j]);
+            }
 #pragma omp simd
             for (int j = 0; j < H; j++)
                 h1[j] = m * (gg[2 * H + j] * tcb[j]) + (1 - m) * h0[j];
