@@ -4,6 +4,7 @@
  * bidirectional and not; and along a random direction. */
 #include "tests/testutil.h"
 #include "nn/nn.h"
+#include "tests/ref.h"
 
 enum { B = 3, TD = 5, TQ = 3, V = 7, D = 3 };
 static const int tokd[B * TD] = {1, 2, 3, 4, 5, 6, 5, 4, 0, 6, 2, 2, 3, 1, 0};
@@ -99,10 +100,51 @@ T(layer, NB_NORM_LAYER)
 T(rms, NB_NORM_RMS)
 T(prms, NB_NORM_PRMS)
 
+static void test_reference(void **s) {
+    (void)s;
+    ref_file rf = {0};
+    if (ref_load(&rf, "reader.bin") != 0) fail_msg("tests/ref/reader.bin missing");
+    for (nb_norm_kind kind = 0; kind < NB_NORM_COUNT; kind++) {
+        for (int bidir = 0; bidir < 2; bidir++) {
+            char key[64];
+            const char *parts[] = {"p", "loss", "probs", "grad"};
+            const ref_tensor *rt[4];
+            for (int i = 0; i < 4; i++) {
+                snprintf(key, sizeof key, "%s.%d.%s", nb_norm_name(kind), bidir, parts[i]);
+                rt[i] = ref_get(&rf, key);
+                assert_non_null(rt[i]);
+            }
+            nb_reader_cfg cfg = {
+                .V = V, .D = D, .bidir = bidir, .Bmax = B, .TDmax = TD, .TQmax = TQ, .keep = 1.0};
+            nb_norm_cfg_default(&cfg.norm, kind);
+            cfg.norm.p = 0.3;
+            nb_reader_f64 m;
+            nb_rng rng;
+            nb_rng_seed(&rng, 1, NB_STREAM_INIT);
+            nb_err err;
+            assert_int_equal(nb_reader_init_f64(&m, &cfg, &rng, &err), 0);
+            assert_int_equal((int)rt[0]->n, (int)m.layout.total);
+            memcpy(m.params, rt[0]->data, sizeof(double) * m.layout.total);
+            double loss = nb_reader_forward_f64(&m, tokd, lend, TD, tokq, lenq, TQ, ys, B, 1, NULL);
+            assert_close(loss, rt[1]->data[0], 1e-12, 1e-10);
+            for (int i = 0; i < B * V; i++)
+                assert_close(m.probs[i], rt[2]->data[i], 1e-12, 1e-9);
+            memset(m.grads, 0, sizeof(double) * m.layout.total);
+            nb_reader_backward_f64(&m);
+            for (size_t i = 0; i < m.layout.total; i++)
+                assert_close(m.grads[i], rt[3]->data[i], 1e-11, 1e-8);
+            nb_reader_free_f64(&m);
+        }
+    }
+    ref_free(&rf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_none),  cmocka_unit_test(test_batch), cmocka_unit_test(test_weight),
-        cmocka_unit_test(test_layer), cmocka_unit_test(test_rms),   cmocka_unit_test(test_prms),
+        cmocka_unit_test(test_none),      cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_weight),    cmocka_unit_test(test_layer),
+        cmocka_unit_test(test_rms),       cmocka_unit_test(test_prms),
+        cmocka_unit_test(test_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
