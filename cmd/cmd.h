@@ -35,6 +35,10 @@ int nb_run_check_args(int argc, const char **argv);
 
 /* ---- messages (stderr) ------------------------------------------------------------------- */
 
+/* A note on stderr when the environment's OPENBLAS_CORETYPE holds kernels older than the
+ * processor supports (timings would not show what the machine can do). cmd/main.c */
+void nb_note_blas_core(void);
+
 /* "error: MSG" then, if the hint is set, "hint: HINT". Returns NB_EXIT_FAIL. */
 int nb_report_err(const nb_err *e);
 /* printf-style "error: ..." line; returns NB_EXIT_FAIL. */

@@ -496,6 +496,7 @@ int cmd_bench(int argc, const char **argv) {
     if (rc < 0) return NB_EXIT_OK;
     if (rc) return rc;
     if (npos < 1) return nb_usage_error("bench", "what to benchmark? 'kernels' or 'step TASK'");
+    nb_note_blas_core();
     int norms[NB_NORM_COUNT];
     int nnorms = nb_parse_norm_list("bench", norms_arg ? norms_arg : "all", norms, NB_NORM_COUNT);
     if (nnorms < 0) return NB_EXIT_USAGE;

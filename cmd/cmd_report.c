@@ -12,8 +12,10 @@
 static const char usage[] =
     "usage: normbench report [--task T] [--target METRIC<=X|METRIC>=X] [--paper] [--db FILE]\n"
     "                        [--format table|md|csv|json]\n\n"
-    "Groups the finished runs by task, dataset and norm and shows, for each test metric, the\n"
-    "mean ± sample standard deviation of the final values over seeds; the time per training\n"
+    "Groups the finished runs by task, dataset and norm and shows, for each test metric (and each\n"
+    "best_* metric: the best validation value of a task that keeps its best parameters, e.g.\n"
+    "reader's best_val_error), the mean ± sample standard deviation of the final values over\n"
+    "seeds; the time per training\n"
     "step; how much faster or slower than layer each norm ran; and how many runs diverged,\n"
     "failed, were interrupted or crashed (counted, never averaged in).\n\n"
     "Times: ms per training step and seconds per epoch (training only). Speed against layer,\n"

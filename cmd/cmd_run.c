@@ -194,11 +194,16 @@ static char *config_json(const nb_train_cfg *cfg) {
         kv_str(&j, "zca", cfg->zca ? "on" : "off");
     }
     if (strcmp(cfg->task, "order") == 0) { /* order's own options */
-        kv_int(&j, "dim", cfg->oe_dim);
+        kv_int(&j, "dim", cfg->dim);
         kv_int(&j, "dim_word", cfg->oe_dim_word);
         kv_num(&j, "margin", cfg->oe_margin);
-        kv_int(&j, "valid_freq", cfg->oe_valid_freq);
+        kv_int(&j, "eval_every", cfg->eval_every);
         kv_num(&j, "clip_per_tensor", cfg->oe_clip_tensor);
+    }
+    if (strcmp(cfg->task, "reader") == 0) {
+        kv_str(&j, "encoders", cfg->unidirectional ? "unidirectional" : "bidirectional");
+        kv_int(&j, "dim", cfg->dim);
+        kv_int(&j, "eval_every", cfg->eval_every);
     }
     nb_buf_puts(&j, "}");
     return nb_buf_take(&j);
@@ -222,9 +227,10 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     int64_t seed = 1, steps = 0, epochs = 0;
     int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
     int no_ftz = 0, no_fetch = 0;
+    int unidirectional = 0, dim = 0, eval_every = 0;
     int adam_eps_inside = 0, adam_eps_on = 0, log_every = 0, eval_batch = 0;
     double lr = 0, p = 0, eps = 0, clip = 0, beta1 = 0, beta2 = 0, adam_eps = 0;
-    int oe_dim = 0, oe_dim_word = 0, oe_valid_freq = 0, adam_fix = 0; /* order */
+    int oe_dim_word = 0, adam_fix = 0; /* order */
     double oe_margin = -1, oe_clip_tensor = -1;
     nb_opt opts[] = {
         {"norm", NB_OPT_CHOICE, &norm, "NAME", "normalization (default layer)", norm_choices},
@@ -262,6 +268,13 @@ static int parse_run(int argc, const char **argv, run_args *a) {
          1e6},
         {"no-ftz", NB_OPT_FLAG, &no_ftz, NULL,
          "keep denormal floats (default: flush them to zero, as PyTorch and TF do on x86)"},
+        {"unidirectional", NB_OPT_FLAG, &unidirectional, NULL,
+         "reader: forward-only encoders (LN paper; default bidirectional, RMS paper)"},
+        {"dim", NB_OPT_INT, &dim, "N",
+         "order, reader: model width (order's GRU and joint embedding 1024, reader's d 240)", NULL,
+         1, 8192},
+        {"eval-every", NB_OPT_INT, &eval_every, "N",
+         "order, reader: evaluate every N training steps (order 300, reader 1000)", NULL, 1, 1e9},
         {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
          NULL, 1, 1024},
         {"data-dir", NB_OPT_STR, &data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
@@ -281,13 +294,9 @@ static int parse_run(int argc, const char **argv, run_args *a) {
         {"width", NB_OPT_DOUBLE, &width, "X", "cifar: channel multiplier of the network (1)", NULL,
          1e-3, 16},
         {"no-zca", NB_OPT_FLAG, &no_zca, NULL, "cifar: no ZCA whitening of cifar10"},
-        {"dim", NB_OPT_INT, &oe_dim, "N", "order: joint embedding and GRU width (1024)", NULL, 1,
-         8192},
         {"dim-word", NB_OPT_INT, &oe_dim_word, "N", "order: word embedding width (300)", NULL, 1,
          8192},
         {"margin", NB_OPT_DOUBLE, &oe_margin, "X", "order: loss margin (0.05)", NULL, 0, 100},
-        {"valid-freq", NB_OPT_INT, &oe_valid_freq, "N", "order: validate every N updates (300)",
-         NULL, 1, 1e9},
         {"clip-tensor", NB_OPT_DOUBLE, &oe_clip_tensor, "X",
          "order: clip each parameter tensor's gradient norm at X (2; 0 off)", NULL, 0, 1e12},
         {"adam-fix", NB_OPT_FLAG, &adam_fix, NULL,
@@ -349,15 +358,29 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     if (nb_opt_seen(opts, "none-init")) cfg.none_init = none_init == 0;
     if (width > 0) cfg.width = width;
     if (no_zca) cfg.zca = 0;
-    int is_order = strcmp(task->name, "order") == 0;
-    const char *oe_opts[] = {"dim", "dim-word", "margin", "valid-freq", "clip-tensor", "adam-fix"};
-    for (size_t i = 0; i < sizeof oe_opts / sizeof oe_opts[0]; i++)
-        if (!is_order && nb_opt_seen(opts, oe_opts[i]))
-            return nb_usage_error("run", "--%s is an option of the order task", oe_opts[i]);
-    if (oe_dim) cfg.oe_dim = oe_dim;
+    /* Task options given to a task that has no such knob are usage errors, not ignored. */
+    static const struct {
+        const char *opt, *tasks;
+    } task_opts[] = {
+        {"norm-axes", "cifar"}, {"none-init", "cifar"},       {"width", "cifar"},
+        {"no-zca", "cifar"},    {"dim", "order,reader"},      {"eval-every", "order,reader"},
+        {"dim-word", "order"},  {"margin", "order"},          {"clip-tensor", "order"},
+        {"adam-fix", "order"},  {"unidirectional", "reader"},
+    };
+    for (size_t i = 0; i < sizeof task_opts / sizeof task_opts[0]; i++) {
+        if (!nb_opt_seen(opts, task_opts[i].opt)) continue;
+        char list[64];
+        snprintf(list, sizeof list, ",%s,", task_opts[i].tasks);
+        char want[40];
+        snprintf(want, sizeof want, ",%s,", task->name);
+        if (!strstr(list, want))
+            return nb_usage_error("run", "--%s is an option of the task(s) %s, not of '%s'",
+                                  task_opts[i].opt, task_opts[i].tasks, task->name);
+    }
+    if (dim) cfg.dim = dim;
+    if (eval_every) cfg.eval_every = eval_every;
     if (oe_dim_word) cfg.oe_dim_word = oe_dim_word;
     if (oe_margin >= 0) cfg.oe_margin = oe_margin;
-    if (oe_valid_freq) cfg.oe_valid_freq = oe_valid_freq;
     if (oe_clip_tensor >= 0) cfg.oe_clip_tensor = oe_clip_tensor;
     if (adam_fix) {
         if (nb_opt_seen(opts, "adam-bias"))
@@ -365,6 +388,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
                                          "give one");
         cfg.adam.bias = NB_ADAM_BIAS_STANDARD;
     }
+    if (unidirectional) cfg.unidirectional = 1;
     if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2)
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
     a->cfg = cfg;
@@ -497,6 +521,7 @@ int cmd_run(int argc, const char **argv) {
         free(resume_buf);
         return rc;
     }
+    nb_note_blas_core();
     nb_train_cfg cfg = a.cfg;
     const char *tag = a.tag;
     int quiet = a.quiet;

@@ -132,11 +132,11 @@ static void fix_runtime_env(char **argv) {
 /* A user's OPENBLAS_CORETYPE is respected, but when it holds kernels older than the processor
  * runs, timings are not what the machine can do: say so once, for the commands that time. (On
  * this project's AMD EPYC VM an inherited OPENBLAS_CORETYPE=Haswell halved sgemm's GFLOP/s
- * against the Cooperlake kernels OpenBLAS picks by itself.) */
-static void note_blas_core(const char *cmd) {
+ * against the Cooperlake kernels OpenBLAS picks by itself.) Called by run and bench once their
+ * arguments are valid. */
+void nb_note_blas_core(void) {
     const char *user = getenv("OPENBLAS_CORETYPE");
-    if (!user || !*user || !cmd) return;
-    if (strcmp(cmd, "run") != 0 && strcmp(cmd, "bench") != 0 && strcmp(cmd, "sweep") != 0) return;
+    if (!user || !*user) return;
     __builtin_cpu_init();
     if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
@@ -154,7 +154,6 @@ static void note_blas_core(const char *cmd) {
 
 int main(int argc, const char **argv) {
     fix_runtime_env((char **)argv);
-    note_blas_core(argc > 1 ? argv[1] : NULL);
     if (argc < 2) {
         print_main_help(stderr);
         return NB_EXIT_USAGE;

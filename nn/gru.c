@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vmath.h"
+
 #define NO_OFF ((size_t)-1)
 /* Below this many values per step the row loops stay on one thread. */
 #define GRU_PAR_MIN 16384
@@ -403,45 +405,7 @@ int FN(nb_gru_init_params)(FN(nb_gru) * g, real *params, nb_rng *rng, nb_err *er
 /* ---- forward ----------------------------------------------------------------------------------
  */
 
-#ifdef NB_F64
-static inline real sigm(real z) {
-    return 1 / (1 + exp(-z));
-}
-static inline real gtanh(real z) {
-    return tanh(z);
-}
-#else
-/* e^x in float, vectorizable (libm's expf is a call the compiler cannot vectorize, and the gates
- * take three transcendentals per unit and step): x = n ln2 + r, |r| <= ln2/2, e^r by its degree-6
- * Taylor polynomial (relative error < 3e-8 there), 2^n through the exponent bits. Within 2 ulp of
- * expf over [-87, 88]; clamped outside (saturating the sigmoid and tanh exactly as expf would to
- * within float precision). */
-static inline float vexp(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    const float n = __builtin_rintf(x * 1.44269504088896341f);
-    const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
-    float p = 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } e = {.i = ((int32_t)n + 127) << 23};
-    return p * e.f;
-}
-static inline float sigm(float z) {
-    return 1.0f / (1.0f + vexp(-z));
-}
-/* tanh z = sign(z) (1 - e^{-2|z|}) / (1 + e^{-2|z|}): absolute error ~1e-7. */
-static inline float gtanh(float z) {
-    float a = __builtin_fabsf(z), e = vexp(-2 * a), t = (1 - e) / (1 + e);
-    return z < 0 ? -t : t;
-}
-#endif
+/* Gate nonlinearities: nn/vmath.h (vectorizable in float, libm in double). */
 
 const real *FN(nb_gru_last)(const FN(nb_gru) * g) {
     return g->h + (size_t)g->T * g->B * g->H;
@@ -513,9 +477,9 @@ void FN(nb_gru_forward)(FN(nb_gru) * g, real *params, const real *x, const real 
             const real m = mask ? mask[(size_t)t * B + b] : 1;
 #pragma omp simd
             for (int j = 0; j < H; j++) {
-                real rj = sigm(xr[j] + hr[j]);
-                real uj = sigm(xr[H + j] + hr[H + j]);
-                real cj = gtanh(rj * hr[2 * H + j] + xr[2 * H + j]);
+                real rj = vm_sigmoid(xr[j] + hr[j]);
+                real uj = vm_sigmoid(xr[H + j] + hr[H + j]);
+                real cj = vm_tanh(rj * hr[2 * H + j] + xr[2 * H + j]);
                 rr[j] = rj;
                 uu[j] = uj;
                 cc[j] = cj;

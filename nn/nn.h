@@ -32,6 +32,8 @@
 #include "cnn.h"
 #include "gru.h"
 #include "oe.h"
+#include "lstm.h"
+#include "reader.h"
 #undef NB_REAL
 #undef NB_FN
 
@@ -45,6 +47,8 @@
 #include "cnn.h"
 #include "gru.h"
 #include "oe.h"
+#include "lstm.h"
+#include "reader.h"
 #undef NB_REAL
 #undef NB_FN
 

@@ -411,19 +411,22 @@ int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_r
         goto fail;
     }
 
-    /* 2. each finished run's final value (largest step) of every test_* metric and of
-     * ms_per_step */
-    if (nb_store_prepare(s,
-                         "SELECT r.task, " DATASET_VARIANT ", r.norm, f.name, f.value, f.kind "
-                         "FROM ("
-                         "  SELECT run, name, value, kind, row_number() OVER ("
-                         "    PARTITION BY run, name ORDER BY step DESC, rowid DESC) AS rn"
-                         "  FROM metrics WHERE name GLOB 'test_*' OR name IN ('ms_per_step', "
-                         "'epoch_seconds')) f "
-                         "JOIN runs r ON r.id = f.run " JOIN_VARIANT
-                         "WHERE f.rn = 1 AND r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
-                         "ORDER BY f.run, f.name",
-                         &st, what, err))
+    /* 2. each finished run's final value (largest step) of every test_* metric, of every best_*
+     * metric (the best validation value of a task that keeps its best parameters: the reader's
+     * papers report validation error only) and of ms_per_step */
+    if (nb_store_prepare(
+            s,
+            "SELECT r.task, " DATASET_VARIANT ", r.norm, f.name, f.value, f.kind "
+            "FROM ("
+            "  SELECT run, name, value, kind, row_number() OVER ("
+            "    PARTITION BY run, name ORDER BY step DESC, rowid DESC) AS rn"
+            "  FROM metrics WHERE name GLOB 'test_*' OR name GLOB 'best_*' OR name IN ("
+            "'ms_per_step', "
+            "'epoch_seconds')) f "
+            "JOIN runs r ON r.id = f.run " JOIN_VARIANT
+            "WHERE f.rn = 1 AND r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
+            "ORDER BY f.run, f.name",
+            &st, what, err))
         goto fail;
     if (task) sqlite3_bind_text(st, 1, task, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

@@ -35,10 +35,10 @@ static void order_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     cfg->log_every = 50;
     cfg->clip = 0;
     cfg->flush_denormals = 1;
-    cfg->oe_dim = 1024;
+    cfg->dim = 1024;
     cfg->oe_dim_word = 300;
     cfg->oe_margin = 0.05;
-    cfg->oe_valid_freq = 300;
+    cfg->eval_every = 300;
     cfg->oe_clip_tensor = 2.0;
 }
 
@@ -259,11 +259,11 @@ static int order_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     int Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
     nb_rng init_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
-    if (nb_oe_init(&r.model, r.data.nwords, cfg->oe_dim_word, cfg->oe_dim, tr->dim, r.Tmax, Bmax,
+    if (nb_oe_init(&r.model, r.data.nwords, cfg->oe_dim_word, cfg->dim, tr->dim, r.Tmax, Bmax,
                    cfg->oe_margin, &cfg->norm, &init_rng, err) != 0)
         goto out;
     have_model = 1;
-    const int H = cfg->oe_dim, F = r.fold;
+    const int H = cfg->dim, F = r.fold;
     r.perm = malloc(sizeof(int) * (size_t)tr->nimg);
     r.pick = calloc((size_t)tr->nimg, sizeof(int));
     r.tok = malloc(sizeof(int) * (size_t)r.Tmax * Bmax);
@@ -286,7 +286,7 @@ static int order_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                     .adam_v = r.model.adam_v,
                     .layout = &r.model.layout,
                     .steps_per_epoch = tr->nimg / cfg->batch,
-                    .eval_every = cfg->oe_valid_freq,
+                    .eval_every = cfg->eval_every,
                     .select_metric = "val_img_rsum",
                     .select_max = 1,
                     .clip_per_tensor = cfg->oe_clip_tensor,
@@ -335,7 +335,7 @@ static void *order_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     b->B = cfg->batch;
     b->adam = cfg->adam;
     b->clip = cfg->oe_clip_tensor;
-    if (nb_oe_init(&b->model, BENCH_WORDS, cfg->oe_dim_word, cfg->oe_dim, BENCH_DIM, BENCH_LEN + 1,
+    if (nb_oe_init(&b->model, BENCH_WORDS, cfg->oe_dim_word, cfg->dim, BENCH_DIM, BENCH_LEN + 1,
                    b->B, cfg->oe_margin, &cfg->norm, &rng, err) != 0) {
         free(b);
         return NULL;

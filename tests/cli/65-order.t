@@ -25,7 +25,7 @@ last() { sqlite3 "$db" "select value from metrics where run = $1 and name = '$2'
 
 # It learns: 96 steps lift image retrieval R@10 on 512 test images (chance 2%) far above chance.
 for norm in layer prms; do
-    check "$norm: a short synthetic run" 0 "$NB" run order $small --steps 96 --valid-freq 48 --norm $norm
+    check "$norm: a short synthetic run" 0 "$NB" run order $small --steps 96 --eval-every 48 --norm $norm
     id=$(sqlite3 "$db" "select max(id) from runs")
     r10=$(last "$id" test_img_r10)
     c10=$(last "$id" test_cap_r10)
@@ -46,7 +46,7 @@ has "the vocabulary size" "$tmp/out" 'vocabulary'
 
 # Every norm runs end to end.
 for norm in none batch weight rms; do
-    check "$norm: a few steps" 0 "$NB" run order $small --steps 8 --valid-freq 8 --norm $norm
+    check "$norm: a few steps" 0 "$NB" run order $small --steps 8 --eval-every 8 --norm $norm
 done
 check "--adam-fix" 0 "$NB" run order $small --steps 4 --adam-fix
 check "--adam-fix is recorded" 0 "$NB" show "$(sqlite3 "$db" "select max(id) from runs")" --format json
@@ -63,7 +63,7 @@ has "the papers' step times, marked as other hardware" "$tmp/out" 'TITAN X'
 # Usage errors.
 check "--dim 0 is a usage error" 2 "$NB" run order --dim 0
 check "an order option on mnist is a usage error" 2 "$NB" run mnist --dim 64
-has "it says whose option it is" "$tmp/err" "option of the order task"
+has "it says whose option it is" "$tmp/err" "option of the task(s) order,reader"
 check "--adam-fix with --adam-bias is a usage error" 2 "$NB" run order --adam-fix --adam-bias none
 check "an unknown dataset is a usage error" 2 "$NB" run order --dataset cifar10
 check "--margin -1 is a usage error" 2 "$NB" run order --margin -1
@@ -80,7 +80,7 @@ has "it hints the fetch" "$tmp/err" "^hint: .*normbench fetch coco-oe"
 metrics() { sqlite3 "$db" "select group_concat(name||':'||step||':'||value, ' ') from (select * from metrics where run = $1 and name not in ('ms_per_step', 'epoch_seconds') order by name, step)"; }
 ckpt() { echo "$db-checkpoints/run-$1.ckpt"; }
 for norm in batch prms; do
-    args="order $small --subset 256 --epochs 12 --valid-freq 12 --log-every 5 --norm $norm"
+    args="order $small --subset 256 --epochs 12 --eval-every 12 --log-every 5 --norm $norm"
     check "$norm: uninterrupted run" 0 "$NB" run $args
     ref=$(sqlite3 "$db" "select max(id) from runs")
     "$NB" run $args >/dev/null 2>&1 &

@@ -1,0 +1,79 @@
+/* nn/lstm.h — an LSTM layer over whole sequences, forward and backward through time, with every
+ * norm, as the attentive reader's code computes it (generic: see nn/nn.h; no guard).
+ *
+ * Dimension letters: B batch rows, T time steps, C input features, H hidden units, G = 4H
+ * gate pre-activations (slices in the code's order i, f, o, c~).
+ *
+ * Sequences are batch-major: x (B,T,C), out (B,T,H). Row b has len[b] real steps (1 <= len[b]
+ * <= T); the steps t >= len[b] are padding: the mask is 0 there and the state is carried over
+ * unchanged (c = m*c_new + (1-m)*c_prev, the same for h). With reverse != 0 the row is read
+ * backwards within its own length (step t reads position len[b]-1-t while t < len[b]) and each
+ * output is written back to the position it read, so out is aligned with x (the code's
+ * reverse_realign); padding positions keep their place.
+ *
+ * The step (a = x·W^T + b over the whole sequence as one GEMM; r = h_prev·U^T as one GEMM per
+ * step):
+ *   none:     pre = a + r + b                          (b added twice, as the code does)
+ *   weight:   the same with W = gW·V/||V||, U = gU·V'/||V'|| per gate unit (an extension)
+ *   layer:    pre = LN(a; s1,b1) + LN(r; s2,b2) + b    joint norms over the G values
+ *   rms/prms: pre = RMS(a; s1) + RMS(r; s2) + b        (no norm biases; prms: first k values)
+ *   batch:    pre = BN(a; s1) + BN(r; s2) + b          statistics over the B rows of this step
+ *   i,f,o = sigmoid, c~ = tanh;  c = f*c_prev + i*c~;  (mask)
+ *   h = o * tanh(N3(c))  with N3 = LN(c; s3,b3), RMS(c; s3), BN(c; s3,b3), or identity;  (mask)
+ * The stored cell c is the un-normalized one. h0 is a learned vector (tensor "h0"), c0 = 0.
+ * BatchNorm always uses the statistics of the batch at hand (the code validates with batch
+ * statistics too); its gains start at 0.1 (Cooijmans et al.).
+ *
+ * Parameters and gradients live in the caller's flat buffers: nb_lstm_init appends this
+ * layer's tensors to a layout under a name prefix and remembers their offsets. */
+
+typedef struct NB_FN(nb_lstm) {
+    int C, H, G, Bmax, Tmax;
+    nb_norm_cfg norm;
+    int k1, k3; /* pRMSNorm k for the G-wide and H-wide norms */
+    /* offsets in the flat buffers; (size_t)-1 when the norm has no such tensor */
+    size_t w, u, b, h0, gw, gu, s1, b1, s2, b2, s3, b3;
+    /* state of the last forward, kept for backward */
+    int B, T, reverse;
+    int *len;           /* (Bmax) */
+    NB_REAL *x;         /* the last input (not owned) */
+    NB_REAL *xw;        /* (Bmax,Tmax,G) x·W^T + b; reused for its gradient in backward */
+    NB_REAL *a, *r, *g; /* (Tmax,Bmax,G) gathered a, raw r, activated gates */
+    NB_REAL *c, *h;     /* (Tmax+1,Bmax,H) cells and hidden states, index 0 the initial state */
+    NB_REAL *tc;        /* (Tmax,Bmax,H) tanh(N3(c)) */
+    NB_REAL *m1, *r1, *m2, *r2, *m3, *r3; /* norm statistics: (Tmax,Bmax) or (Tmax,G|H) for BN */
+    NB_REAL *n1, *n2;                     /* (Bmax,G) scratch: normalized a, r; dpre, dr */
+    NB_REAL *n3;                          /* (Bmax,H) scratch */
+    NB_REAL *dh, *dc, *dh2, *dc2;         /* (Bmax,H) carries */
+    NB_REAL *weff, *ueff, *wnorm, *unorm; /* WeightNorm's effective matrices and row norms */
+    NB_REAL *dweff, *dueff;
+} NB_FN(nb_lstm);
+
+/* Appends the tensors of an LSTM mapping C inputs to H units to l, their names prefixed by
+ * prefix ("enc_d." ...), and allocates the buffers for sequences of up to Bmax rows and Tmax
+ * steps. Returns 0, or -1 with err set (sizes out of range, layout full, out of memory). */
+int NB_FN(nb_lstm_init)(NB_FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax,
+                        const nb_norm_cfg *norm, nb_layout *l, const char *prefix, nb_err *err);
+void NB_FN(nb_lstm_free)(NB_FN(nb_lstm) * L);
+
+/* Initial values as the code draws them (AR-repo utils.py): each of the four H-wide gate blocks
+ * of W is 0.05 x orthogonal when C == H, else uniform +-sqrt(6/(C+H+1)); each block of U is
+ * 0.05 x orthogonal; biases and h0 0; norm gains 1 (BatchNorm 0.1), norm biases 0; WeightNorm
+ * gains set so that the effective matrices start equal to those draws. */
+void NB_FN(nb_lstm_init_params)(NB_FN(nb_lstm) * L, NB_REAL *params, nb_rng *rng);
+
+/* Runs the layer over x (B,T,C) with per-row lengths len (B), reading rows backwards when
+ * reverse. Writes out (B,T,H) when out is not NULL. Keeps what backward needs (x is not
+ * copied: it must stay unchanged until backward). B <= Bmax, T <= Tmax, B >= 2 for batch. */
+void NB_FN(nb_lstm_forward)(NB_FN(nb_lstm) * L, NB_REAL *out, const NB_REAL *x, const int *len,
+                            int B, int T, int reverse, const NB_REAL *params);
+
+/* The final hidden state (B,H) of the last forward (after all T steps; padding carries the
+ * state of the last real step). */
+const NB_REAL *NB_FN(nb_lstm_final)(const NB_FN(nb_lstm) * L);
+
+/* Backward of the last forward: dout (B,T,H) the gradient of out (may be NULL), dfinal (B,H)
+ * that of the final state (may be NULL). ACCUMULATES into grads and into dx (B,T,C) (may be
+ * NULL: not wanted). */
+void NB_FN(nb_lstm_backward)(NB_FN(nb_lstm) * L, NB_REAL *dx, NB_REAL *grads, const NB_REAL *dout,
+                             const NB_REAL *dfinal, const NB_REAL *params);

@@ -1,0 +1,488 @@
+#include "real.h"
+/* nn/reader.c — the attentive reader, forward and backward (generic: compiled as float and, with
+ * -DNB_F64, as double; see nn/nn.h). Contract and equations in nn/reader.h.
+ *
+ * Dimension letters: B rows, TD passage steps, TQ question steps, D width, X context width,
+ * V vocabulary.
+ *
+ * Cost. The bilinear term is computed as P_t·v with v = Bm·(q·Bm)^T per row, which is the same
+ * number as (P_t·Bm)·(q·Bm) without the (B·TD, X)x(X, X) product. The passage projections of
+ * the attention are one GEMM over all B·TD positions; the output layer over the whole
+ * vocabulary is one GEMM forward and two backward. Nothing is allocated per step. */
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vmath.h"
+
+#define NONE ((size_t)-1)
+
+static real *zalloc(size_t n, int *fail) {
+    real *p = calloc(n ? n : 1, sizeof(real));
+    if (!p) *fail = 1;
+    return p;
+}
+
+/* norm_weight(nin, nout) of the code for a (nout, nin) row-major block: 0.05 x orthogonal when
+ * square, else uniform +-sqrt(6/(nin+nout+1)). */
+static void norm_weight(real *w, int nout, int nin, nb_rng *rng) {
+    if (nout == nin) {
+        /* orthogonal through modified Gram-Schmidt on a Gaussian matrix, in double */
+        double *q = malloc((size_t)nin * nin * sizeof(double));
+        if (q) {
+            for (int i = 0; i < nin; i++) {
+                double *v = q + (size_t)i * nin, nn = 0;
+                do {
+                    for (int j = 0; j < nin; j++)
+                        v[j] = nb_rng_normal(rng);
+                    for (int p = 0; p < i; p++) {
+                        const double *u = q + (size_t)p * nin;
+                        double d = 0;
+                        for (int j = 0; j < nin; j++)
+                            d += u[j] * v[j];
+                        for (int j = 0; j < nin; j++)
+                            v[j] -= d * u[j];
+                    }
+                    nn = 0;
+                    for (int j = 0; j < nin; j++)
+                        nn += v[j] * v[j];
+                } while (nn <= 1e-6);
+                for (int j = 0; j < nin; j++)
+                    w[(size_t)i * nin + j] = (real)(0.05 * v[j] / sqrt(nn));
+                for (int j = 0; j < nin; j++)
+                    v[j] /= sqrt(nn);
+            }
+            free(q);
+            return;
+        }
+    }
+    const double lim = sqrt(6.0 / (nin + nout + 1));
+    for (size_t i = 0; i < (size_t)nout * nin; i++)
+        w[i] = (real)((2 * nb_rng_uniform(rng) - 1) * lim);
+}
+
+int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng, nb_err *err) {
+    memset(m, 0, sizeof *m);
+    if (cfg->V < 2 || cfg->D < 1 || cfg->Bmax < 1 || cfg->TDmax < 1 || cfg->TQmax < 1 ||
+        cfg->V > (1 << 24) || !(cfg->keep > 0 && cfg->keep <= 1)) {
+        nb_errf(err, "reader: model sizes out of range (V %d, d %d, B %d, T %d/%d)", cfg->V, cfg->D,
+                cfg->Bmax, cfg->TDmax, cfg->TQmax);
+        return -1;
+    }
+    m->cfg = *cfg;
+    const int V = cfg->V, D = cfg->D, Bm = cfg->Bmax, TD = cfg->TDmax, TQ = cfg->TQmax;
+    const int X = cfg->bidir ? 2 * D : D;
+    m->X = X;
+    nb_layout *l = &m->layout;
+    int fail = 0;
+    m->emb = nb_layout_add(l, "emb", (size_t)V * D, 1);
+    if (FN(nb_lstm_init)(&m->ld, D, D, Bm, TD, &cfg->norm, l, "enc_d.", err) != 0) return -1;
+    if (FN(nb_lstm_init)(&m->lq, D, D, Bm, TQ, &cfg->norm, l, "enc_q.", err) != 0) goto fail;
+    if (cfg->bidir) {
+        if (FN(nb_lstm_init)(&m->ldr, D, D, Bm, TD, &cfg->norm, l, "enc_d_r.", err) != 0) goto fail;
+        if (FN(nb_lstm_init)(&m->lqr, D, D, Bm, TQ, &cfg->norm, l, "enc_q_r.", err) != 0) goto fail;
+    }
+    m->bm = nb_layout_add(l, "att_bi", (size_t)X * X, 1);
+    m->wac = nb_layout_add(l, "att_ctx.W", (size_t)D * X, 1);
+    m->bac = nb_layout_add(l, "att_ctx.b", (size_t)D, 1);
+    m->waq = nb_layout_add(l, "att_q.W", (size_t)D * X, 1);
+    m->watt = nb_layout_add(l, "att_proj.W", (size_t)D, 1);
+    m->woc = nb_layout_add(l, "out_ctx.W", (size_t)D * X, 1);
+    m->woq = nb_layout_add(l, "out_q.W", (size_t)D * X, 1);
+    m->boq = nb_layout_add(l, "out_q.b", (size_t)D, 1);
+    m->wom = nb_layout_add(l, "out_mean.W", (size_t)D * X, 1);
+    m->wl = nb_layout_add(l, "logit.W", (size_t)V * D, 1);
+    m->bl = nb_layout_add(l, "logit.b", (size_t)V, 1);
+    if (m->emb == NONE || m->bl == NONE) {
+        nb_errf(err, "reader: too many parameter tensors");
+        goto fail;
+    }
+    const size_t N = l->total;
+    m->params = zalloc(N, &fail);
+    m->grads = zalloc(N, &fail);
+    m->adam_m = zalloc(N, &fail);
+    m->adam_v = zalloc(N, &fail);
+    const size_t BD = (size_t)Bm * TD, BQ = (size_t)Bm * TQ;
+    m->tokd = calloc(BD, sizeof(int));
+    m->tokq = calloc(BQ, sizeof(int));
+    m->lend = calloc((size_t)Bm, sizeof(int));
+    m->lenq = calloc((size_t)Bm, sizeof(int));
+    m->y = calloc((size_t)Bm, sizeof(int));
+    if (!m->tokd || !m->tokq || !m->lend || !m->lenq || !m->y) fail = 1;
+    m->ed = zalloc(BD * D, &fail);
+    m->eq = zalloc(BQ * D, &fail);
+    m->kd = zalloc(BD * D, &fail);
+    m->kq = zalloc(BQ * D, &fail);
+    m->hf = zalloc(BD * D, &fail);
+    m->hb = cfg->bidir ? zalloc(BD * D, &fail) : NULL;
+    m->P = cfg->bidir ? zalloc(BD * X, &fail) : m->hf;
+    m->q = zalloc((size_t)Bm * X, &fail);
+    m->u = zalloc((size_t)Bm * X, &fail);
+    m->v = zalloc((size_t)Bm * X, &fail);
+    m->M = zalloc(BD * D, &fail);
+    m->sc = zalloc(BD, &fail);
+    m->al = zalloc(BD, &fail);
+    m->r = zalloc((size_t)Bm * X, &fail);
+    m->pbar = zalloc((size_t)Bm * X, &fail);
+    m->gp = zalloc((size_t)Bm * D, &fail);
+    m->kg = zalloc((size_t)Bm * D, &fail);
+    m->gd = zalloc((size_t)Bm * D, &fail);
+    m->probs = zalloc((size_t)Bm * V, &fail);
+    m->dlogits = zalloc((size_t)Bm * V, &fail);
+    m->dgd = zalloc((size_t)Bm * D, &fail);
+    m->dr = zalloc((size_t)Bm * X, &fail);
+    m->dpbar = zalloc((size_t)Bm * X, &fail);
+    m->dq = zalloc((size_t)Bm * X, &fail);
+    m->du = zalloc((size_t)Bm * X, &fail);
+    m->dv = zalloc((size_t)Bm * X, &fail);
+    m->dqa = zalloc((size_t)Bm * D, &fail);
+    m->dM = zalloc(BD * D, &fail);
+    m->dP = zalloc(BD * X, &fail);
+    m->dhf = zalloc(BD * D, &fail);
+    m->dhb = zalloc(BD * D, &fail);
+    m->ded = zalloc(BD * D, &fail);
+    m->deq = zalloc(BQ * D, &fail);
+    m->dfq = zalloc((size_t)Bm * D * 2, &fail);
+    if (fail) {
+        nb_errf(err, "reader: out of memory (vocabulary %d, width %d, batch %d, %d steps)", V, D,
+                Bm, TD);
+        goto fail;
+    }
+    /* initial values (AR-repo utils.py) */
+    real *p = m->params;
+    norm_weight(p + m->emb, V, D, rng);
+    FN(nb_lstm_init_params)(&m->ld, p, rng);
+    FN(nb_lstm_init_params)(&m->lq, p, rng);
+    if (cfg->bidir) {
+        FN(nb_lstm_init_params)(&m->ldr, p, rng);
+        FN(nb_lstm_init_params)(&m->lqr, p, rng);
+    }
+    norm_weight(p + m->bm, X, X, rng);
+    norm_weight(p + m->wac, D, X, rng);
+    norm_weight(p + m->waq, D, X, rng);
+    norm_weight(p + m->watt, 1, D, rng);
+    norm_weight(p + m->woc, D, X, rng);
+    norm_weight(p + m->woq, D, X, rng);
+    norm_weight(p + m->wom, D, X, rng);
+    norm_weight(p + m->wl, V, D, rng);
+    return 0;
+fail:
+    FN(nb_reader_free)(m);
+    return -1;
+}
+
+void FN(nb_reader_free)(FN(nb_reader) * m) {
+    FN(nb_lstm_free)(&m->ld);
+    FN(nb_lstm_free)(&m->lq);
+    FN(nb_lstm_free)(&m->ldr);
+    FN(nb_lstm_free)(&m->lqr);
+    if (m->P != m->hf) free(m->P);
+    real *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->ed, m->eq,    m->kd,      m->kq,
+                    m->hf,     m->hb,    m->q,      m->u,      m->v,  m->M,     m->sc,      m->al,
+                    m->r,      m->pbar,  m->gp,     m->kg,     m->gd, m->probs, m->dlogits, m->dgd,
+                    m->dr,     m->dpbar, m->dq,     m->du,     m->dv, m->dqa,   m->dM,      m->dP,
+                    m->dhf,    m->dhb,   m->ded,    m->deq,    m->dfq};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    free(m->tokd);
+    free(m->tokq);
+    free(m->lend);
+    free(m->lenq);
+    free(m->y);
+    memset(m, 0, sizeof *m);
+}
+
+/* Embedding rows of tok (n positions) times dropout keep masks into e; k receives the masks
+ * (1/keep or 0), all 1 when not training. */
+static void embed(real *e, real *k, const real *emb, const int *tok, size_t n, int D, int training,
+                  double keep, nb_rng *noise) {
+    const real scale = (real)(1.0 / keep);
+    for (size_t i = 0; i < n; i++) {
+        real *ki = k + i * D;
+        if (training && keep < 1)
+            for (int j = 0; j < D; j++)
+                ki[j] = nb_rng_uniform(noise) < keep ? scale : 0;
+        else
+            for (int j = 0; j < D; j++)
+                ki[j] = 1;
+        const real *row = emb + (size_t)tok[i] * D;
+        real *ei = e + i * D;
+#pragma omp simd
+        for (int j = 0; j < D; j++)
+            ei[j] = row[j] * ki[j];
+    }
+}
+
+double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend, int TD,
+                             const int *tokq, const int *lenq, int TQ, const int *y, int B,
+                             int training, nb_rng *noise) {
+    const int D = m->cfg.D, X = m->X, V = m->cfg.V;
+    const real *p = m->params;
+    m->B = B;
+    m->TD = TD;
+    m->TQ = TQ;
+    m->training = training;
+    memcpy(m->tokd, tokd, sizeof(int) * B * TD);
+    memcpy(m->tokq, tokq, sizeof(int) * B * TQ);
+    for (int b = 0; b < B; b++) {
+        m->lend[b] = lend[b] < 1 ? 1 : lend[b] > TD ? TD : lend[b];
+        m->lenq[b] = lenq[b] < 1 ? 1 : lenq[b] > TQ ? TQ : lenq[b];
+        m->y[b] = y ? y[b] : 0;
+    }
+    const size_t BD = (size_t)B * TD;
+    embed(m->ed, m->kd, p + m->emb, tokd, BD, D, training, m->cfg.keep, noise);
+    embed(m->eq, m->kq, p + m->emb, tokq, (size_t)B * TQ, D, training, m->cfg.keep, noise);
+
+    /* encoders */
+    FN(nb_lstm_forward)(&m->ld, m->hf, m->ed, m->lend, B, TD, 0, p);
+    FN(nb_lstm_forward)(&m->lq, NULL, m->eq, m->lenq, B, TQ, 0, p);
+    if (m->cfg.bidir) {
+        FN(nb_lstm_forward)(&m->ldr, m->hb, m->ed, m->lend, B, TD, 1, p);
+        FN(nb_lstm_forward)(&m->lqr, NULL, m->eq, m->lenq, B, TQ, 1, p);
+        for (size_t i = 0; i < BD; i++) {
+            memcpy(m->P + i * X, m->hf + i * D, sizeof(real) * D);
+            memcpy(m->P + i * X + D, m->hb + i * D, sizeof(real) * D);
+        }
+        const real *f1 = FN(nb_lstm_final)(&m->lq), *f2 = FN(nb_lstm_final)(&m->lqr);
+        for (int b = 0; b < B; b++) {
+            memcpy(m->q + (size_t)b * X, f1 + (size_t)b * D, sizeof(real) * D);
+            memcpy(m->q + (size_t)b * X + D, f2 + (size_t)b * D, sizeof(real) * D);
+        }
+    } else {
+        memcpy(m->q, FN(nb_lstm_final)(&m->lq), sizeof(real) * B * D);
+    }
+    const real *P = m->P;
+
+    /* attention: u = q·Bm, v = u·Bm^T, so that sim_t = P_t·v = (P_t·Bm)·(q·Bm) */
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, X, 1, m->q, X, p + m->bm, X, 0,
+               m->u, X);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, X, X, 1, m->u, X, p + m->bm, X, 0, m->v,
+               X);
+    /* dqa holds q·Waq^T + bac here (it is overwritten in backward) */
+    for (int b = 0; b < B; b++)
+        memcpy(m->dqa + (size_t)b * D, p + m->bac, sizeof(real) * D);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->q, X, p + m->waq, X, 1,
+               m->dqa, D);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)BD, D, X, 1, P, X, p + m->wac, X, 0,
+               m->M, D);
+    const real *watt = p + m->watt;
+#pragma omp parallel for schedule(static) if (BD * D >= 65536)
+    for (int b = 0; b < B; b++) {
+        const int n = m->lend[b];
+        const real *vb = m->v + (size_t)b * X, *qa = m->dqa + (size_t)b * D;
+        real *sc = m->sc + (size_t)b * TD, *al = m->al + (size_t)b * TD;
+        real mx = -INFINITY;
+        for (int t = 0; t < TD; t++) {
+            const real *Pt = P + ((size_t)b * TD + t) * X;
+            real sim = 0;
+#pragma omp simd reduction(+ : sim)
+            for (int j = 0; j < X; j++)
+                sim += Pt[j] * vb[j];
+            real *Mt = m->M + ((size_t)b * TD + t) * D;
+#pragma omp simd
+            for (int j = 0; j < D; j++)
+                Mt[j] = vm_tanh(Mt[j] + qa[j] + sim);
+            real s = 0;
+#pragma omp simd reduction(+ : s)
+            for (int j = 0; j < D; j++)
+                s += watt[j] * Mt[j];
+            sc[t] = s;
+            if (t < n && s > mx) mx = s;
+        }
+        double z = 0;
+        for (int t = 0; t < TD; t++) {
+            al[t] = t < n ? REAL_EXP(sc[t] - mx) : 0;
+            z += al[t];
+        }
+        for (int t = 0; t < TD; t++)
+            al[t] = (real)(al[t] / z);
+        real *rb = m->r + (size_t)b * X, *pb = m->pbar + (size_t)b * X;
+        memset(rb, 0, sizeof(real) * X);
+        memset(pb, 0, sizeof(real) * X);
+        for (int t = 0; t < n; t++) {
+            const real *Pt = P + ((size_t)b * TD + t) * X;
+            const real a = al[t];
+#pragma omp simd
+            for (int j = 0; j < X; j++) {
+                rb[j] += a * Pt[j];
+                pb[j] += Pt[j];
+            }
+        }
+        for (int j = 0; j < X; j++)
+            pb[j] /= (real)n;
+    }
+    /* output: g = tanh(r·Woc^T + q·Woq^T + boq + pbar·Wom^T), dropout, logits over V */
+    for (int b = 0; b < B; b++)
+        memcpy(m->gp + (size_t)b * D, p + m->boq, sizeof(real) * D);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->r, X, p + m->woc, X, 1,
+               m->gp, D);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->q, X, p + m->woq, X, 1,
+               m->gp, D);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->pbar, X, p + m->wom, X, 1,
+               m->gp, D);
+    const real scale = (real)(1.0 / m->cfg.keep);
+    for (size_t i = 0; i < (size_t)B * D; i++) {
+        m->gp[i] = REAL_TANH(m->gp[i]);
+        m->kg[i] =
+            training && m->cfg.keep < 1 ? (nb_rng_uniform(noise) < m->cfg.keep ? scale : 0) : 1;
+        m->gd[i] = m->gp[i] * m->kg[i];
+    }
+    for (int b = 0; b < B; b++)
+        memcpy(m->dlogits + (size_t)b * V, p + m->bl, sizeof(real) * V);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, V, D, 1, m->gd, D, p + m->wl, D, 1,
+               m->dlogits, V);
+    double loss = FN(nb_softmax_xent_forward)(m->probs, NULL, m->dlogits, m->y, B, V);
+    long wrong = 0;
+    for (int b = 0; b < B; b++) {
+        const real *pr = m->probs + (size_t)b * V;
+        int best = 0;
+        for (int j = 1; j < V; j++)
+            if (pr[j] > pr[best]) best = j;
+        wrong += best != m->y[b];
+    }
+    m->nwrong = wrong;
+    return y ? loss : 0;
+}
+
+void FN(nb_reader_backward)(FN(nb_reader) * m) {
+    const int B = m->B, TD = m->TD, TQ = m->TQ, D = m->cfg.D, X = m->X, V = m->cfg.V;
+    const real *p = m->params;
+    real *g = m->grads;
+    const size_t BD = (size_t)B * TD;
+    const real *P = m->P;
+
+    /* logits */
+    memset(m->dlogits, 0, sizeof(real) * B * V);
+    FN(nb_softmax_xent_backward)(m->dlogits, m->probs, m->y, B, V);
+    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, V, D, B, 1, m->dlogits, V, m->gd, D, 1,
+               g + m->wl, D);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < V; j++)
+            g[m->bl + j] += m->dlogits[(size_t)b * V + j];
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, V, 1, m->dlogits, V, p + m->wl, D,
+               0, m->dgd, D);
+    /* g = tanh(...) with dropout: dgd becomes the gradient of the pre-activation */
+    for (size_t i = 0; i < (size_t)B * D; i++)
+        m->dgd[i] *= m->kg[i] * (1 - m->gp[i] * m->gp[i]);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < D; j++)
+            g[m->boq + j] += m->dgd[(size_t)b * D + j];
+    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dgd, D, m->r, X, 1,
+               g + m->woc, X);
+    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dgd, D, m->q, X, 1,
+               g + m->woq, X);
+    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dgd, D, m->pbar, X, 1,
+               g + m->wom, X);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dgd, D, p + m->woc, X, 0,
+               m->dr, X);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dgd, D, p + m->woq, X, 0,
+               m->dq, X);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dgd, D, p + m->wom, X, 0,
+               m->dpbar, X);
+
+    /* attention: through r, the mean, the softmax, tanh and the bilinear term */
+    const real *watt = p + m->watt;
+    memset(m->dqa, 0, sizeof(real) * B * D);
+    memset(m->dv, 0, sizeof(real) * B * X);
+#pragma omp parallel for schedule(static) if (BD * D >= 65536)
+    for (int b = 0; b < B; b++) {
+        const int n = m->lend[b];
+        const real *al = m->al + (size_t)b * TD, *drb = m->dr + (size_t)b * X;
+        const real *dpb = m->dpbar + (size_t)b * X, *vb = m->v + (size_t)b * X;
+        real *dvb = m->dv + (size_t)b * X, *dqa = m->dqa + (size_t)b * D;
+        /* dalpha_t = dr·P_t; dscore = al*(dalpha - sum al*dalpha) */
+        double sdot = 0;
+        real *dsc = m->sc + (size_t)b * TD; /* the scores are not needed any more */
+        for (int t = 0; t < TD; t++) {
+            const real *Pt = P + ((size_t)b * TD + t) * X;
+            real d = 0;
+#pragma omp simd reduction(+ : d)
+            for (int j = 0; j < X; j++)
+                d += drb[j] * Pt[j];
+            dsc[t] = t < n ? d : 0;
+            sdot += (double)al[t] * dsc[t];
+        }
+        for (int t = 0; t < TD; t++) {
+            const real ds = t < n ? al[t] * (dsc[t] - (real)sdot) : 0;
+            const real *Mt = m->M + ((size_t)b * TD + t) * D;
+            real *dMt = m->dM + ((size_t)b * TD + t) * D;
+            real dsim = 0;
+            for (int j = 0; j < D; j++) {
+                dMt[j] = ds * watt[j] * (1 - Mt[j] * Mt[j]);
+                dsim += dMt[j];
+                dqa[j] += dMt[j];
+            }
+            dsc[t] = ds; /* kept for watt's gradient */
+            const real *Pt = P + ((size_t)b * TD + t) * X;
+            real *dPt = m->dP + ((size_t)b * TD + t) * X;
+            const real w = t < n ? (real)1 / (real)n : 0;
+#pragma omp simd
+            for (int j = 0; j < X; j++) {
+                dPt[j] = al[t] * drb[j] + w * dpb[j] + dsim * vb[j];
+                dvb[j] += dsim * Pt[j];
+            }
+        }
+    }
+    for (size_t i = 0; i < BD; i++) {
+        const real ds = m->sc[i], *Mi = m->M + i * D;
+        for (int j = 0; j < D; j++)
+            g[m->watt + j] += ds * Mi[j];
+    }
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < D; j++)
+            g[m->bac + j] += m->dqa[(size_t)b * D + j];
+    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, (int)BD, 1, m->dM, D, P, X, 1,
+               g + m->wac, X);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BD, X, D, 1, m->dM, D, p + m->wac, X,
+               1, m->dP, X);
+    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dqa, D, m->q, X, 1,
+               g + m->waq, X);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dqa, D, p + m->waq, X, 1,
+               m->dq, X);
+    /* v = u·Bm^T: du = dv·Bm, dBm += dv^T·u;  u = q·Bm: dq += du·Bm^T, dBm += q^T·du */
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, X, 1, m->dv, X, p + m->bm, X, 0,
+               m->du, X);
+    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, X, X, B, 1, m->dv, X, m->u, X, 1, g + m->bm,
+               X);
+    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, X, X, B, 1, m->q, X, m->du, X, 1, g + m->bm,
+               X);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, X, X, 1, m->du, X, p + m->bm, X, 1,
+               m->dq, X);
+
+    /* encoders */
+    memset(m->ded, 0, sizeof(real) * BD * D);
+    memset(m->deq, 0, sizeof(real) * B * TQ * D);
+    if (m->cfg.bidir) {
+        for (size_t i = 0; i < BD; i++) {
+            memcpy(m->dhf + i * D, m->dP + i * X, sizeof(real) * D);
+            memcpy(m->dhb + i * D, m->dP + i * X + D, sizeof(real) * D);
+        }
+        real *f1 = m->dfq, *f2 = m->dfq + (size_t)B * D;
+        for (int b = 0; b < B; b++) {
+            memcpy(f1 + (size_t)b * D, m->dq + (size_t)b * X, sizeof(real) * D);
+            memcpy(f2 + (size_t)b * D, m->dq + (size_t)b * X + D, sizeof(real) * D);
+        }
+        FN(nb_lstm_backward)(&m->ld, m->ded, g, m->dhf, NULL, p);
+        FN(nb_lstm_backward)(&m->ldr, m->ded, g, m->dhb, NULL, p);
+        FN(nb_lstm_backward)(&m->lq, m->deq, g, NULL, f1, p);
+        FN(nb_lstm_backward)(&m->lqr, m->deq, g, NULL, f2, p);
+    } else {
+        FN(nb_lstm_backward)(&m->ld, m->ded, g, m->dP, NULL, p);
+        FN(nb_lstm_backward)(&m->lq, m->deq, g, NULL, m->dq, p);
+    }
+    /* embeddings (dropout masks, then scatter-add into the shared table) */
+    real *demb = g + m->emb;
+    for (size_t i = 0; i < BD; i++) {
+        real *row = demb + (size_t)m->tokd[i] * D;
+        const real *d = m->ded + i * D, *k = m->kd + i * D;
+        for (int j = 0; j < D; j++)
+            row[j] += d[j] * k[j];
+    }
+    for (size_t i = 0; i < (size_t)B * TQ; i++) {
+        real *row = demb + (size_t)m->tokq[i] * D;
+        const real *d = m->deq + i * D, *k = m->kq + i * D;
+        for (int j = 0; j < D; j++)
+            row[j] += d[j] * k[j];
+    }
+}

@@ -1,0 +1,65 @@
+/* nn/reader.h — the attentive reader (Hermann et al. 2015) as Cooijmans' code builds it (AR-repo
+ * model.py; PAPERS.md §4.3), with every norm inside its LSTMs (generic: see nn/nn.h; no guard).
+ *
+ * Dimension letters: B rows, TD passage steps, TQ question steps, D model width (d), X context
+ * width (2d bidirectional, else d), V output classes (the whole vocabulary).
+ *
+ *   e = dropout(Emb[tokens])                    one table for passage and question, keep 0.5
+ *   P_t = [lstm_d(e)_t ; lstm_dr(e reversed)_t]  (X) the passage states, re-aligned
+ *   q = [final(lstm_q) ; final(lstm_qr)]        (X)
+ *   sim_t = (P_t·Bm)·(q·Bm)                      the bilinear passage-question term (a scalar)
+ *   m_t = tanh(P_t·Wac^T + bac + q·Waq^T + sim_t);  s_t = watt·m_t;  a = masked softmax_t(s)
+ *   r = sum_t a_t P_t;  pbar = masked mean_t(P_t)
+ *   g = dropout(tanh(r·Woc^T + q·Woq^T + boq + pbar·Wom^T), keep 0.5)
+ *   p = softmax(g·Wl^T + bl) over all V;  loss = mean -log p[y]
+ * The norm (cfg.norm) applies inside the four LSTMs only (both papers). */
+
+#ifndef NB_NN_READER_CFG
+#define NB_NN_READER_CFG
+typedef struct nb_reader_cfg {
+    int V, D;    /* vocabulary (classes and embedding rows), width d */
+    int bidir;   /* 1: bidirectional encoders (RMS paper); 0: forward only (LN paper) */
+    int Bmax;    /* rows */
+    int TDmax;   /* passage steps */
+    int TQmax;   /* question steps */
+    double keep; /* dropout keep probability (0.5); 1 disables dropout */
+    nb_norm_cfg norm;
+} nb_reader_cfg;
+#endif
+
+typedef struct NB_FN(nb_reader) {
+    nb_reader_cfg cfg;
+    int X;
+    nb_layout layout;
+    NB_REAL *params, *grads, *adam_m, *adam_v;
+    NB_FN(nb_lstm) ld, ldr, lq, lqr;
+    size_t emb, bm, wac, bac, waq, watt, woc, woq, boq, wom, wl, bl; /* offsets */
+    /* last forward */
+    int B, TD, TQ, training;
+    int *tokd, *tokq, *lend, *lenq, *y;
+    NB_REAL *ed, *eq, *kd, *kq;       /* embeddings after dropout and their keep masks (B,T,D) */
+    NB_REAL *hf, *hb, *P;             /* (B,TD,D) x2, (B,TD,X) */
+    NB_REAL *q, *u, *v;               /* (B,X) */
+    NB_REAL *M, *sc, *al;             /* (B,TD,D), (B,TD), (B,TD) */
+    NB_REAL *r, *pbar, *gp, *kg, *gd; /* (B,X) x2, (B,D) x3 */
+    NB_REAL *probs, *dlogits;         /* (B,V) */
+    /* backward scratch */
+    NB_REAL *dgd, *dr, *dpbar, *dq, *du, *dv, *dqa, *dM, *dP, *dhf, *dhb, *ded, *deq, *dfq;
+    long nwrong; /* rows of the last forward whose argmax is not y */
+} NB_FN(nb_reader);
+
+/* Builds the model and draws its initial values (AR-repo utils.py: norm_weight, ortho_weight;
+ * the LSTMs per nn/lstm.h). Returns 0, or -1 with err set. */
+int NB_FN(nb_reader_init)(NB_FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng, nb_err *err);
+void NB_FN(nb_reader_free)(NB_FN(nb_reader) * m);
+
+/* Forward over B rows: passages tokd (B,TD) with real lengths lend (B), questions tokq (B,TQ)
+ * with lenq (B), answers y (B) (may be NULL: loss 0); token ids in [0, V). training: dropout
+ * masks drawn from noise (which may be NULL when not training). Returns the mean loss; leaves
+ * the softmax in m->probs and the count of wrong argmaxes in m->nwrong. */
+double NB_FN(nb_reader_forward)(NB_FN(nb_reader) * m, const int *tokd, const int *lend, int TD,
+                                const int *tokq, const int *lenq, int TQ, const int *y, int B,
+                                int training, nb_rng *noise);
+
+/* Backward of the last forward's mean loss; ACCUMULATES into m->grads. */
+void NB_FN(nb_reader_backward)(NB_FN(nb_reader) * m);
