@@ -24,8 +24,10 @@ static const char bench_usage[] =
     "  to a parallel copy: each repetition of a kernel is paired with one of the copy, and\n"
     "  vs_copy is the median over pairs (copy GB/s is the median copy beside that kernel).\n"
     "step TASK: milliseconds per training step (forward, backward, Adam) per norm on generated\n"
-    "  data; mnist at batch 128 and 4 by default, cifar at 100. vs_layer is layer's time /\n"
-    "  this norm's time. Tasks that describe their GEMMs (cifar) also get GFLOP/s per norm and,\n"
+    "  data; mnist at batch 128 and 4 by default, cifar at 100, order at 128 (13-word\n"
+    "  captions). vs_layer is layer's time / this norm's time; norm_share is (this - none) /\n"
+    "  this: the share of the step the norm costs beyond the step without one (when none is\n"
+    "  timed too). Tasks that describe their GEMMs (cifar) also get GFLOP/s per norm and,\n"
     "  after the table, OpenBLAS sgemm alone timed on the same shapes in the same run: their\n"
     "  sum is the step's GEMM floor, and 1 - floor/step the share of everything else.\n"
     "Timings are medians over repetitions; they move run to run, so compare within one run.\n";
@@ -379,11 +381,11 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, norms interleaved in "
                "rounds of %d steps;\n# vs_layer = layer's median / this median\n",
                task->name, iters, ROUND);
-        printf("%-6s %-7s %6s %12s %10s %10s %9s%s\n", "task", "norm", "batch", "ms_per_step",
-               "mean", "std", "vs_layer", task->bench_flops ? "  GFLOP/s" : "");
+        printf("%-6s %-7s %6s %12s %10s %10s %9s %10s%s\n", "task", "norm", "batch", "ms_per_step",
+               "mean", "std", "vs_layer", "norm_share", task->bench_flops ? "  GFLOP/s" : "");
     } else if (fmt == FMT_CSV) {
         printf("task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings,"
-               "gflop_per_s\n");
+               "norm_share,gflop_per_s\n");
     } else {
         printf("{\"settings\": ");
         nb_json_str(stdout, settings);
@@ -391,13 +393,17 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     }
     int first = 1;
     for (int bi = 0; bi < nbatches; bi++) {
-        double layer = NAN;
-        for (int i = 0; i < nnorms; i++)
+        double layer = NAN, none = NAN;
+        for (int i = 0; i < nnorms; i++) {
             if (norms[i] == NB_NORM_LAYER) layer = med[bi * nnorms + i];
+            if (norms[i] == NB_NORM_NONE) none = med[bi * nnorms + i];
+        }
         for (int i = 0; i < nnorms; i++) {
             int j = bi * nnorms + i;
             const char *name = nb_norm_name((nb_norm_kind)norms[i]);
             double vs = layer / med[j];
+            /* the share of this norm's step beyond the step without a norm */
+            double share = norms[i] == NB_NORM_NONE ? NAN : (med[j] - none) / med[j];
             if (isnan(med[j])) {
                 if (fmt == FMT_TABLE)
                     printf("%-6s %-7s %6d %12s   (batch norm needs a batch of 2 or more)\n",
@@ -410,8 +416,13 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                     snprintf(v, sizeof v, "-");
                 else
                     snprintf(v, sizeof v, "%.3fx", vs);
-                printf("%-6s %-7s %6d %12.3f %10.3f %10.3f %9s", task->name, name, batches[bi],
-                       med[j], ms[j], sd[j], v);
+                char sh[32];
+                if (isnan(share))
+                    snprintf(sh, sizeof sh, "-");
+                else
+                    snprintf(sh, sizeof sh, "%.1f%%", 100 * share);
+                printf("%-6s %-7s %6d %12.3f %10.3f %10.3f %9s %10s", task->name, name, batches[bi],
+                       med[j], ms[j], sd[j], v, sh);
                 if (task->bench_flops && gflop) printf("  %7.1f", gflop[bi] / (med[j] * 1e-3));
                 putchar('\n');
             } else if (fmt == FMT_CSV) {
@@ -421,6 +432,8 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                 printf(",%d,%d,", iters, omp_get_max_threads());
                 nb_csv_field(stdout, settings);
                 putchar(',');
+                if (!isnan(share)) printf("%.4f", share);
+                putchar(',');
                 if (task->bench_flops && gflop) printf("%.2f", gflop[bi] / (med[j] * 1e-3));
                 putchar('\n');
             } else {
@@ -428,6 +441,8 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                        "%.4f, \"ms_mean\": %.4f, \"ms_std\": %.4f, \"vs_layer\": ",
                        first ? "" : ", ", task->name, name, batches[bi], med[j], ms[j], sd[j]);
                 nb_json_num(stdout, vs);
+                printf(", \"norm_share\": ");
+                nb_json_num(stdout, share);
                 printf(", \"gflop_per_s\": ");
                 nb_json_num(stdout, task->bench_flops && gflop ? gflop[bi] / (med[j] * 1e-3) : NAN);
                 putchar('}');

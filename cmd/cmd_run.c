@@ -193,6 +193,13 @@ static char *config_json(const nb_train_cfg *cfg) {
         kv_num(&j, "width", cfg->width);
         kv_str(&j, "zca", cfg->zca ? "on" : "off");
     }
+    if (strcmp(cfg->task, "order") == 0) { /* order's own options */
+        kv_int(&j, "dim", cfg->oe_dim);
+        kv_int(&j, "dim_word", cfg->oe_dim_word);
+        kv_num(&j, "margin", cfg->oe_margin);
+        kv_int(&j, "valid_freq", cfg->oe_valid_freq);
+        kv_num(&j, "clip_per_tensor", cfg->oe_clip_tensor);
+    }
     nb_buf_puts(&j, "}");
     return nb_buf_take(&j);
 }
@@ -217,6 +224,8 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     int no_ftz = 0, no_fetch = 0;
     int adam_eps_inside = 0, adam_eps_on = 0, log_every = 0, eval_batch = 0;
     double lr = 0, p = 0, eps = 0, clip = 0, beta1 = 0, beta2 = 0, adam_eps = 0;
+    int oe_dim = 0, oe_dim_word = 0, oe_valid_freq = 0, adam_fix = 0; /* order */
+    double oe_margin = -1, oe_clip_tensor = -1;
     nb_opt opts[] = {
         {"norm", NB_OPT_CHOICE, &norm, "NAME", "normalization (default layer)", norm_choices},
         {"dataset", NB_OPT_STR, &dataset, "NAME", "dataset (task default)"},
@@ -272,6 +281,17 @@ static int parse_run(int argc, const char **argv, run_args *a) {
         {"width", NB_OPT_DOUBLE, &width, "X", "cifar: channel multiplier of the network (1)", NULL,
          1e-3, 16},
         {"no-zca", NB_OPT_FLAG, &no_zca, NULL, "cifar: no ZCA whitening of cifar10"},
+        {"dim", NB_OPT_INT, &oe_dim, "N", "order: joint embedding and GRU width (1024)", NULL, 1,
+         8192},
+        {"dim-word", NB_OPT_INT, &oe_dim_word, "N", "order: word embedding width (300)", NULL, 1,
+         8192},
+        {"margin", NB_OPT_DOUBLE, &oe_margin, "X", "order: loss margin (0.05)", NULL, 0, 100},
+        {"valid-freq", NB_OPT_INT, &oe_valid_freq, "N", "order: validate every N updates (300)",
+         NULL, 1, 1e9},
+        {"clip-tensor", NB_OPT_DOUBLE, &oe_clip_tensor, "X",
+         "order: clip each parameter tensor's gradient norm at X (2; 0 off)", NULL, 0, 1e12},
+        {"adam-fix", NB_OPT_FLAG, &adam_fix, NULL,
+         "order: standard Adam bias correction instead of the code's quirk (--adam-bias kiros)"},
         {"no-fetch", NB_OPT_FLAG, &no_fetch, NULL,
          "do not download a missing dataset (default: fetch it on first use)"},
         {NULL},
@@ -329,6 +349,22 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     if (nb_opt_seen(opts, "none-init")) cfg.none_init = none_init == 0;
     if (width > 0) cfg.width = width;
     if (no_zca) cfg.zca = 0;
+    int is_order = strcmp(task->name, "order") == 0;
+    const char *oe_opts[] = {"dim", "dim-word", "margin", "valid-freq", "clip-tensor", "adam-fix"};
+    for (size_t i = 0; i < sizeof oe_opts / sizeof oe_opts[0]; i++)
+        if (!is_order && nb_opt_seen(opts, oe_opts[i]))
+            return nb_usage_error("run", "--%s is an option of the order task", oe_opts[i]);
+    if (oe_dim) cfg.oe_dim = oe_dim;
+    if (oe_dim_word) cfg.oe_dim_word = oe_dim_word;
+    if (oe_margin >= 0) cfg.oe_margin = oe_margin;
+    if (oe_valid_freq) cfg.oe_valid_freq = oe_valid_freq;
+    if (oe_clip_tensor >= 0) cfg.oe_clip_tensor = oe_clip_tensor;
+    if (adam_fix) {
+        if (nb_opt_seen(opts, "adam-bias"))
+            return nb_usage_error("run", "--adam-fix and --adam-bias are the same choice: "
+                                         "give one");
+        cfg.adam.bias = NB_ADAM_BIAS_STANDARD;
+    }
     if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2)
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
     a->cfg = cfg;

@@ -423,21 +423,33 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
                     cap += d->members[m].max_size;
                 dl.max_bytes = (int64_t)cap;
             }
-            int intr = 0;
-            if (nb_download(url, paths[i], &dl, &intr, err)) {
-                if (!intr)
-                    nb_hintf(err,
-                             "check the network; or download '%s' elsewhere and import it with "
-                             "'normbench fetch %s --from %s' (it installs into '%s')",
-                             url, d->name, d->pack == NB_PACK_FILES ? "DIR" : "FILE", dir);
-                goto done;
+            struct stat pst;
+            int resumed = stat(paths[i], &pst) == 0 && pst.st_size > 0;
+            for (int fresh = 0;; fresh++) {
+                int intr = 0;
+                if (nb_download(url, paths[i], &dl, &intr, err)) {
+                    if (!intr)
+                        nb_hintf(err,
+                                 "check the network; or download '%s' elsewhere and import it "
+                                 "with 'normbench fetch %s --from %s' (it installs into '%s')",
+                                 url, d->name, d->pack == NB_PACK_FILES ? "DIR" : "FILE", dir);
+                    goto done;
+                }
+                downloaded[i] = 1;
+                progress(o, "verify", src->file, 0, 0);
+                if (verify_source(d, src, i, paths[i], origin, data_dir, &tofu[i], shas[i], err) ==
+                    0)
+                    break;
+                remove(paths[i]);
+                /* a .part left by an earlier try may belong to another version of the file:
+                 * one fresh download before giving up */
+                if (!resumed || fresh > 0 || (o->stop && *o->stop)) goto done;
             }
-            downloaded[i] = 1;
         }
-        progress(o, "verify", src->file, 0, 0);
-        if (verify_source(d, src, i, paths[i], origin, data_dir, &tofu[i], shas[i], err)) {
-            if (downloaded[i]) remove(paths[i]);
-            goto done;
+        if (!downloaded[i]) {
+            progress(o, "verify", src->file, 0, 0);
+            if (verify_source(d, src, i, paths[i], origin, data_dir, &tofu[i], shas[i], err))
+                goto done;
         }
         if (o->stop && *o->stop) {
             nb_errf(err, "fetch of '%s' interrupted", d->name);

@@ -173,6 +173,13 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
             remove(part_path);
             break;
         }
+        /* 416 to a resume: the .part already holds the whole file (killed before it was
+         * verified), or is longer than it; the caller's verification decides (and a bad .part
+         * is deleted and fetched afresh). */
+        if (code == 416 && have > 0) {
+            rc = 0;
+            break;
+        }
         /* A resume the server does not honour: start the file over (not counted as a try). */
         if (res == CURLE_RANGE_ERROR || code == 416 ||
             (res == CURLE_BAD_DOWNLOAD_RESUME && have > 0)) {

@@ -30,6 +30,8 @@
 #include "mlp.h"
 #include "conv.h"
 #include "cnn.h"
+#include "gru.h"
+#include "oe.h"
 #undef NB_REAL
 #undef NB_FN
 
@@ -41,6 +43,8 @@
 #include "mlp.h"
 #include "conv.h"
 #include "cnn.h"
+#include "gru.h"
+#include "oe.h"
 #undef NB_REAL
 #undef NB_FN
 

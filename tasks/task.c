@@ -6,9 +6,10 @@
 
 extern const nb_task nb_task_mnist;
 extern const nb_task nb_task_cifar;
+extern const nb_task nb_task_order;
 
 /* One row per task, in the order help and reports list them. */
-static const nb_task *const tasks[] = {&nb_task_mnist, &nb_task_cifar};
+static const nb_task *const tasks[] = {&nb_task_mnist, &nb_task_cifar, &nb_task_order};
 
 const nb_task *nb_task_find(const char *name) {
     for (size_t i = 0; i < sizeof tasks / sizeof tasks[0]; i++)

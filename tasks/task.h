@@ -51,6 +51,10 @@ typedef struct nb_train_cfg {
     int none_init;     /* none: 1 the WN code's InitLayer (data init, frozen scale), 0 plain */
     double width;      /* channel multiplier of ConvPool-CNN-C (1: the paper's 96/192) */
     int zca;           /* cifar10: ZCA whitening (1) */
+    /* order (tasks/order.c): joint embedding = GRU width, word embedding width, loss margin,
+     * validation every N updates, per-tensor gradient clipping norm */
+    int oe_dim, oe_dim_word, oe_valid_freq;
+    double oe_margin, oe_clip_tensor;
 } nb_train_cfg;
 
 typedef struct nb_progress {

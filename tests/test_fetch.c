@@ -764,8 +764,21 @@ static void test_interrupt_then_resume(void **state) {
     stop_after = 0;
     first_done = -1;
     if (nb_dataset_install(&t_ds, data, &o, &err)) fail_msg("%s / %s", err.msg, err.hint);
-    assert_true(first_done >= (int64_t)st.st_size); /* resumed, counted towards the whole file */
+    /* resumed, and counted towards the whole file (unless, on a loaded machine, the whole file
+     * had arrived before the stop was seen: then the server answers 416 and nothing moves) */
+    if (st.st_size < t_ds.sources[0].size) assert_true(first_done >= (int64_t)st.st_size);
     assert_cifar_installed(data);
+
+    /* a stale .part from another version of the file: verification fails, the .part is
+     * deleted and the file fetched afresh, once */
+    const char *data2 = tpath("d-stale");
+    mkdir(data2, 0755);
+    mkdir(tpath("d-stale/.downloads"), 0755);
+    static unsigned char stale[30000];
+    memset(stale, 0x5a, sizeof stale);
+    write_file(tpath("d-stale/.downloads/cifar-10-binary.tar.gz.part"), stale, sizeof stale);
+    if (nb_dataset_install(&t_ds, data2, &o, &err)) fail_msg("%s / %s", err.msg, err.hint);
+    assert_cifar_installed(data2);
 }
 
 static void test_unwritable_and_full(void **state) {

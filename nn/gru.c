@@ -1,0 +1,638 @@
+#include "real.h"
+/* nn/gru.c — the order-embedding GRU with none/layer/rms/prms/batch/weight (generic: float and,
+ * with -DNB_F64, double; see nn/nn.h). Contracts and the model in nn/gru.h.
+ *
+ * Dimension letters: T steps, B rows, E inputs, H hidden units; H3 = 3H (the [r | u | c] blocks).
+ *
+ * Cost. All matrix work is BLAS: the input projections of the whole sequence are ONE gemm
+ * (T*B, 3H, E), the recurrent projection one gemm per step (B, 3H, H), and backward gathers the
+ * recurrent weight gradient of all steps in one gemm (3H, H, T*B). Per step, the four row norms
+ * and the gates of a row run in one fused pass, rows split over threads. Gain and bias gradients
+ * are column sums in double, taken after the time loop over all T*B rows (deterministic for any
+ * thread count). Nothing is allocated in forward or backward.
+ *
+ * Norm math as NUMERICS.md / nn/norm.c (two-pass statistics, explicitly vectorized reductions,
+ * eps inside or outside the sqrt per cfg, backward keeps the r-depends-on-x term). */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NO_OFF ((size_t)-1)
+/* Below this many values per step the row loops stay on one thread. */
+#define GRU_PAR_MIN 16384
+
+extern void dgeqrf_(const int *m, const int *n, double *a, const int *lda, double *tau,
+                    double *work, const int *lwork, int *info);
+extern void dorgqr_(const int *m, const int *n, const int *k, double *a, const int *lda,
+                    const double *tau, double *work, const int *lwork, int *info);
+
+static real *alloc_real(size_t n) {
+    size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
+    real *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p) memset(p, 0, bytes ? bytes : 64);
+    return p;
+}
+
+static int is_rowwise(nb_norm_kind k) {
+    return k == NB_NORM_LAYER || k == NB_NORM_RMS || k == NB_NORM_PRMS;
+}
+
+/* ---- row norms over a segment of n values -----------------------------------------------------
+ */
+
+static inline double rstd_of(double m, const nb_norm_cfg *cfg) {
+    return cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps);
+}
+
+/* 2/cnt * dr/dm (see nn/norm.c). */
+static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg) {
+    if (!cfg->eps_outside) return -r * r * r / cnt;
+    double s = sqrt(m);
+    return s > 0 ? -r * r / (s * cnt) : 0.0;
+}
+
+/* LayerNorm (layer != 0: y = g (x-mu) r + b) or RMSNorm from the first k values (y = g x r)
+ * over n values; st receives mu and r. bias may be NULL. */
+static inline void seg_fwd(int layer, real *y, real *st, const real *x, const real *gn,
+                           const real *bias, int n, int k, const nb_norm_cfg *cfg) {
+    real mu = 0, s = 0;
+    if (layer) {
+        real sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < n; i++)
+            sum += x[i];
+        mu = (real)((double)sum / n);
+#pragma omp simd reduction(+ : s)
+        for (int i = 0; i < n; i++)
+            s += (x[i] - mu) * (x[i] - mu);
+        k = n;
+    } else {
+#pragma omp simd reduction(+ : s)
+        for (int i = 0; i < k; i++)
+            s += x[i] * x[i];
+    }
+    const real r = (real)rstd_of((double)s / k, cfg);
+    st[0] = mu;
+    st[1] = r;
+    if (bias) {
+#pragma omp simd
+        for (int i = 0; i < n; i++)
+            y[i] = gn[i] * ((x[i] - mu) * r) + bias[i];
+    } else {
+#pragma omp simd
+        for (int i = 0; i < n; i++)
+            y[i] = gn[i] * ((x[i] - mu) * r);
+    }
+}
+
+/* dx = d(norm)/dx^T dy for the segment (WRITES dx; dx may alias dy: every dy[i] is read in the
+ * sums before the last loop writes dx[i] from dy[i]). */
+static inline void seg_bwd(int layer, real *dx, const real *dy, const real *x, const real *gn,
+                           const real *st, int n, int k, const nb_norm_cfg *cfg) {
+    const real mu = st[0], r = st[1];
+    if (layer) {
+        real sg = 0, sgx = 0, sxx = 0;
+#pragma omp simd reduction(+ : sg, sgx, sxx)
+        for (int i = 0; i < n; i++) {
+            real d = x[i] - mu, gd = gn[i] * dy[i];
+            sg += gd;
+            sgx += gd * d;
+            sxx += d * d;
+        }
+        const real mg = (real)((double)sg / n);
+        const real kc = (real)(rstd_coef(r, (double)sxx / n, n, cfg) * (double)sgx);
+#pragma omp simd
+        for (int i = 0; i < n; i++)
+            dx[i] = r * (gn[i] * dy[i] - mg) + (x[i] - mu) * kc;
+    } else {
+        real sgx = 0, sxx = 0;
+#pragma omp simd reduction(+ : sgx)
+        for (int i = 0; i < n; i++)
+            sgx += gn[i] * dy[i] * x[i];
+#pragma omp simd reduction(+ : sxx)
+        for (int i = 0; i < k; i++)
+            sxx += x[i] * x[i];
+        const real kc = (real)(rstd_coef(r, (double)sxx / k, k, cfg) * (double)sgx);
+#pragma omp simd
+        for (int i = 0; i < k; i++)
+            dx[i] = r * (gn[i] * dy[i]) + x[i] * kc;
+#pragma omp simd
+        for (int i = k; i < n; i++)
+            dx[i] = r * (gn[i] * dy[i]);
+    }
+}
+
+/* Both segments of a 3H row: [0, 2H) and [2H, 3H). */
+static inline void row_fwd(const FN(nb_gru) * g, real *y, real *st, const real *x, const real *gn,
+                           const real *bias) {
+    const int H = g->H, layer = g->norm.kind == NB_NORM_LAYER;
+    seg_fwd(layer, y, st, x, gn, bias, 2 * H, g->k2, &g->norm);
+    seg_fwd(layer, y + 2 * H, st + 2, x + 2 * H, gn + 2 * H, bias ? bias + 2 * H : NULL, H, g->k1,
+            &g->norm);
+}
+
+static inline void row_bwd(const FN(nb_gru) * g, real *dx, const real *dy, const real *x,
+                           const real *gn, const real *st) {
+    const int H = g->H, layer = g->norm.kind == NB_NORM_LAYER;
+    seg_bwd(layer, dx, dy, x, gn, st, 2 * H, g->k2, &g->norm);
+    seg_bwd(layer, dx + 2 * H, dy + 2 * H, x + 2 * H, gn + 2 * H, st + 2, H, g->k1, &g->norm);
+}
+
+/* Gain and bias gradients of a row-norm side over `rows` rows of 3H: dgain[c] += sum dy xhat,
+ * dbias[c] += sum dy (dbias may be NULL). Column blocks per thread, double accumulators. */
+static void gain_grads(const FN(nb_gru) * g, real *dgain, real *dbias, const real *dy,
+                       const real *x, const real *st, int rows) {
+    const int H3 = 3 * g->H, H2 = 2 * g->H, layer = g->norm.kind == NB_NORM_LAYER;
+    const int nblk = (H3 + 63) / 64;
+#pragma omp parallel for schedule(static) if ((size_t)rows * H3 >= GRU_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * 64, c1 = c0 + 64 < H3 ? c0 + 64 : H3;
+        double ag[64], ab[64];
+        memset(ag, 0, sizeof ag);
+        memset(ab, 0, sizeof ab);
+        for (int row = 0; row < rows; row++) {
+            const real *dyr = dy + (size_t)row * H3, *xr = x + (size_t)row * H3;
+            const real *s = st + (size_t)row * 4;
+            for (int seg = 0; seg < 2; seg++) {
+                int a = seg ? (c0 > H2 ? c0 : H2) : c0, b = seg ? c1 : (c1 < H2 ? c1 : H2);
+                const real mu = layer ? s[2 * seg] : 0, r = s[2 * seg + 1];
+#pragma omp simd
+                for (int c = a; c < b; c++) {
+                    ag[c - c0] += (double)dyr[c] * (double)((xr[c] - mu) * r);
+                    ab[c - c0] += (double)dyr[c];
+                }
+            }
+        }
+        for (int c = c0; c < c1; c++) {
+            dgain[c] += (real)ag[c - c0];
+            if (dbias) dbias[c] += (real)ab[c - c0];
+        }
+    }
+}
+
+/* db[c] += sum over rows of dy[row, c] (C columns), in double. */
+static void col_sums(real *db, const real *dy, int rows, int C) {
+    const int nblk = (C + 63) / 64;
+#pragma omp parallel for schedule(static) if ((size_t)rows * C >= GRU_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
+        double a[64];
+        memset(a, 0, sizeof a);
+        for (int row = 0; row < rows; row++) {
+            const real *d = dy + (size_t)row * C;
+#pragma omp simd
+            for (int c = c0; c < c1; c++)
+                a[c - c0] += (double)d[c];
+        }
+        for (int c = c0; c < c1; c++)
+            db[c] += (real)a[c - c0];
+    }
+}
+
+/* ---- setup ------------------------------------------------------------------------------------
+ */
+
+void FN(nb_gru_free)(FN(nb_gru) * g) {
+    real *own[] = {g->xp,  g->hp,  g->r,   g->u,    g->hc,   g->h,   g->sx,  g->sh,
+                   g->bmx, g->brx, g->bmh, g->brh,  g->wce,  g->uce, g->wnx, g->wnh,
+                   g->dxp, g->dhp, g->dh,  g->dtmp, g->dwce, g->duce};
+    if (g->xn != g->xp) free(g->xn);
+    if (g->hn != g->hp) free(g->hn);
+    if (g->dxn != g->dxp) free(g->dxn);
+    if (g->dhn != g->dhp) free(g->dhn);
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        free(own[i]);
+    memset(g, 0, sizeof *g);
+}
+
+static size_t add(nb_layout *l, const char *prefix, const char *name, size_t n, int trainable,
+                  int *bad) {
+    char full[32];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    size_t off = nb_layout_add(l, full, n, trainable);
+    if (off == NO_OFF) *bad = 1;
+    return off;
+}
+
+int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int E, int H, int Tmax,
+                     int Bmax, const nb_norm_cfg *norm, nb_err *err) {
+    memset(g, 0, sizeof *g);
+    if (E < 1 || H < 1 || E > (1 << 16) || H > (1 << 14))
+        return nb_errf(err, "GRU sizes out of range (inputs %d, hidden %d)", E, H);
+    if (Tmax < 1 || Bmax < 1 || (size_t)Tmax * (size_t)Bmax > ((size_t)1 << 24))
+        return nb_errf(err, "GRU sequence length %d or batch %d out of range", Tmax, Bmax);
+    g->E = E;
+    g->H = H;
+    g->Tmax = Tmax;
+    g->Bmax = Bmax;
+    g->norm = *norm;
+    const nb_norm_kind k = norm->kind;
+    g->k2 = k == NB_NORM_PRMS ? nb_prms_k(2 * H, norm->p, norm->p_floor) : 2 * H;
+    g->k1 = k == NB_NORM_PRMS ? nb_prms_k(H, norm->p, norm->p_floor) : H;
+    g->bn_slots = Tmax;
+    const size_t H3 = 3 * (size_t)H;
+    int bad = 0;
+    g->gx = g->bx = g->gh = g->bh = g->wgx = g->wgh = NO_OFF;
+    g->rmx = g->rvx = g->rmh = g->rvh = NO_OFF;
+    g->wc = add(layout, prefix, k == NB_NORM_WEIGHT ? "Vc" : "Wc", H3 * E, 1, &bad);
+    g->bc = add(layout, prefix, "bc", H3, 1, &bad);
+    g->uc = add(layout, prefix, k == NB_NORM_WEIGHT ? "Vu" : "Uc", H3 * H, 1, &bad);
+    if (k != NB_NORM_NONE && k != NB_NORM_WEIGHT) {
+        g->gx = add(layout, prefix, "gx", H3, 1, &bad);
+        g->gh = add(layout, prefix, "gh", H3, 1, &bad);
+        if (k == NB_NORM_LAYER || k == NB_NORM_BATCH) {
+            g->bx = add(layout, prefix, "bx", H3, 1, &bad);
+            g->bh = add(layout, prefix, "bh", H3, 1, &bad);
+        }
+    }
+    if (k == NB_NORM_WEIGHT) {
+        g->wgx = add(layout, prefix, "wgx", H3, 1, &bad);
+        g->wgh = add(layout, prefix, "wgh", H3, 1, &bad);
+    }
+    if (k == NB_NORM_BATCH) {
+        size_t n = H3 * (size_t)g->bn_slots;
+        g->rmx = add(layout, prefix, "bn_mean_x", n, 0, &bad);
+        g->rvx = add(layout, prefix, "bn_var_x", n, 0, &bad);
+        g->rmh = add(layout, prefix, "bn_mean_h", n, 0, &bad);
+        g->rvh = add(layout, prefix, "bn_var_h", n, 0, &bad);
+    }
+    if (bad) return nb_errf(err, "too many parameter tensors for the GRU");
+
+    const size_t TB = (size_t)Tmax * Bmax, BH = (size_t)Bmax * H;
+    int ok = 1;
+#define ALLOC(p, n) ok = ok && ((p) = alloc_real(n)) != NULL
+    ALLOC(g->xp, TB * H3);
+    ALLOC(g->hp, TB * H3);
+    ALLOC(g->r, TB * H);
+    ALLOC(g->u, TB * H);
+    ALLOC(g->hc, TB * H);
+    ALLOC(g->h, TB * H + BH);
+    ALLOC(g->dxp, TB * H3);
+    ALLOC(g->dhp, TB * H3);
+    ALLOC(g->dh, BH);
+    ALLOC(g->dtmp, BH);
+    if (is_rowwise(k) || k == NB_NORM_BATCH) {
+        ALLOC(g->xn, TB * H3);
+        ALLOC(g->hn, TB * H3);
+        ALLOC(g->dxn, TB * H3);
+        ALLOC(g->dhn, TB * H3);
+    } else {
+        g->xn = g->xp;
+        g->hn = g->hp;
+        g->dxn = g->dxp;
+        g->dhn = g->dhp;
+    }
+    if (is_rowwise(k)) {
+        ALLOC(g->sx, TB * 4);
+        ALLOC(g->sh, TB * 4);
+    }
+    if (k == NB_NORM_BATCH) {
+        ALLOC(g->bmx, (size_t)Tmax * H3);
+        ALLOC(g->brx, (size_t)Tmax * H3);
+        ALLOC(g->bmh, (size_t)Tmax * H3);
+        ALLOC(g->brh, (size_t)Tmax * H3);
+    }
+    if (k == NB_NORM_WEIGHT) {
+        ALLOC(g->wce, H3 * E);
+        ALLOC(g->uce, H3 * H);
+        ALLOC(g->wnx, H3);
+        ALLOC(g->wnh, H3);
+        ALLOC(g->dwce, H3 * E);
+        ALLOC(g->duce, H3 * H);
+    }
+#undef ALLOC
+    if (!ok) {
+        FN(nb_gru_free)(g);
+        return nb_errf(err, "out of memory for a GRU of %d units over %d steps of %d rows", H, Tmax,
+                       Bmax);
+    }
+    return 0;
+}
+
+/* An n x n orthogonal matrix (Q of the QR factorization of a Gaussian matrix, columns signed by
+ * R's diagonal) written into dst with row stride ld. */
+static int orthogonal(real *dst, size_t ld, int n, nb_rng *rng, nb_err *err) {
+    int rc = -1, info = 0, lwork = -1;
+    double *a = malloc(sizeof(double) * (size_t)n * n), *tau = malloc(sizeof(double) * n);
+    double *work = NULL, wq = 0;
+    if (!a || !tau) {
+        nb_errf(err, "out of memory for an orthogonal initialization");
+        goto out;
+    }
+    for (size_t i = 0; i < (size_t)n * n; i++)
+        a[i] = nb_rng_normal(rng);
+    dgeqrf_(&n, &n, a, &n, tau, &wq, &lwork, &info);
+    lwork = (int)wq > n ? (int)wq : n;
+    work = malloc(sizeof(double) * (size_t)lwork);
+    if (!work) {
+        nb_errf(err, "out of memory for an orthogonal initialization");
+        goto out;
+    }
+    dgeqrf_(&n, &n, a, &n, tau, work, &lwork, &info);
+    if (info != 0) {
+        nb_errf(err, "orthogonal initialization failed (LAPACK dgeqrf info %d)", info);
+        goto out;
+    }
+    /* column-major: R's diagonal is a[j*n+j]; it signs column j of Q */
+    double *signs = malloc(sizeof(double) * n);
+    if (!signs) {
+        nb_errf(err, "out of memory for an orthogonal initialization");
+        goto out;
+    }
+    for (int j = 0; j < n; j++)
+        signs[j] = a[(size_t)j * n + j] < 0 ? -1.0 : 1.0;
+    dorgqr_(&n, &n, &n, a, &n, tau, work, &lwork, &info);
+    if (info != 0) {
+        free(signs);
+        nb_errf(err, "orthogonal initialization failed (LAPACK dorgqr info %d)", info);
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) /* Q(i, j) column-major is a[j*n + i] */
+            dst[(size_t)i * ld + j] = (real)(a[(size_t)j * n + i] * signs[j]);
+    free(signs);
+    rc = 0;
+out:
+    free(a);
+    free(tau);
+    free(work);
+    return rc;
+}
+
+int FN(nb_gru_init_params)(FN(nb_gru) * g, real *params, nb_rng *rng, nb_err *err) {
+    const int H = g->H, E = g->E;
+    const size_t H3 = 3 * (size_t)H;
+    real *Wc = params + g->wc, *Uc = params + g->uc;
+    for (size_t i = 0; i < H3 * E; i++)
+        Wc[i] = (real)(0.2 * nb_rng_uniform(rng) - 0.1);
+    memset(params + g->bc, 0, H3 * sizeof(real));
+    /* Uc rows [0,H) = U_r^T, [H,2H) = U_u^T, [2H,3H) = Ux^T: each block an orthogonal H x H
+     * matrix (the transpose of one is another). */
+    for (int blk = 0; blk < 3; blk++)
+        if (orthogonal(Uc + (size_t)blk * H * H, (size_t)H, H, rng, err) != 0) return -1;
+    size_t ones[] = {g->gx, g->gh}, zeros[] = {g->bx, g->bh};
+    for (int i = 0; i < 2; i++) {
+        if (ones[i] != NO_OFF)
+            for (size_t c = 0; c < H3; c++)
+                params[ones[i] + c] = 1;
+        if (zeros[i] != NO_OFF) memset(params + zeros[i], 0, H3 * sizeof(real));
+    }
+    if (g->rmx != NO_OFF) {
+        size_t n = H3 * (size_t)g->bn_slots;
+        memset(params + g->rmx, 0, n * sizeof(real));
+        memset(params + g->rmh, 0, n * sizeof(real));
+        for (size_t i = 0; i < n; i++)
+            params[g->rvx + i] = params[g->rvh + i] = 1;
+    }
+    if (g->wgx != NO_OFF) {
+        for (size_t o = 0; o < H3; o++) {
+            double sx = 0, sh = 0;
+            for (int i = 0; i < E; i++)
+                sx += (double)Wc[o * E + i] * Wc[o * E + i];
+            for (int i = 0; i < H; i++)
+                sh += (double)Uc[o * H + i] * Uc[o * H + i];
+            params[g->wgx + o] = (real)sqrt(sx);
+            params[g->wgh + o] = (real)sqrt(sh);
+        }
+    }
+    return 0;
+}
+
+/* ---- forward ----------------------------------------------------------------------------------
+ */
+
+#ifdef NB_F64
+static inline real sigm(real z) {
+    return 1 / (1 + exp(-z));
+}
+static inline real gtanh(real z) {
+    return tanh(z);
+}
+#else
+/* e^x in float, vectorizable (libm's expf is a call the compiler cannot vectorize, and the gates
+ * take three transcendentals per unit and step): x = n ln2 + r, |r| <= ln2/2, e^r by its degree-6
+ * Taylor polynomial (relative error < 3e-8 there), 2^n through the exponent bits. Within 2 ulp of
+ * expf over [-87, 88]; clamped outside (saturating the sigmoid and tanh exactly as expf would to
+ * within float precision). */
+static inline float vexp(float x) {
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    const float n = __builtin_rintf(x * 1.44269504088896341f);
+    const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+    float p = 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } e = {.i = ((int32_t)n + 127) << 23};
+    return p * e.f;
+}
+static inline float sigm(float z) {
+    return 1.0f / (1.0f + vexp(-z));
+}
+/* tanh z = sign(z) (1 - e^{-2|z|}) / (1 + e^{-2|z|}): absolute error ~1e-7. */
+static inline float gtanh(float z) {
+    float a = __builtin_fabsf(z), e = vexp(-2 * a), t = (1 - e) / (1 + e);
+    return z < 0 ? -t : t;
+}
+#endif
+
+const real *FN(nb_gru_last)(const FN(nb_gru) * g) {
+    return g->h + (size_t)g->T * g->B * g->H;
+}
+
+void FN(nb_gru_forward)(FN(nb_gru) * g, real *params, const real *x, const real *mask, int T, int B,
+                        int training) {
+    const int H = g->H, E = g->E, H3 = 3 * H;
+    const nb_norm_kind kind = g->norm.kind;
+    const int rowwise = is_rowwise(kind), TB = T * B;
+    g->x = x;
+    g->mask = mask;
+    g->T = T;
+    g->B = B;
+    g->training = training;
+    const real *Wc = params + g->wc, *Uc = params + g->uc;
+    if (kind == NB_NORM_WEIGHT) {
+        FN(nb_weightnorm_forward)(g->wce, g->wnx, Wc, params + g->wgx, H3, E);
+        FN(nb_weightnorm_forward)(g->uce, g->wnh, Uc, params + g->wgh, H3, H);
+        Wc = g->wce;
+        Uc = g->uce;
+    }
+    /* input side, all steps at once: xp = x Wc^T + bc */
+    const real *bc = params + g->bc;
+    for (int row = 0; row < TB; row++)
+        memcpy(g->xp + (size_t)row * H3, bc, sizeof(real) * H3);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, TB, H3, E, 1, x, E, Wc, E, 1, g->xp, H3);
+    const real *gx = g->gx != NO_OFF ? params + g->gx : NULL;
+    const real *bx = g->bx != NO_OFF ? params + g->bx : NULL;
+    const real *gh = g->gh != NO_OFF ? params + g->gh : NULL;
+    const real *bh = g->bh != NO_OFF ? params + g->bh : NULL;
+    if (rowwise) {
+#pragma omp parallel for schedule(static) if ((size_t)TB * H3 >= GRU_PAR_MIN)
+        for (int row = 0; row < TB; row++)
+            row_fwd(g, g->xn + (size_t)row * H3, g->sx + (size_t)row * 4, g->xp + (size_t)row * H3,
+                    gx, bx);
+    } else if (kind == NB_NORM_BATCH) {
+        for (int t = 0; t < T; t++) {
+            size_t slot = (size_t)(t < g->bn_slots ? t : g->bn_slots - 1) * H3;
+            FN(nb_batchnorm_forward)
+            (g->xn + (size_t)t * B * H3, g->bmx + (size_t)t * H3, g->brx + (size_t)t * H3,
+             params + g->rmx + slot, params + g->rvx + slot, g->xp + (size_t)t * B * H3, gx, bx, B,
+             H3, training, &g->norm);
+        }
+    }
+    memset(g->h, 0, sizeof(real) * (size_t)B * H);
+    for (int t = 0; t < T; t++) {
+        const size_t o3 = (size_t)t * B * H3, o1 = (size_t)t * B * H;
+        const real *hprev = g->h + o1;
+        real *hnext = g->h + o1 + (size_t)B * H;
+        if (t == 0) /* h[0] = 0: no product to take */
+            memset(g->hp, 0, sizeof(real) * (size_t)B * H3);
+        else
+            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, H3, H, 1, hprev, H, Uc, H, 0,
+                       g->hp + o3, H3);
+        if (kind == NB_NORM_BATCH) {
+            size_t slot = (size_t)(t < g->bn_slots ? t : g->bn_slots - 1) * H3;
+            FN(nb_batchnorm_forward)
+            (g->hn + o3, g->bmh + (size_t)t * H3, g->brh + (size_t)t * H3, params + g->rmh + slot,
+             params + g->rvh + slot, g->hp + o3, gh, bh, B, H3, training, &g->norm);
+        }
+#pragma omp parallel for schedule(static) if ((size_t)B * H3 >= GRU_PAR_MIN)
+        for (int b = 0; b < B; b++) {
+            const size_t r3 = o3 + (size_t)b * H3, r1 = o1 + (size_t)b * H;
+            if (rowwise)
+                row_fwd(g, g->hn + r3, g->sh + ((size_t)t * B + b) * 4, g->hp + r3, gh, bh);
+            const real *xr = g->xn + r3, *hr = g->hn + r3, *hp = hprev + (size_t)b * H;
+            real *rr = g->r + r1, *uu = g->u + r1, *cc = g->hc + r1, *hn = hnext + (size_t)b * H;
+            const real m = mask ? mask[(size_t)t * B + b] : 1;
+#pragma omp simd
+            for (int j = 0; j < H; j++) {
+                real rj = sigm(xr[j] + hr[j]);
+                real uj = sigm(xr[H + j] + hr[H + j]);
+                real cj = gtanh(rj * hr[2 * H + j] + xr[2 * H + j]);
+                rr[j] = rj;
+                uu[j] = uj;
+                cc[j] = cj;
+                real hj = uj * hp[j] + (1 - uj) * cj;
+                hn[j] = m * hj + (1 - m) * hp[j];
+            }
+        }
+    }
+}
+
+/* ---- backward ---------------------------------------------------------------------------------
+ */
+
+void FN(nb_gru_backward)(FN(nb_gru) * g, real *grads, real *dx, const real *params,
+                         const real *dhT) {
+    const int H = g->H, E = g->E, H3 = 3 * H, T = g->T, B = g->B, TB = T * B;
+    const nb_norm_kind kind = g->norm.kind;
+    const int rowwise = is_rowwise(kind);
+    const real *mask = g->mask;
+    const real *Wc = kind == NB_NORM_WEIGHT ? g->wce : params + g->wc;
+    const real *Uc = kind == NB_NORM_WEIGHT ? g->uce : params + g->uc;
+    const real *gx = g->gx != NO_OFF ? params + g->gx : NULL;
+    const real *gh = g->gh != NO_OFF ? params + g->gh : NULL;
+    real *dgx = g->gx != NO_OFF ? grads + g->gx : NULL,
+         *dbx = g->bx != NO_OFF ? grads + g->bx : NULL;
+    real *dgh = g->gh != NO_OFF ? grads + g->gh : NULL,
+         *dbh = g->bh != NO_OFF ? grads + g->bh : NULL;
+    real *dh = g->dh, *dn = g->dtmp;
+    memcpy(dh, dhT, sizeof(real) * (size_t)B * H);
+    if (kind == NB_NORM_BATCH) memset(g->dhp, 0, sizeof(real) * (size_t)TB * H3);
+
+    for (int t = T - 1; t >= 0; t--) {
+        const size_t o3 = (size_t)t * B * H3, o1 = (size_t)t * B * H;
+        const real *hprev = g->h + o1;
+#pragma omp parallel for schedule(static) if ((size_t)B * H3 >= GRU_PAR_MIN)
+        for (int b = 0; b < B; b++) {
+            const size_t r3 = o3 + (size_t)b * H3, r1 = o1 + (size_t)b * H;
+            const real *rr = g->r + r1, *uu = g->u + r1, *cc = g->hc + r1;
+            const real *hr = g->hn + r3, *hp = hprev + (size_t)b * H, *dhr = dh + (size_t)b * H;
+            real *dxr = g->dxn + r3, *dhn = g->dhn + r3, *dpr = dn + (size_t)b * H;
+            const real m = mask ? mask[(size_t)t * B + b] : 1;
+#pragma omp simd
+            for (int j = 0; j < H; j++) {
+                real d = m * dhr[j];
+                real rj = rr[j], uj = uu[j], cj = cc[j];
+                dpr[j] = (1 - m) * dhr[j] + d * uj;
+                real du = d * (hp[j] - cj);
+                real da = d * (1 - uj) * (1 - cj * cj);
+                real dr = da * hr[2 * H + j];
+                real dpre_r = dr * rj * (1 - rj), dpre_u = du * uj * (1 - uj);
+                dxr[j] = dpre_r;
+                dxr[H + j] = dpre_u;
+                dxr[2 * H + j] = da;
+                dhn[j] = dpre_r;
+                dhn[H + j] = dpre_u;
+                dhn[2 * H + j] = da * rj;
+            }
+            if (rowwise)
+                row_bwd(g, g->dhp + r3, dhn, g->hp + r3, gh, g->sh + ((size_t)t * B + b) * 4);
+        }
+        if (kind == NB_NORM_BATCH) FN(nb_batchnorm_backward)
+        (g->dhp + o3, dgh, dbh, g->dhn + o3, g->hp + o3, gh, g->bmh + (size_t)t * H3,
+         g->brh + (size_t)t * H3, B, H3, g->training, &g->norm);
+        /* dh_{t-1} = direct part + dhp_t Uc (h[0] is no parameter: nothing to pass on) */
+        if (t > 0)
+            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, H3, 1, g->dhp + o3, H3, Uc,
+                       H, 1, dn, H);
+        real *tmp = dh;
+        dh = dn;
+        dn = tmp;
+    }
+
+    /* recurrent weights: dUc += sum_t dhp_t^T h_{t-1}, one gemm over the steps after the first
+     * (h[0] = 0 contributes nothing) */
+    const int TB1 = TB - B;
+    if (kind == NB_NORM_WEIGHT) {
+        if (TB1 > 0)
+            CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB1, 1,
+                       g->dhp + (size_t)B * H3, H3, g->h + (size_t)B * H, H, 0, g->duce, H);
+        else
+            memset(g->duce, 0, sizeof(real) * (size_t)H3 * H);
+        FN(nb_weightnorm_backward)
+        (grads + g->uc, grads + g->wgh, g->duce, params + g->uc, params + g->wgh, g->wnh, H3, H);
+    } else {
+        if (TB1 > 0)
+            CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB1, 1,
+                       g->dhp + (size_t)B * H3, H3, g->h + (size_t)B * H, H, 1, grads + g->uc, H);
+    }
+    if (rowwise) gain_grads(g, dgh, dbh, g->dhn, g->hp, g->sh, TB);
+
+    /* input side */
+    if (rowwise) {
+        gain_grads(g, dgx, dbx, g->dxn, g->xp, g->sx, TB);
+#pragma omp parallel for schedule(static) if ((size_t)TB * H3 >= GRU_PAR_MIN)
+        for (int row = 0; row < TB; row++)
+            row_bwd(g, g->dxp + (size_t)row * H3, g->dxn + (size_t)row * H3,
+                    g->xp + (size_t)row * H3, gx, g->sx + (size_t)row * 4);
+    } else if (kind == NB_NORM_BATCH) {
+        memset(g->dxp, 0, sizeof(real) * (size_t)TB * H3);
+        for (int t = 0; t < T; t++) {
+            size_t o3 = (size_t)t * B * H3;
+            FN(nb_batchnorm_backward)
+            (g->dxp + o3, dgx, dbx, g->dxn + o3, g->xp + o3, gx, g->bmx + (size_t)t * H3,
+             g->brx + (size_t)t * H3, B, H3, g->training, &g->norm);
+        }
+    }
+    col_sums(grads + g->bc, g->dxp, TB, H3);
+    if (kind == NB_NORM_WEIGHT) {
+        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, E, TB, 1, g->dxp, H3, g->x, E, 0,
+                   g->dwce, E);
+        FN(nb_weightnorm_backward)
+        (grads + g->wc, grads + g->wgx, g->dwce, params + g->wc, params + g->wgx, g->wnx, H3, E);
+    } else {
+        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, E, TB, 1, g->dxp, H3, g->x, E, 1,
+                   grads + g->wc, E);
+    }
+    if (dx)
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, TB, E, H3, 1, g->dxp, H3, Wc, E, 1,
+                   dx, E);
+}
