@@ -80,7 +80,7 @@ has "it hints the fetch" "$tmp/err" "^hint: .*normbench fetch coco-oe"
 metrics() { sqlite3 "$db" "select group_concat(name||':'||step||':'||value, ' ') from (select * from metrics where run = $1 and name not in ('ms_per_step', 'epoch_seconds') order by name, step)"; }
 ckpt() { echo "$db-checkpoints/run-$1.ckpt"; }
 for norm in batch prms; do
-    args="order $small --subset 256 --epochs 12 --eval-every 12 --log-every 5 --norm $norm"
+    args="order $small --subset 256 --epochs 40 --eval-every 40 --log-every 5 --norm $norm"
     check "$norm: uninterrupted run" 0 "$NB" run $args
     ref=$(sqlite3 "$db" "select max(id) from runs")
     "$NB" run $args >/dev/null 2>&1 &
