@@ -50,7 +50,7 @@ static void run(const uint8_t *data, size_t size) {
 static size_t mutate(const seed *s, const seed *other, uint8_t *buf, size_t cap) {
     static const uint8_t interesting[] = {0x00, 0x01, 0x7f, 0x80, 0xff, 0x08, 0x03, 0x10};
     size_t n = s->size < cap ? s->size : cap;
-    memcpy(buf, s->data, n);
+    if (n) memcpy(buf, s->data, n); /* an empty seed has no data */
     int kind = (int)below(7);
     if (n == 0) kind = 4;
     switch (kind) {
@@ -86,7 +86,7 @@ static size_t mutate(const seed *s, const seed *other, uint8_t *buf, size_t cap)
         size_t cut = below(n), from = below(other->size);
         size_t len = other->size - from;
         if (cut + len > cap) len = cap - cut;
-        memcpy(buf + cut, other->data + from, len);
+        if (len) memcpy(buf + cut, other->data + from, len); /* an empty seed has no data */
         n = cut + len;
         break;
     }
