@@ -1,5 +1,5 @@
 # normbench plot: mnist / fashion-mnist
-# made by: normbench plot --task mnist --db readme.db --out docs/mnist-fashion
+# made by: normbench plot --task mnist --db /tmp/readme.db --out docs/mnist-fashion
 # Edit and rerun from this directory: gnuplot mnist-fashion.gp
 # Data: mnist-fashion-data/METRIC-step|time-NORM.dat, columns: x (training step, or seconds
 # since the run started), smoothed mean over the runs, that mean minus and
