@@ -3,21 +3,7 @@
 # every norm end to end, its options' usage errors, missing data, report, and a bit-exact
 # resume (TAP, for prove).
 set -u
-NB=${NORMBENCH_BIN:-./normbench}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/# /'; }
-check() {
-    local desc=$1 want=$2
-    shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$(tail -n 5 "$tmp/err")"; fi
-}
-has() { if grep -q -E -- "$3" "$2"; then ok "$1"; else not_ok "$1" "$(head -n 5 "$2")"; fi; }
+. "$(dirname "$0")/lib.sh"
 db=$tmp/o.db
 export NORMBENCH_DB=$db
 small="--dataset synthetic --subset 512 --batch 64 --dim 32 --dim-word 16 --quiet"

@@ -4,22 +4,9 @@
 # tests/fetch_server.py on 127.0.0.1; fetches interrupted by SIGINT and SIGKILL at random points
 # must leave the data directory valid, and the next fetch must finish the job.
 set -u
-NB=${NORMBENCH_BIN:-./normbench}
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 srv_pid=
 trap '[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/# /'; }
-check() {
-    local desc=$1 want=$2
-    shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$(tail -n 5 "$tmp/err")"; fi
-}
-has() { if grep -q -E -- "$3" "$2"; then ok "$1"; else not_ok "$1" "$(head -n 5 "$2")"; fi; }
 # valid DESC DIR: the dataset directory is absent, or complete with every file as its manifest says
 valid() {
     if [ ! -e "$2" ] || (cd "$2" && sha256sum --quiet -c MANIFEST.sha256 >/dev/null 2>&1); then

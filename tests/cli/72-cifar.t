@@ -2,21 +2,7 @@
 # Command-line tests of the cifar task: its options, usage errors, missing data, and a short
 # synthetic run that learns (TAP, for prove).
 set -u
-NB=${NORMBENCH_BIN:-./normbench}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/# /'; }
-check() {
-    local desc=$1 want=$2
-    shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$(tail -n 5 "$tmp/err")"; fi
-}
-has() { if grep -q -E -- "$3" "$2"; then ok "$1"; else not_ok "$1" "$(head -n 5 "$2")"; fi; }
+. "$(dirname "$0")/lib.sh"
 db=$tmp/c.db
 export NORMBENCH_DB=$db
 last() { sqlite3 "$db" "select value from metrics where run = $1 and name = '$2' order by step desc limit 1"; }

@@ -1,0 +1,19 @@
+# tests/cli/lib.sh — what every command-line test file shares (sourced; TAP helpers for prove).
+# Sets NB (the binary), tmp (a temporary directory removed at exit), and the counters n, fails.
+NB=${NORMBENCH_BIN:-./normbench}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+fails=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/# /'; }
+# check DESC EXPECTED_RC CMD...: runs CMD, stdout in $tmp/out, stderr in $tmp/err
+check() {
+    local desc=$1 want=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$(tail -n 5 "$tmp/err")"; fi
+}
+# has DESC FILE REGEX
+has() { if grep -q -E -- "$3" "$2"; then ok "$1"; else not_ok "$1" "$(head -n 5 "$2")"; fi; }
