@@ -375,8 +375,14 @@ static double order_bench_step(void *p) {
     memset(m->grads, 0, sizeof(float) * m->layout.total);
     nb_oe_forward(m, b->tok, b->steps, BENCH_LEN + 1, b->img, b->B);
     nb_oe_backward(m);
-    nb_clip_per_tensor(m->grads, &m->layout, b->clip);
-    nb_adam_step_layout(m->params, m->grads, m->adam_m, m->adam_v, &m->layout, ++b->t, &b->adam);
+    nb_trainer tr = {.params = m->params,
+                     .grads = m->grads,
+                     .adam_m = m->adam_m,
+                     .adam_v = m->adam_v,
+                     .layout = &m->layout,
+                     .clip_per_tensor = b->clip};
+    b->t++;
+    nb_train_update(&tr, 0, &b->adam, b->t, b->t);
     return nb_now() - ts;
 }
 

@@ -235,8 +235,13 @@ static double reader_bench_step(void *p) {
     nb_reader_forward(m, b->tokd, b->lend, BENCH_TD, b->tokq, b->lenq, BENCH_TQ, b->ans, b->B, 1,
                       &b->noise);
     nb_reader_backward(m);
-    if (b->clip > 0) nb_clip_global(m->grads, &m->layout, b->clip);
-    nb_adam_step_layout(m->params, m->grads, m->adam_m, m->adam_v, &m->layout, ++b->t, &b->adam);
+    nb_trainer tr = {.params = m->params,
+                     .grads = m->grads,
+                     .adam_m = m->adam_m,
+                     .adam_v = m->adam_v,
+                     .layout = &m->layout};
+    b->t++;
+    nb_train_update(&tr, b->clip, &b->adam, b->t, b->t);
     return nb_now() - ts;
 }
 

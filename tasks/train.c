@@ -90,6 +90,15 @@ static int evaluate(loop *L, int epoch, int final, nb_err *err) {
     return 0;
 }
 
+void nb_train_update(const nb_trainer *t, double clip, const nb_adam_cfg *adam, int64_t step,
+                     int64_t planned) {
+    if (clip > 0) nb_clip_global(t->grads, t->layout, clip);
+    if (t->clip_per_tensor > 0) nb_clip_per_tensor(t->grads, t->layout, t->clip_per_tensor);
+    nb_adam_cfg a = *adam;
+    if (t->schedule) t->schedule(t->self, step, planned, &a);
+    nb_adam_step_layout(t->params, t->grads, t->adam_m, t->adam_v, t->layout, (long)step, &a);
+}
+
 int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *sink,
                   nb_status *status, nb_err *err) {
     int rc = -1;
@@ -165,13 +174,8 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
                 rc = 0;
                 goto out;
             }
-            if (cfg->clip > 0) nb_clip_global(t->grads, t->layout, cfg->clip);
-            if (t->clip_per_tensor > 0) nb_clip_per_tensor(t->grads, t->layout, t->clip_per_tensor);
             L.step++;
-            nb_adam_cfg adam = cfg->adam;
-            if (t->schedule) t->schedule(t->self, L.step, L.planned, &adam);
-            nb_adam_step_layout(t->params, t->grads, t->adam_m, t->adam_v, t->layout, (long)L.step,
-                                &adam);
+            nb_train_update(t, cfg->clip, &cfg->adam, L.step, L.planned);
             L.train_time += nb_now() - ts;
             L.loss_acc += loss;
             L.loss_n++;

@@ -80,6 +80,12 @@ typedef struct nb_trainer {
     int (*evaluate)(void *self, int final, nb_metric *out, int max, nb_err *err);
 } nb_trainer;
 
+/* The update that follows a step's backward, as the loop does it: clipping (global at clip > 0,
+ * then per tensor at t->clip_per_tensor > 0), t->schedule applied to a copy of *adam, and Adam at
+ * step `step` (1-based) of `planned`. Exported so that `bench step` times exactly this. */
+void nb_train_update(const nb_trainer *t, double clip, const nb_adam_cfg *adam, int64_t step,
+                     int64_t planned);
+
 /* Trains per cfg (epochs or steps, clipping, Adam, seed, resume_from, stop), recording through
  * sink. Returns 0 with *status set (finished, interrupted or diverged; err then says why a run
  * diverged), or -1 with err set when the run could not go on (I/O, the sink failed). Records:
