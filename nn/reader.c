@@ -8,7 +8,35 @@
  * Cost. The bilinear term is computed as P_t·v with v = Bm·(q·Bm)^T per row, which is the same
  * number as (P_t·Bm)·(q·Bm) without the (B·TD, X)x(X, X) product. The passage projections of
  * the attention are one GEMM over all B·TD positions; the output layer over the whole
- * vocabulary is one GEMM forward and two backward. Nothing is allocated per step. */
+ * vocabulary is one GEMM forward and two backward. Nothing is allocated per step.
+ *
+ * bn_everywhere follows Cooijmans' code for --bn-everywhere. The repository named in PAPERS.md
+ * (github.com/cooijmanstim/Attentive_reader, branch bn @ 7c1ea8ad) is NOT FOUND in the code
+ * index searched for this work; what follows was read in the fork github.com/ballasn/
+ * Attentive_reader, which carries the same bn work (train_bn-everywhere.sh by cooijmat,
+ * --bn-everywhere, --popstat-eval):
+ *   - codes/att_reader/layers.py @ 043b33c9: `bn(x, gamma=1., beta=0.)` asserts x.ndim == 2 and
+ *     normalizes with `x.mean(axis=0)`, `x.var(axis=0)` (biased) and std `sqrt(var + 1e-5)`;
+ *     `param_init_bnfflayer` draws W as `param_init_fflayer` does (norm_weight), sets
+ *     `gamma = 0.1 * ones(nout)` and `b = zeros(nout)` only `if use_bias`; `bnfflayer` returns
+ *     `activ(bn(dot(state_below, W), gamma, b))` with b = 0 when the layer has no bias. No mask.
+ *   - codes/att_reader/model.py @ e3782064: `layertype = 'bnff' if options["bn_everywhere"]
+ *     else 'ff'` for ff_att_ctx (bias), ff_att_q (no bias), ff_out_mean_d (no bias), ff_out_q
+ *     (bias) and ff_out_ctx (no bias), all with activ='Linear'; ff_logit stays 'ff'.
+ *     build_attention: `desc_in = desc.reshape((-1, desc.shape[-1]))` then the bnff layer on
+ *     desc_in: so ff_att_ctx's statistics run over time x batch together, over the UNMASKED
+ *     passage states (padding positions included; `masked_desc` is used only for the bilinear
+ *     term and the context sum). The bilinear term is not normalized (the code prints "use_dq_sims
+ *     introduces an extra term that we should batch normalize but currently don't").
+ *     build_model: `g_out = Tanh(g_ctx + g_q + g_desc_ave)`, each term its own bnff layer.
+ *   - codes/att_reader/train_attentive_reader.py @ 043b33c9: --bn-everywhere forces unit_type
+ *     bnlstm (`assert args.unit_type in "lstm bnlstm".split()`); hence norm batch only.
+ *   - codes/att_reader/attentive_reader.py: f_log_probs, which validates, is compiled from the
+ *     same graph, so validation normalizes with the statistics of each validation batch;
+ *     population statistics only in the separate --popstat-eval mode (not reproduced).
+ * A later commit of that fork (model.py and layers.py @ 0d60508e) renames the layer `normff`,
+ * makes it a weight-normalized layer and adds a BN of the embeddings; that is not what the papers'
+ * BN-everywhere curves used and is not reproduced. */
 
 #include <math.h>
 #include <stdlib.h>
@@ -70,6 +98,14 @@ int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng,
                 cfg->Bmax, cfg->TDmax, cfg->TQmax);
         return -1;
     }
+    if (cfg->bn_everywhere && (cfg->norm.kind != NB_NORM_BATCH || cfg->Bmax < 2)) {
+        nb_errf(err,
+                "reader: bn-everywhere needs norm batch and batches of at least 2 (norm %s, "
+                "batch %d)",
+                nb_norm_name(cfg->norm.kind), cfg->Bmax);
+        nb_hintf(err, "use norm batch with a batch of 2 or more, or turn bn-everywhere off");
+        return -1;
+    }
     m->cfg = *cfg;
     const int V = cfg->V, D = cfg->D, Bm = cfg->Bmax, TD = cfg->TDmax, TQ = cfg->TQmax;
     const int X = cfg->bidir ? 2 * D : D;
@@ -83,18 +119,26 @@ int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng,
         if (FN(nb_lstm_init)(&m->ldr, D, D, Bm, TD, &cfg->norm, l, "enc_d_r.", err) != 0) goto fail;
         if (FN(nb_lstm_init)(&m->lqr, D, D, Bm, TQ, &cfg->norm, l, "enc_q_r.", err) != 0) goto fail;
     }
+    const int bnev = cfg->bn_everywhere;
+    for (int k = 0; k < NB_RD_BN_COUNT; k++)
+        m->bng[k] = NONE;
     m->bm = nb_layout_add(l, "att_bi", (size_t)X * X, 1);
     m->wac = nb_layout_add(l, "att_ctx.W", (size_t)D * X, 1);
     m->bac = nb_layout_add(l, "att_ctx.b", (size_t)D, 1);
+    if (bnev) m->bng[NB_RD_BN_AC] = nb_layout_add(l, "att_ctx.gamma", (size_t)D, 1);
     m->waq = nb_layout_add(l, "att_q.W", (size_t)D * X, 1);
+    if (bnev) m->bng[NB_RD_BN_AQ] = nb_layout_add(l, "att_q.gamma", (size_t)D, 1);
     m->watt = nb_layout_add(l, "att_proj.W", (size_t)D, 1);
     m->woc = nb_layout_add(l, "out_ctx.W", (size_t)D * X, 1);
+    if (bnev) m->bng[NB_RD_BN_OC] = nb_layout_add(l, "out_ctx.gamma", (size_t)D, 1);
     m->woq = nb_layout_add(l, "out_q.W", (size_t)D * X, 1);
     m->boq = nb_layout_add(l, "out_q.b", (size_t)D, 1);
+    if (bnev) m->bng[NB_RD_BN_OQ] = nb_layout_add(l, "out_q.gamma", (size_t)D, 1);
     m->wom = nb_layout_add(l, "out_mean.W", (size_t)D * X, 1);
+    if (bnev) m->bng[NB_RD_BN_OM] = nb_layout_add(l, "out_mean.gamma", (size_t)D, 1);
     m->wl = nb_layout_add(l, "logit.W", (size_t)V * D, 1);
     m->bl = nb_layout_add(l, "logit.b", (size_t)V, 1);
-    if (m->emb == NONE || m->bl == NONE) {
+    if (m->emb == NONE || m->bl == NONE || (bnev && m->bng[NB_RD_BN_OM] == NONE)) {
         nb_errf(err, "reader: too many parameter tensors");
         goto fail;
     }
@@ -144,6 +188,15 @@ int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng,
     m->ded = zalloc(BD * D, &fail);
     m->deq = zalloc(BQ * D, &fail);
     m->dfq = zalloc((size_t)Bm * D * 2, &fail);
+    if (bnev) {
+        m->zac = zalloc(BD * D, &fail);
+        m->zo = zalloc((size_t)(NB_RD_BN_COUNT - 1) * Bm * D, &fail);
+        m->bnmean = zalloc((size_t)NB_RD_BN_COUNT * D, &fail);
+        m->bnrstd = zalloc((size_t)NB_RD_BN_COUNT * D, &fail);
+        m->bntmp = zalloc((size_t)Bm * D, &fail);
+        m->dzac = zalloc(BD * D, &fail);
+        m->dzo = zalloc((size_t)Bm * D, &fail);
+    }
     if (fail) {
         nb_errf(err, "reader: out of memory (vocabulary %d, width %d, batch %d, %d steps)", V, D,
                 Bm, TD);
@@ -166,6 +219,11 @@ int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng,
     norm_weight(p + m->woq, D, X, rng);
     norm_weight(p + m->wom, D, X, rng);
     norm_weight(p + m->wl, V, D, rng);
+    /* bnff gains 0.1 (layers.py param_init_bnfflayer); the betas are the layers' biases, 0 */
+    for (int k = 0; k < NB_RD_BN_COUNT; k++)
+        if (m->bng[k] != NONE)
+            for (int j = 0; j < D; j++)
+                p[m->bng[k] + j] = (real)0.1;
     return 0;
 fail:
     FN(nb_reader_free)(m);
@@ -178,11 +236,12 @@ void FN(nb_reader_free)(FN(nb_reader) * m) {
     FN(nb_lstm_free)(&m->ldr);
     FN(nb_lstm_free)(&m->lqr);
     if (m->P != m->hf) free(m->P);
-    real *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->ed, m->eq,    m->kd,      m->kq,
-                    m->hf,     m->hb,    m->q,      m->u,      m->v,  m->M,     m->sc,      m->al,
-                    m->r,      m->pbar,  m->gp,     m->kg,     m->gd, m->probs, m->dlogits, m->dgd,
-                    m->dr,     m->dpbar, m->dq,     m->du,     m->dv, m->dqa,   m->dM,      m->dP,
-                    m->dhf,    m->dhb,   m->ded,    m->deq,    m->dfq};
+    real *bufs[] = {
+        m->params, m->grads, m->adam_m, m->adam_v, m->ed,      m->eq,    m->kd,   m->kq,    m->hf,
+        m->hb,     m->q,     m->u,      m->v,      m->M,       m->sc,    m->al,   m->r,     m->pbar,
+        m->gp,     m->kg,    m->gd,     m->probs,  m->dlogits, m->dgd,   m->dr,   m->dpbar, m->dq,
+        m->du,     m->dv,    m->dqa,    m->dM,     m->dP,      m->dhf,   m->dhb,  m->ded,   m->deq,
+        m->dfq,    m->zac,   m->zo,     m->bnmean, m->bnrstd,  m->bntmp, m->dzac, m->dzo};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(m->tokd);
@@ -191,6 +250,42 @@ void FN(nb_reader_free)(FN(nb_reader) * m) {
     free(m->lenq);
     free(m->y);
     memset(m, 0, sizeof *m);
+}
+
+/* bn_everywhere: the buffer of layer k's linear output (before its BN). */
+static real *bn_z(const FN(nb_reader) * m, int k) {
+    return k == NB_RD_BN_AC ? m->zac : m->zo + (size_t)(k - 1) * m->cfg.Bmax * m->cfg.D;
+}
+
+/* One bnff layer over n rows (layers.py bnfflayer, activ Linear): z = x·W^T (n,D) from x (n,X)
+ * and W at offset w, then out = BN(z; gain k, beta) (n,D) with the statistics of these n rows
+ * (beta may be NULL: the layer has no bias). */
+static void bnff_forward(FN(nb_reader) * m, real *out, int k, const real *x, size_t w,
+                         const real *beta, int n) {
+    const int D = m->cfg.D, X = m->X;
+    const real *p = m->params;
+    real *z = bn_z(m, k);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n, D, X, 1, x, X, p + w, X, 0, z, D);
+    FN(nb_batchnorm_forward)
+    (out, m->bnmean + (size_t)k * D, m->bnrstd + (size_t)k * D, NULL, NULL, z, p + m->bng[k], beta,
+     n, D, 1, &m->cfg.norm);
+}
+
+/* Backward of bnff_forward from dout (n,D): accumulates the gain's gradient, beta's when dbeta
+ * is not NULL, and W's; dx (n,X) becomes dx_beta·dx + the gradient of x (dx_beta 0 or 1). The
+ * batch statistics depend on every row, so the full BN gradient is used, as in training. */
+static void bnff_backward(FN(nb_reader) * m, real *dx, real dx_beta, int k, const real *dout,
+                          const real *x, size_t w, real *dbeta, int n) {
+    const int D = m->cfg.D, X = m->X;
+    const real *p = m->params;
+    real *g = m->grads, *dz = k == NB_RD_BN_AC ? m->dzac : m->dzo;
+    memset(dz, 0, sizeof(real) * (size_t)n * D);
+    FN(nb_batchnorm_backward)
+    (dz, g + m->bng[k], dbeta, dout, bn_z(m, k), p + m->bng[k], m->bnmean + (size_t)k * D,
+     m->bnrstd + (size_t)k * D, n, D, 1, &m->cfg.norm);
+    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, n, 1, dz, D, x, X, 1, g + w, X);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, X, D, 1, dz, D, p + w, X, dx_beta, dx,
+               X);
 }
 
 /* Embedding rows of tok (n positions) times dropout keep masks into e; k receives the masks
@@ -259,13 +354,19 @@ double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend
                m->u, X);
     CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, X, X, 1, m->u, X, p + m->bm, X, 0, m->v,
                X);
-    /* dqa holds q·Waq^T + bac here (it is overwritten in backward) */
-    for (int b = 0; b < B; b++)
-        memcpy(m->dqa + (size_t)b * D, p + m->bac, sizeof(real) * D);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->q, X, p + m->waq, X, 1,
-               m->dqa, D);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)BD, D, X, 1, P, X, p + m->wac, X, 0,
-               m->M, D);
+    if (m->cfg.bn_everywhere) {
+        /* dqa holds BN_aq(q·Waq^T); M BN_ac(P·Wac^T) + bac, statistics over all B·TD rows */
+        bnff_forward(m, m->dqa, NB_RD_BN_AQ, m->q, m->waq, NULL, B);
+        bnff_forward(m, m->M, NB_RD_BN_AC, P, m->wac, p + m->bac, (int)BD);
+    } else {
+        /* dqa holds q·Waq^T + bac here (it is overwritten in backward) */
+        for (int b = 0; b < B; b++)
+            memcpy(m->dqa + (size_t)b * D, p + m->bac, sizeof(real) * D);
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->q, X, p + m->waq, X, 1,
+                   m->dqa, D);
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)BD, D, X, 1, P, X, p + m->wac, X,
+                   0, m->M, D);
+    }
     const real *watt = p + m->watt;
 #pragma omp parallel for schedule(static) if (BD * D >= 65536)
     for (int b = 0; b < B; b++) {
@@ -313,14 +414,24 @@ double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend
             pb[j] /= (real)n;
     }
     /* output: g = tanh(r·Woc^T + q·Woq^T + boq + pbar·Wom^T), dropout, logits over V */
-    for (int b = 0; b < B; b++)
-        memcpy(m->gp + (size_t)b * D, p + m->boq, sizeof(real) * D);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->r, X, p + m->woc, X, 1,
-               m->gp, D);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->q, X, p + m->woq, X, 1,
-               m->gp, D);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->pbar, X, p + m->wom, X, 1,
-               m->gp, D);
+    if (m->cfg.bn_everywhere) {
+        bnff_forward(m, m->gp, NB_RD_BN_OC, m->r, m->woc, NULL, B);
+        bnff_forward(m, m->bntmp, NB_RD_BN_OQ, m->q, m->woq, p + m->boq, B);
+        for (size_t i = 0; i < (size_t)B * D; i++)
+            m->gp[i] += m->bntmp[i];
+        bnff_forward(m, m->bntmp, NB_RD_BN_OM, m->pbar, m->wom, NULL, B);
+        for (size_t i = 0; i < (size_t)B * D; i++)
+            m->gp[i] += m->bntmp[i];
+    } else {
+        for (int b = 0; b < B; b++)
+            memcpy(m->gp + (size_t)b * D, p + m->boq, sizeof(real) * D);
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->r, X, p + m->woc, X, 1,
+                   m->gp, D);
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->q, X, p + m->woq, X, 1,
+                   m->gp, D);
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, D, X, 1, m->pbar, X, p + m->wom, X,
+                   1, m->gp, D);
+    }
     const real scale = (real)(1.0 / m->cfg.keep);
     for (size_t i = 0; i < (size_t)B * D; i++) {
         m->gp[i] = REAL_TANH(m->gp[i]);
@@ -365,21 +476,27 @@ void FN(nb_reader_backward)(FN(nb_reader) * m) {
     /* g = tanh(...) with dropout: dgd becomes the gradient of the pre-activation */
     for (size_t i = 0; i < (size_t)B * D; i++)
         m->dgd[i] *= m->kg[i] * (1 - m->gp[i] * m->gp[i]);
-    for (int b = 0; b < B; b++)
-        for (int j = 0; j < D; j++)
-            g[m->boq + j] += m->dgd[(size_t)b * D + j];
-    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dgd, D, m->r, X, 1,
-               g + m->woc, X);
-    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dgd, D, m->q, X, 1,
-               g + m->woq, X);
-    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dgd, D, m->pbar, X, 1,
-               g + m->wom, X);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dgd, D, p + m->woc, X, 0,
-               m->dr, X);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dgd, D, p + m->woq, X, 0,
-               m->dq, X);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dgd, D, p + m->wom, X, 0,
-               m->dpbar, X);
+    if (m->cfg.bn_everywhere) {
+        bnff_backward(m, m->dr, 0, NB_RD_BN_OC, m->dgd, m->r, m->woc, NULL, B);
+        bnff_backward(m, m->dq, 0, NB_RD_BN_OQ, m->dgd, m->q, m->woq, g + m->boq, B);
+        bnff_backward(m, m->dpbar, 0, NB_RD_BN_OM, m->dgd, m->pbar, m->wom, NULL, B);
+    } else {
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < D; j++)
+                g[m->boq + j] += m->dgd[(size_t)b * D + j];
+        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dgd, D, m->r, X, 1,
+                   g + m->woc, X);
+        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dgd, D, m->q, X, 1,
+                   g + m->woq, X);
+        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dgd, D, m->pbar, X, 1,
+                   g + m->wom, X);
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dgd, D, p + m->woc, X,
+                   0, m->dr, X);
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dgd, D, p + m->woq, X,
+                   0, m->dq, X);
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dgd, D, p + m->wom, X,
+                   0, m->dpbar, X);
+    }
 
     /* attention: through r, the mean, the softmax, tanh and the bilinear term */
     const real *watt = p + m->watt;
@@ -429,17 +546,24 @@ void FN(nb_reader_backward)(FN(nb_reader) * m) {
         for (int j = 0; j < D; j++)
             g[m->watt + j] += ds * Mi[j];
     }
-    for (int b = 0; b < B; b++)
-        for (int j = 0; j < D; j++)
-            g[m->bac + j] += m->dqa[(size_t)b * D + j];
-    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, (int)BD, 1, m->dM, D, P, X, 1,
-               g + m->wac, X);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BD, X, D, 1, m->dM, D, p + m->wac, X,
-               1, m->dP, X);
-    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dqa, D, m->q, X, 1,
-               g + m->waq, X);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dqa, D, p + m->waq, X, 1,
-               m->dq, X);
+    if (m->cfg.bn_everywhere) {
+        /* dM and dqa are the gradients of the two BN outputs; padding rows of dM are 0 but
+         * still take a gradient through the statistics they entered */
+        bnff_backward(m, m->dP, 1, NB_RD_BN_AC, m->dM, P, m->wac, g + m->bac, (int)BD);
+        bnff_backward(m, m->dq, 1, NB_RD_BN_AQ, m->dqa, m->q, m->waq, NULL, B);
+    } else {
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < D; j++)
+                g[m->bac + j] += m->dqa[(size_t)b * D + j];
+        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, (int)BD, 1, m->dM, D, P, X, 1,
+                   g + m->wac, X);
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BD, X, D, 1, m->dM, D,
+                   p + m->wac, X, 1, m->dP, X);
+        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, B, 1, m->dqa, D, m->q, X, 1,
+                   g + m->waq, X);
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, D, 1, m->dqa, D, p + m->waq, X,
+                   1, m->dq, X);
+    }
     /* v = u·Bm^T: du = dv·Bm, dBm += dv^T·u;  u = q·Bm: dq += du·Bm^T, dBm += q^T·du */
     CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, X, X, 1, m->dv, X, p + m->bm, X, 0,
                m->du, X);

@@ -12,7 +12,18 @@
  *   r = sum_t a_t P_t;  pbar = masked mean_t(P_t)
  *   g = dropout(tanh(r·Woc^T + q·Woq^T + boq + pbar·Wom^T), keep 0.5)
  *   p = softmax(g·Wl^T + bl) over all V;  loss = mean -log p[y]
- * The norm (cfg.norm) applies inside the four LSTMs only (both papers). */
+ * The norm (cfg.norm) applies inside the four LSTMs only (both papers).
+ *
+ * bn_everywhere (Cooijmans' --bn-everywhere; norm batch only): the five feed-forward layers of
+ * the attention and the output become the code's `bnff` layers, BN(x·W^T; gamma, beta) with
+ * batch statistics (biased variance, cfg.norm.eps inside the sqrt), gamma initialised to 0.1,
+ * beta the layer's own bias where it has one (bac, boq), else none:
+ *   m_t = tanh(BN_ac(P_t·Wac^T; gac, bac) + BN_aq(q·Waq^T; gaq) + sim_t)
+ *   g   = dropout(tanh(BN_oc(r·Woc^T; goc) + BN_oq(q·Woq^T; goq, boq) + BN_om(pbar·Wom^T; gom)))
+ * BN_ac takes its statistics over all B x TD passage positions at once, padding included (the
+ * code reshapes the unmasked passage states to (TD·B, X) before its bnff layer); the others over
+ * the B rows. Like the BN-LSTM, training and evaluation both use the statistics of the batch at
+ * hand. The bilinear term sim_t stays un-normalized, as in the code. Sources in nn/reader.c. */
 
 #ifndef NB_NN_READER_CFG
 #define NB_NN_READER_CFG
@@ -24,7 +35,11 @@ typedef struct nb_reader_cfg {
     int TQmax;   /* question steps */
     double keep; /* dropout keep probability (0.5); 1 disables dropout */
     nb_norm_cfg norm;
+    int bn_everywhere; /* 1: BN on the attention and output layers too (norm batch only) */
 } nb_reader_cfg;
+
+/* The bnff layers of bn_everywhere, in the order of their gains and statistics. */
+enum { NB_RD_BN_AC, NB_RD_BN_AQ, NB_RD_BN_OC, NB_RD_BN_OQ, NB_RD_BN_OM, NB_RD_BN_COUNT };
 #endif
 
 typedef struct NB_FN(nb_reader) {
@@ -34,6 +49,7 @@ typedef struct NB_FN(nb_reader) {
     NB_REAL *params, *grads, *adam_m, *adam_v;
     NB_FN(nb_lstm) ld, ldr, lq, lqr;
     size_t emb, bm, wac, bac, waq, watt, woc, woq, boq, wom, wl, bl; /* offsets */
+    size_t bng[NB_RD_BN_COUNT]; /* bn_everywhere: offsets of the gains; (size_t)-1 otherwise */
     /* last forward */
     int B, TD, TQ, training;
     int *tokd, *tokq, *lend, *lenq, *y;
@@ -43,6 +59,10 @@ typedef struct NB_FN(nb_reader) {
     NB_REAL *M, *sc, *al;             /* (B,TD,D), (B,TD), (B,TD) */
     NB_REAL *r, *pbar, *gp, *kg, *gd; /* (B,X) x2, (B,D) x3 */
     NB_REAL *probs, *dlogits;         /* (B,V) */
+    /* bn_everywhere (NULL otherwise): the linear outputs before BN, att_ctx's (B,TD,D) and the
+     * others' (4,B,D) in NB_RD_BN_* order from AQ; batch means and rstd (NB_RD_BN_COUNT,D);
+     * scratch (B,D), and the gradients of the linear outputs (B,TD,D) and (B,D) */
+    NB_REAL *zac, *zo, *bnmean, *bnrstd, *bntmp, *dzac, *dzo;
     /* backward scratch */
     NB_REAL *dgd, *dr, *dpbar, *dq, *du, *dv, *dqa, *dM, *dP, *dhf, *dhb, *ded, *deq, *dfq;
     long nwrong; /* rows of the last forward whose argmax is not y */

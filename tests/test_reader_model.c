@@ -1,7 +1,8 @@
 /* tests/test_reader_model.c — nn/reader.c, the attentive reader: every gradient of the whole model
  * (embeddings, four LSTMs, attention with its bilinear term, output with its skip term, softmax
  * over the vocabulary, dropout) against central finite differences in double, for every norm,
- * bidirectional and not; and along a random direction. */
+ * bidirectional and not, and for batch with bn_everywhere (BN on the attention and output layers
+ * too); and along a random direction. Then against PyTorch's autograd (tests/ref/ref_reader.py). */
 #include "tests/testutil.h"
 #include "nn/nn.h"
 #include "tests/ref.h"
@@ -19,9 +20,15 @@ static double loss_at(nb_reader_f64 *m, uint64_t noise_seed) {
     return nb_reader_forward_f64(m, tokd, lend, TD, tokq, lenq, TQ, ys, B, 1, &noise);
 }
 
-static void check(nb_norm_kind kind, int bidir) {
-    nb_reader_cfg cfg = {
-        .V = V, .D = D, .bidir = bidir, .Bmax = B, .TDmax = TD, .TQmax = TQ, .keep = 0.5};
+static void check(nb_norm_kind kind, int bidir, int everywhere) {
+    nb_reader_cfg cfg = {.V = V,
+                         .D = D,
+                         .bidir = bidir,
+                         .Bmax = B,
+                         .TDmax = TD,
+                         .TQmax = TQ,
+                         .keep = 0.5,
+                         .bn_everywhere = everywhere};
     nb_norm_cfg_default(&cfg.norm, kind);
     cfg.norm.p = 0.3;
     nb_reader_f64 m;
@@ -54,8 +61,9 @@ static void check(nb_norm_kind kind, int bidir) {
             *v = keep;
             double num = (lp - lm) / (2 * h), ana = g[t->off + j];
             if (!(fabs(num - ana) <= 1e-7 + 1e-5 * fabs(num))) {
-                print_error("%s/%s bidir %d: %s[%zu] numeric %.10g analytic %.10g\n",
-                            nb_norm_name(kind), "", bidir, t->name, j, num, ana);
+                print_error("%s%s bidir %d: %s[%zu] numeric %.10g analytic %.10g\n",
+                            nb_norm_name(kind), everywhere ? "-everywhere" : "", bidir, t->name, j,
+                            num, ana);
                 fail();
             }
             tmax = fmax(tmax, fabs(ana));
@@ -90,8 +98,8 @@ static void check(nb_norm_kind kind, int bidir) {
 #define T(name, kind)                                                                              \
     static void test_##name(void **s) {                                                            \
         (void)s;                                                                                   \
-        check(kind, 1);                                                                            \
-        check(kind, 0);                                                                            \
+        check(kind, 1, 0);                                                                         \
+        check(kind, 0, 0);                                                                         \
     }
 T(none, NB_NORM_NONE)
 T(batch, NB_NORM_BATCH)
@@ -100,22 +108,64 @@ T(layer, NB_NORM_LAYER)
 T(rms, NB_NORM_RMS)
 T(prms, NB_NORM_PRMS)
 
+static void test_batch_everywhere(void **s) {
+    (void)s;
+    check(NB_NORM_BATCH, 1, 1);
+    check(NB_NORM_BATCH, 0, 1);
+}
+
+/* bn_everywhere is refused for any norm but batch, and for a batch of 1 */
+static void test_everywhere_refused(void **s) {
+    (void)s;
+    nb_reader_cfg cfg = {.V = V,
+                         .D = D,
+                         .bidir = 1,
+                         .Bmax = B,
+                         .TDmax = TD,
+                         .TQmax = TQ,
+                         .keep = 1,
+                         .bn_everywhere = 1};
+    nb_reader_f64 m;
+    nb_rng rng;
+    nb_rng_seed(&rng, 1, NB_STREAM_INIT);
+    nb_err err;
+    nb_norm_cfg_default(&cfg.norm, NB_NORM_LAYER);
+    assert_int_equal(nb_reader_init_f64(&m, &cfg, &rng, &err), -1);
+    assert_non_null(strstr(err.msg, "bn-everywhere"));
+    nb_norm_cfg_default(&cfg.norm, NB_NORM_BATCH);
+    cfg.Bmax = 1;
+    assert_int_equal(nb_reader_init_f64(&m, &cfg, &rng, &err), -1);
+    cfg.Bmax = B;
+    assert_int_equal(nb_reader_init_f64(&m, &cfg, &rng, &err), 0);
+    nb_reader_free_f64(&m);
+}
+
 static void test_reference(void **s) {
     (void)s;
     ref_file rf = {0};
     if (ref_load(&rf, "reader.bin") != 0) fail_msg("tests/ref/reader.bin missing");
-    for (nb_norm_kind kind = 0; kind < NB_NORM_COUNT; kind++) {
+    /* the six norms, then batch with bn_everywhere ("batch-everywhere") */
+    for (int kk = 0; kk <= NB_NORM_COUNT; kk++) {
+        const int every = kk == NB_NORM_COUNT;
+        const nb_norm_kind kind = every ? NB_NORM_BATCH : (nb_norm_kind)kk;
         for (int bidir = 0; bidir < 2; bidir++) {
             char key[64];
             const char *parts[] = {"p", "loss", "probs", "grad"};
             const ref_tensor *rt[4];
             for (int i = 0; i < 4; i++) {
-                snprintf(key, sizeof key, "%s.%d.%s", nb_norm_name(kind), bidir, parts[i]);
+                snprintf(key, sizeof key, "%s%s.%d.%s", nb_norm_name(kind),
+                         every ? "-everywhere" : "", bidir, parts[i]);
                 rt[i] = ref_get(&rf, key);
-                assert_non_null(rt[i]);
+                if (!rt[i]) fail_msg("tests/ref/reader.bin has no tensor '%s'", key);
             }
-            nb_reader_cfg cfg = {
-                .V = V, .D = D, .bidir = bidir, .Bmax = B, .TDmax = TD, .TQmax = TQ, .keep = 1.0};
+            nb_reader_cfg cfg = {.V = V,
+                                 .D = D,
+                                 .bidir = bidir,
+                                 .Bmax = B,
+                                 .TDmax = TD,
+                                 .TQmax = TQ,
+                                 .keep = 1.0,
+                                 .bn_everywhere = every};
             nb_norm_cfg_default(&cfg.norm, kind);
             cfg.norm.p = 0.3;
             nb_reader_f64 m;
@@ -141,9 +191,14 @@ static void test_reference(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_none),      cmocka_unit_test(test_batch),
-        cmocka_unit_test(test_weight),    cmocka_unit_test(test_layer),
-        cmocka_unit_test(test_rms),       cmocka_unit_test(test_prms),
+        cmocka_unit_test(test_none),
+        cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_weight),
+        cmocka_unit_test(test_layer),
+        cmocka_unit_test(test_rms),
+        cmocka_unit_test(test_prms),
+        cmocka_unit_test(test_batch_everywhere),
+        cmocka_unit_test(test_everywhere_refused),
         cmocka_unit_test(test_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,9 @@ Writes tests/ref/reader.bin (format: tests/ref.h), read by tests/test_reader_mod
 norm and bidirectional in (0, 1), NAME = "<norm>.<bidir>": NAME.p (the flat parameter buffer in
 nn/reader.c's layout, offsets aligned to 16 values), NAME.loss (the mean cross-entropy),
 NAME.probs (B,V) and NAME.grad (flat, as p). Inputs are fixed below and in the C test.
+NAME "batch-everywhere.<bidir>" is norm batch with bn_everywhere: the attention and output
+feed-forward layers batch-normalized too (Cooijmans' bnff: BN(x W^T) * gamma + beta, biased batch
+variance, att_ctx's statistics over all B x TD passage positions, padding included).
 """
 import math
 import os
@@ -39,15 +42,18 @@ def lstm_layout(prefix, kind, H, C):
     return [(prefix + n, s) for n, s in t]
 
 
-def layout(kind, bidir):
+def layout(kind, bidir, every=False):
     X = 2 * D if bidir else D
     t = [("emb", V * D)]
     t += lstm_layout("enc_d.", kind, D, D) + lstm_layout("enc_q.", kind, D, D)
     if bidir:
         t += lstm_layout("enc_d_r.", kind, D, D) + lstm_layout("enc_q_r.", kind, D, D)
-    t += [("att_bi", X * X), ("att_ctx.W", D * X), ("att_ctx.b", D), ("att_q.W", D * X),
-          ("att_proj.W", D), ("out_ctx.W", D * X), ("out_q.W", D * X), ("out_q.b", D),
-          ("out_mean.W", D * X), ("logit.W", V * D), ("logit.b", V)]
+    gain = lambda name: [(name, D)] if every else []
+    t += ([("att_bi", X * X), ("att_ctx.W", D * X), ("att_ctx.b", D)] + gain("att_ctx.gamma")
+          + [("att_q.W", D * X)] + gain("att_q.gamma") + [("att_proj.W", D), ("out_ctx.W", D * X)]
+          + gain("out_ctx.gamma") + [("out_q.W", D * X), ("out_q.b", D)] + gain("out_q.gamma")
+          + [("out_mean.W", D * X)] + gain("out_mean.gamma")
+          + [("logit.W", V * D), ("logit.b", V)])
     offs, end = [], 0
     for name, n in t:
         off = (end + 15) // 16 * 16
@@ -116,7 +122,14 @@ def lstm(p, pre, x, lens, reverse, kind):
     return torch.stack([torch.stack(row) for row in out]), h
 
 
-def reader(p, kind, bidir):
+def bnff(x, W, g, b=None):
+    """Cooijmans' bnfflayer with activ Linear: BN over the rows of x W^T (every leading axis)."""
+    z = x @ W.T
+    shape = z.shape
+    return bn(z.reshape(-1, shape[-1]), g, b).reshape(shape)
+
+
+def reader(p, kind, bidir, every=False):
     X = 2 * D if bidir else D
     emb = p["emb"].view(V, D)
     ed, eq = emb[torch.tensor(TOKD)], emb[torch.tensor(TOKQ)]
@@ -131,7 +144,11 @@ def reader(p, kind, bidir):
     Bm = p["att_bi"].view(X, X)
     sim = ((P_ @ Bm) * (q @ Bm)[:, None, :]).sum(2)  # (B,TD): (P_t·Bm)·(q·Bm)
     Wac, Waq = p["att_ctx.W"].view(D, X), p["att_q.W"].view(D, X)
-    M = torch.tanh(P_ @ Wac.T + p["att_ctx.b"] + (q @ Waq.T)[:, None, :] + sim[:, :, None])
+    if every:
+        M = torch.tanh(bnff(P_, Wac, p["att_ctx.gamma"], p["att_ctx.b"])
+                       + bnff(q, Waq, p["att_q.gamma"])[:, None, :] + sim[:, :, None])
+    else:
+        M = torch.tanh(P_ @ Wac.T + p["att_ctx.b"] + (q @ Waq.T)[:, None, :] + sim[:, :, None])
     sc = M @ p["att_proj.W"]
     mask = torch.tensor([[1.0 if t < LEND[b] else 0.0 for t in range(TD)] for b in range(B)],
                         dtype=Dt)
@@ -139,8 +156,12 @@ def reader(p, kind, bidir):
     al = torch.softmax(sc, 1)
     r = (al[:, :, None] * P_).sum(1)
     pbar = (mask[:, :, None] * P_).sum(1) / mask.sum(1, keepdim=True)
-    g = torch.tanh(r @ p["out_ctx.W"].view(D, X).T + q @ p["out_q.W"].view(D, X).T
-                   + p["out_q.b"] + pbar @ p["out_mean.W"].view(D, X).T)
+    Woc, Woq, Wom = (p[n + ".W"].view(D, X) for n in ("out_ctx", "out_q", "out_mean"))
+    if every:
+        g = torch.tanh(bnff(r, Woc, p["out_ctx.gamma"]) + bnff(q, Woq, p["out_q.gamma"], p["out_q.b"])
+                       + bnff(pbar, Wom, p["out_mean.gamma"]))
+    else:
+        g = torch.tanh(r @ Woc.T + q @ Woq.T + p["out_q.b"] + pbar @ Wom.T)
     logits = g @ p["logit.W"].view(V, D).T + p["logit.b"]
     logp = torch.log_softmax(logits, 1)
     loss = -logp[torch.arange(B), torch.tensor(YS)].mean()
@@ -148,24 +169,26 @@ def reader(p, kind, bidir):
 
 
 res = []
-for kind in ["none", "batch", "weight", "layer", "rms", "prms"]:
+for name_ in ["none", "batch", "weight", "layer", "rms", "prms", "batch-everywhere"]:
+    every = name_ == "batch-everywhere"
+    kind = "batch" if every else name_
     for bidir in (0, 1):
-        offs, total = layout(kind, bidir)
+        offs, total = layout(kind, bidir, every)
         p, flat = {}, torch.zeros(total, dtype=Dt)
         for name, off, n in offs:
             short = name.split(".")[-1]
-            if short in ("s1", "s2", "s3", "Wg", "Ug"):
+            if short in ("s1", "s2", "s3", "Wg", "Ug", "gamma"):
                 v = 1.0 + 0.3 * torch.randn(n, dtype=Dt)
             else:
                 v = 0.5 * torch.randn(n, dtype=Dt)
             flat[off:off + n] = v
             p[name] = v.clone().requires_grad_(True)
-        loss, probs = reader(p, kind, bidir)
+        loss, probs = reader(p, kind, bidir, every)
         loss.backward()
         grad = torch.zeros(total, dtype=Dt)
         for name, off, n in offs:
             grad[off:off + n] = p[name].grad
-        tag = "%s.%d." % (kind, bidir)
+        tag = "%s.%d." % (name_, bidir)
         res += [(tag + "p", flat.numpy()), (tag + "loss", loss.detach().reshape(1).numpy()),
                 (tag + "probs", probs.detach().numpy()), (tag + "grad", grad.numpy())]
 
