@@ -30,6 +30,8 @@ static const char bench_usage[] =
     "  timed too). Tasks that describe their GEMMs (cifar) also get GFLOP/s per norm and,\n"
     "  after the table, OpenBLAS sgemm alone timed on the same shapes in the same run: their\n"
     "  sum is the step's GEMM floor, and 1 - floor/step the share of everything else.\n"
+    "  reader also takes the name batch-everywhere in --norms (not in 'all'): 'run reader --norm\n"
+    "  batch --bn-everywhere', BN on the attention and output layers too.\n"
     "Timings are medians over repetitions; they move run to run, so compare within one run.\n";
 
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
@@ -249,6 +251,44 @@ static int bench_kernels(const int *norms, int nnorms, int fmt) {
 
 /* ---- training steps ------------------------------------------------------------------------ */
 
+/* A row of `bench step` is one of the six norms, or (reader only) BENCH_EVERYWHERE: norm batch
+ * with cfg.bn_everywhere, named as `run` records it. */
+enum { BENCH_EVERYWHERE = NB_NORM_COUNT };
+
+static nb_norm_kind row_kind(int row) {
+    return row == BENCH_EVERYWHERE ? NB_NORM_BATCH : (nb_norm_kind)row;
+}
+
+static const char *row_name(int row) {
+    return row == BENCH_EVERYWHERE ? "batch-everywhere" : nb_norm_name((nb_norm_kind)row);
+}
+
+/* Copies the comma-separated list to rest without its "batch-everywhere" items, and counts them
+ * in *every. Returns 0, or -1 when an item is empty or the list does not fit. */
+static int split_everywhere(const char *list, char *rest, size_t size, int *every) {
+    static const char name[] = "batch-everywhere";
+    size_t n = 0;
+    *every = 0;
+    rest[0] = '\0';
+    for (const char *p = list;;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len == 0) return -1;
+        if (len == sizeof name - 1 && strncmp(p, name, len) == 0) {
+            ++*every;
+        } else {
+            if (n + len + 2 > size) return -1;
+            if (n) rest[n++] = ',';
+            memcpy(rest + n, p, len);
+            n += len;
+            rest[n] = '\0';
+        }
+        if (!c) break;
+        p = c + 1;
+    }
+    return 0;
+}
+
 static int parse_int_list(const char *list, int *out, int max) {
     int n = 0;
     const char *p = list;
@@ -303,7 +343,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
      * ROUND steps (each round starting at the next norm), so that a slow spell of the machine
      * is shared by all norms instead of landing on one. */
     enum { ROUND = 5 };
-    void *inst[NB_NORM_COUNT];
+    void *inst[NB_NORM_COUNT + 1];
     int *filled = calloc((size_t)nnorms, sizeof(int));
     double *samples = malloc(sizeof(double) * (size_t)nnorms * iters);
     if (!filled || !samples) {
@@ -321,10 +361,11 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         for (int i = 0; i < nnorms; i++) {
             inst[i] = NULL;
             filled[i] = 0;
-            if (norms[i] == NB_NORM_BATCH && batches[bi] < 2) continue;
+            if (row_kind(norms[i]) == NB_NORM_BATCH && batches[bi] < 2) continue;
             nb_train_cfg cfg;
             memset(&cfg, 0, sizeof cfg);
-            task->defaults(&cfg, (nb_norm_kind)norms[i]);
+            task->defaults(&cfg, row_kind(norms[i]));
+            cfg.bn_everywhere = norms[i] == BENCH_EVERYWHERE;
             cfg.task = task->name;
             cfg.seed = 1;
             cfg.batch = batches[bi];
@@ -376,13 +417,17 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     }
     free(filled);
     free(samples);
+    int nw = 7; /* the norm column's width */
+    for (int i = 0; i < nnorms; i++)
+        if ((int)strlen(row_name(norms[i])) > nw) nw = (int)strlen(row_name(norms[i]));
     if (fmt == FMT_TABLE) {
         printf("# %s\n", settings);
         printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, norms interleaved in "
                "rounds of %d steps;\n# vs_layer = layer's median / this median\n",
                task->name, iters, ROUND);
-        printf("%-6s %-7s %6s %12s %10s %10s %9s %10s%s\n", "task", "norm", "batch", "ms_per_step",
-               "mean", "std", "vs_layer", "norm_share", task->bench_flops ? "  GFLOP/s" : "");
+        printf("%-6s %-*s %6s %12s %10s %10s %9s %10s%s\n", "task", nw, "norm", "batch",
+               "ms_per_step", "mean", "std", "vs_layer", "norm_share",
+               task->bench_flops ? "  GFLOP/s" : "");
     } else if (fmt == FMT_CSV) {
         printf("task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings,"
                "norm_share,gflop_per_s\n");
@@ -400,14 +445,14 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         }
         for (int i = 0; i < nnorms; i++) {
             int j = bi * nnorms + i;
-            const char *name = nb_norm_name((nb_norm_kind)norms[i]);
+            const char *name = row_name(norms[i]);
             double vs = layer / med[j];
             /* the share of this norm's step beyond the step without a norm */
             double share = norms[i] == NB_NORM_NONE ? NAN : (med[j] - none) / med[j];
             if (isnan(med[j])) {
                 if (fmt == FMT_TABLE)
-                    printf("%-6s %-7s %6d %12s   (batch norm needs a batch of 2 or more)\n",
-                           task->name, name, batches[bi], "-");
+                    printf("%-6s %-*s %6d %12s   (batch norm needs a batch of 2 or more)\n",
+                           task->name, nw, name, batches[bi], "-");
                 continue;
             }
             if (fmt == FMT_TABLE) {
@@ -421,8 +466,8 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                     snprintf(sh, sizeof sh, "-");
                 else
                     snprintf(sh, sizeof sh, "%.1f%%", 100 * share);
-                printf("%-6s %-7s %6d %12.3f %10.3f %10.3f %9s %10s", task->name, name, batches[bi],
-                       med[j], ms[j], sd[j], v, sh);
+                printf("%-6s %-*s %6d %12.3f %10.3f %10.3f %9s %10s", task->name, nw, name,
+                       batches[bi], med[j], ms[j], sd[j], v, sh);
                 if (task->bench_flops && gflop) printf("  %7.1f", gflop[bi] / (med[j] * 1e-3));
                 putchar('\n');
             } else if (fmt == FMT_CSV) {
@@ -470,9 +515,8 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                fl / (floor_ms * 1e-3) * 1e-9);
         for (int i = 0; i < nnorms; i++)
             if (!isnan(med[i]))
-                printf("# %-7s step / floor = %.2fx; outside the floor: %.0f%% of the step\n",
-                       nb_norm_name((nb_norm_kind)norms[i]), med[i] / floor_ms,
-                       100.0 * (1 - floor_ms / med[i]));
+                printf("# %-*s step / floor = %.2fx; outside the floor: %.0f%% of the step\n", nw,
+                       row_name(norms[i]), med[i] / floor_ms, 100.0 * (1 - floor_ms / med[i]));
     }
     free(ms), free(sd), free(med), free(gflop);
     return NB_EXIT_OK;
@@ -497,9 +541,25 @@ int cmd_bench(int argc, const char **argv) {
     if (rc) return rc;
     if (npos < 1) return nb_usage_error("bench", "what to benchmark? 'kernels' or 'step TASK'");
     nb_note_blas_core();
-    int norms[NB_NORM_COUNT];
-    int nnorms = nb_parse_norm_list("bench", norms_arg ? norms_arg : "all", norms, NB_NORM_COUNT);
+    /* batch-everywhere is taken out of the list before the six norms are parsed */
+    int norms[NB_NORM_COUNT + 1], every = 0;
+    char rest[512];
+    if (split_everywhere(norms_arg ? norms_arg : "all", rest, sizeof rest, &every) != 0)
+        return nb_usage_error("bench", "invalid norm list '%s'", norms_arg);
+    if (every > 1) return nb_usage_error("bench", "norm 'batch-everywhere' is listed twice");
+    int nnorms = rest[0] || !every ? nb_parse_norm_list("bench", rest, norms, NB_NORM_COUNT) : 0;
     if (nnorms < 0) return NB_EXIT_USAGE;
+    if (every) {
+        const char *t = npos > 1 ? pos[1] : "";
+        if (strcmp(pos[0], "step") != 0 || strcmp(t, "reader") != 0) {
+            fprintf(stderr,
+                    "error: 'batch-everywhere' (--bn-everywhere) exists only for 'bench step "
+                    "reader'\nhint: leave it out of --norms, or time 'normbench bench step reader "
+                    "--norms batch,batch-everywhere'\n");
+            return NB_EXIT_USAGE;
+        }
+        norms[nnorms++] = BENCH_EVERYWHERE;
+    }
     if (threads > 0) {
         omp_set_num_threads(threads);
         openblas_set_num_threads(threads);

@@ -202,6 +202,7 @@ static char *config_json(const nb_train_cfg *cfg) {
     }
     if (strcmp(cfg->task, "reader") == 0) {
         kv_str(&j, "encoders", cfg->unidirectional ? "unidirectional" : "bidirectional");
+        kv_str(&j, "bn_everywhere", cfg->bn_everywhere ? "on" : "off");
         kv_int(&j, "dim", cfg->dim);
         kv_int(&j, "eval_every", cfg->eval_every);
     }
@@ -227,7 +228,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     int64_t seed = 1, steps = 0, epochs = 0;
     int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
     int no_ftz = 0, no_fetch = 0;
-    int unidirectional = 0, dim = 0, eval_every = 0;
+    int unidirectional = 0, dim = 0, eval_every = 0, bn_everywhere = 0; /* reader */
     int adam_eps_inside = 0, adam_eps_on = 0, log_every = 0, eval_batch = 0;
     double lr = 0, p = 0, eps = 0, clip = 0, beta1 = 0, beta2 = 0, adam_eps = 0;
     int oe_dim_word = 0, adam_fix = 0; /* order */
@@ -270,6 +271,9 @@ static int parse_run(int argc, const char **argv, run_args *a) {
          "keep denormal floats (default: flush them to zero, as PyTorch and TF do on x86)"},
         {"unidirectional", NB_OPT_FLAG, &unidirectional, NULL,
          "reader: forward-only encoders (LN paper; default bidirectional, RMS paper)"},
+        {"bn-everywhere", NB_OPT_FLAG, &bn_everywhere, NULL,
+         "reader, with --norm batch: BN on the attention and output layers too (Cooijmans' "
+         "BN-everywhere; recorded as norm batch-everywhere)"},
         {"dim", NB_OPT_INT, &dim, "N",
          "order, reader: model width (order's GRU and joint embedding 1024, reader's d 240)", NULL,
          1, 8192},
@@ -365,7 +369,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
         {"norm-axes", "cifar"}, {"none-init", "cifar"},       {"width", "cifar"},
         {"no-zca", "cifar"},    {"dim", "order,reader"},      {"eval-every", "order,reader"},
         {"dim-word", "order"},  {"margin", "order"},          {"clip-tensor", "order"},
-        {"adam-fix", "order"},  {"unidirectional", "reader"},
+        {"adam-fix", "order"},  {"unidirectional", "reader"}, {"bn-everywhere", "reader"},
     };
     for (size_t i = 0; i < sizeof task_opts / sizeof task_opts[0]; i++) {
         if (!nb_opt_seen(opts, task_opts[i].opt)) continue;
@@ -389,6 +393,15 @@ static int parse_run(int argc, const char **argv, run_args *a) {
         cfg.adam.bias = NB_ADAM_BIAS_STANDARD;
     }
     if (unidirectional) cfg.unidirectional = 1;
+    if (bn_everywhere && cfg.norm.kind != NB_NORM_BATCH) {
+        fprintf(stderr,
+                "error: --bn-everywhere adds BatchNorm to the BN-LSTM's attention and output "
+                "layers: it needs --norm batch, not '%s'\n"
+                "hint: add --norm batch, or leave out --bn-everywhere\n",
+                nb_norm_name(cfg.norm.kind));
+        return NB_EXIT_USAGE;
+    }
+    if (bn_everywhere) cfg.bn_everywhere = 1;
     if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2)
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
     a->cfg = cfg;
@@ -553,7 +566,8 @@ int cmd_run(int argc, const char **argv) {
     }
     ctx.spec.task = cfg.task;
     ctx.spec.dataset = cfg.dataset;
-    ctx.spec.norm = nb_norm_name(cfg.norm.kind);
+    /* BN-everywhere is its own curve in the papers' figures: report and plot group by this name */
+    ctx.spec.norm = cfg.bn_everywhere ? "batch-everywhere" : nb_norm_name(cfg.norm.kind);
     ctx.spec.seed = (int64_t)cfg.seed;
     ctx.spec.config_json = json;
     ctx.tag = tag;

@@ -104,11 +104,17 @@ int nb_plot_downsample(int n, int max, int *idx) {
 
 /* ---- which runs ------------------------------------------------------------------------- */
 
+/* batch-everywhere: the reader's --bn-everywhere runs, in a lighter shade of batch's green */
 static const struct {
     const char *norm, *color;
 } norm_colors[] = {
-    {"none", "#7f7f7f"},  {"batch", "#2ca02c"}, {"weight", "#8c564b"},
-    {"layer", "#1f77b4"}, {"rms", "#d62728"},   {"prms", "#ff7f0e"},
+    {"none", "#7f7f7f"},
+    {"batch", "#2ca02c"},
+    {"weight", "#8c564b"},
+    {"layer", "#1f77b4"},
+    {"rms", "#d62728"},
+    {"prms", "#ff7f0e"},
+    {"batch-everywhere", "#98df8a"},
 };
 enum { NNORMS = sizeof norm_colors / sizeof norm_colors[0] };
 

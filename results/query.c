@@ -262,7 +262,8 @@ void nb_run_detail_free(nb_run_detail *d) {
 
 /* Display order of the norms; names not listed sort after, alphabetically. */
 static int norm_rank(const char *norm) {
-    static const char *const order[] = {"none", "batch", "weight", "layer", "rms", "prms"};
+    static const char *const order[] = {"none", "batch", "batch-everywhere", "weight", "layer",
+                                        "rms",  "prms"}; /* reader --bn-everywhere */
     for (int i = 0; i < (int)(sizeof order / sizeof order[0]); i++)
         if (strcmp(norm, order[i]) == 0) return i;
     return 100;

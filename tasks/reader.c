@@ -45,7 +45,8 @@ static nb_reader_cfg model_cfg(const nb_train_cfg *cfg, int V, int B, int TD, in
                        .TDmax = TD,
                        .TQmax = TQ,
                        .keep = 0.5,
-                       .norm = cfg->norm};
+                       .norm = cfg->norm,
+                       .bn_everywhere = cfg->bn_everywhere};
     return m;
 }
 

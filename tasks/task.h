@@ -59,6 +59,8 @@ typedef struct nb_train_cfg {
     double oe_margin, oe_clip_tensor;
     /* reader (tasks/reader.c) */
     int unidirectional; /* forward-only encoders (the LN paper) instead of bidirectional */
+    /* reader, norm batch: Cooijmans' --bn-everywhere (BN on the attention and output layers) */
+    int bn_everywhere;
 } nb_train_cfg;
 
 typedef struct nb_progress {

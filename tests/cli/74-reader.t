@@ -35,6 +35,36 @@ check "unidirectional, batch norm" 0 "$NB" run reader --dataset synthetic --dim 
 c=$(sqlite3 "$db" "select config from runs where id = $(last)")
 echo "$c" | grep -q '"encoders": "unidirectional"' && ok "unidirectional recorded" || not_ok "unidirectional recorded" "$c"
 
+# --bn-everywhere (Cooijmans' BN-everywhere: BN on the attention and output layers too) learns,
+# like the layer run above, and is recorded as its own norm so that report keeps it apart from
+# BN-LSTM (the papers' figures have both).
+check "batch --bn-everywhere" 0 "$NB" run reader --dataset synthetic --dim 32 --lr 3e-3 --subset 3000 \
+    --steps 300 --eval-every 100 --norm batch --bn-everywhere --quiet
+id=$(last)
+e=$(val "$id" best_val_error)
+awk -v e="$e" 'BEGIN { exit !(e != "" && e < 0.85) }' && ok "bn-everywhere learns: best validation error $e < 0.85" \
+    || not_ok "bn-everywhere learns: best validation error '$e' < 0.85"
+[ "$(sqlite3 "$db" "select norm from runs where id = $id")" = batch-everywhere ] \
+    && ok "recorded as norm batch-everywhere" || not_ok "recorded as norm batch-everywhere"
+c=$(sqlite3 "$db" "select config from runs where id = $id")
+echo "$c" | grep -q '"norm": "batch"' && echo "$c" | grep -q '"bn_everywhere": "on"' \
+    && ok "the config says norm batch, bn_everywhere on" || not_ok "bn_everywhere in the config" "$c"
+c=$(sqlite3 "$db" "select config from runs where id = $((id - 1))")
+echo "$c" | grep -q '"bn_everywhere": "off"' && ok "and off for BN-LSTM" || not_ok "bn_everywhere off" "$c"
+check "report" 0 "$NB" report --task reader --format csv
+has "report has a batch row" "$tmp/out" '^reader,synthetic,batch,1,'
+has "and a batch-everywhere row" "$tmp/out" '^reader,synthetic,batch-everywhere,1,'
+check "--bn-everywhere without --norm batch is a usage error" 2 "$NB" run reader --dataset synthetic --bn-everywhere
+has "naming the option and the norm" "$tmp/err" "^error: --bn-everywhere .*needs --norm batch, not 'layer'"
+has "with a hint" "$tmp/err" "^hint: add --norm batch"
+check "--bn-everywhere on another task is a usage error" 2 "$NB" run mnist --norm batch --bn-everywhere
+has "naming the option" "$tmp/err" "bn-everywhere is an option of the task\(s\) reader"
+check "bench step reader times batch-everywhere" 0 "$NB" bench step reader --norms batch-everywhere \
+    --batch 2 --steps 1 --format csv
+has "a batch-everywhere row" "$tmp/out" '^reader,batch-everywhere,2,[0-9.]+'
+check "batch-everywhere on another bench is a usage error" 2 "$NB" bench step mnist --norms batch-everywhere
+has "saying where it exists" "$tmp/err" "only for 'bench step reader'"
+
 check "--dim 0 is a usage error" 2 "$NB" run reader --dataset synthetic --dim 0
 has "naming the option" "$tmp/err" "dim"
 check "--eval-every x is a usage error" 2 "$NB" run reader --dataset synthetic --eval-every x
