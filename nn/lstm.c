@@ -49,6 +49,14 @@ static inline int nthreads(const FN(nb_lstm) * L) {
     return n < L->nthr ? n : L->nthr;
 }
 
+/* Threads for a whole-sequence region whose threads each own a slice of rows: 1 when the work
+ * is too small to pay for a thread, never more than there are rows. */
+static inline int row_threads(const FN(nb_lstm) * L) {
+    if ((size_t)L->B * (size_t)L->G * (size_t)L->T < PAR_MIN) return 1;
+    const int n = nthreads(L);
+    return n < L->B ? n : L->B;
+}
+
 static real *zalloc(size_t n, int *fail) {
     real *p = calloc(n ? n : 1, sizeof(real));
     if (!p) *fail = 1;
@@ -132,7 +140,7 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
     L->dc = zalloc((size_t)Bmax * H, &fail);
     L->dh2 = zalloc((size_t)Bmax * H, &fail);
     L->dc2 = zalloc((size_t)Bmax * H, &fail);
-    /* per-thread double partials of the gain and bias gradients (step_bwd_rows) */
+    /* per-thread double partials of the gain and bias gradients (bwd_row) */
     L->nthr = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
     L->part_stride = 5 * (size_t)G + 2 * (size_t)H;
     L->part = calloc(L->part_stride * (size_t)L->nthr, sizeof(double));
@@ -439,6 +447,92 @@ static inline void cell_out(FN(nb_lstm) * L, real *out, int t, int b, const real
     if (out) memcpy(out + ((size_t)b * L->T + pos_of(L, b, t)) * H, h1, sizeof(real) * H);
 }
 
+/* Gates and cell of row b at step t from pa (a's row) and pr (r's row), normalized here for
+ * layer/rms/prms when norm_here (statistics kept for backward), or already normalized (batch)
+ * or not normalized at all (none, weight): pre = N1(a) + N2(r) + b, the activations into g,
+ * the new cell (masked) into c. */
+static inline void gate_row(FN(nb_lstm) * L, int t, int b, const real *pa, const real *pr,
+                            const real *params, int norm_here) {
+    const int B = L->B, H = L->H, G = L->G;
+    const nb_norm_kind kind = L->norm.kind;
+    const int fused = norm_here && has_norm(kind) && kind != NB_NORM_BATCH;
+    const int ln = kind == NB_NORM_LAYER;
+    const size_t sr = (size_t)t * B + b;
+    const real *bias = params + L->b;
+    real *gg = L->g + sr * G;
+    const real m = t < L->len[b] ? 1 : 0;
+    const real *c0 = L->c + sr * H;
+    real *c1 = L->c + (sr + B) * H;
+    if (fused) {
+        const real *g1 = params + L->s1, *g2 = params + L->s2;
+        real mu1, q1, mu2, q2;
+        row_stats(pa, G, L->k1, ln, &L->norm, &mu1, &q1);
+        row_stats(pr, G, L->k1, ln, &L->norm, &mu2, &q2);
+        L->m1[sr] = mu1;
+        L->r1[sr] = q1;
+        L->m2[sr] = mu2;
+        L->r2[sr] = q2;
+        if (ln) {
+            const real *e1 = params + L->b1, *e2 = params + L->b2;
+#pragma omp simd
+            for (int j = 0; j < G; j++)
+                gg[j] = g1[j] * ((pa[j] - mu1) * q1) + e1[j] +
+                        (g2[j] * ((pr[j] - mu2) * q2) + e2[j]) + bias[j];
+        } else {
+#pragma omp simd
+            for (int j = 0; j < G; j++)
+                gg[j] = g1[j] * (pa[j] * q1) + g2[j] * (pr[j] * q2) + bias[j];
+        }
+    } else {
+#pragma omp simd
+        for (int j = 0; j < G; j++)
+            gg[j] = pa[j] + pr[j] + bias[j];
+    }
+#pragma omp simd
+    for (int j = 0; j < 3 * H; j++)
+        gg[j] = vm_sigmoid(gg[j]);
+#pragma omp simd
+    for (int j = 3 * H; j < G; j++)
+        gg[j] = vm_tanh(gg[j]);
+#pragma omp simd
+    for (int j = 0; j < H; j++) {
+        const real cnew = gg[H + j] * c0[j] + gg[j] * gg[3 * H + j];
+        c1[j] = m * cnew + (1 - m) * c0[j];
+    }
+}
+
+/* The forward sweep for batch: column statistics couple the rows, so each step's norms go
+ * through the nn/norm.c kernels between row loops. */
+static void fwd_batch(FN(nb_lstm) * L, real *out, const real *U, const real *params) {
+    const int B = L->B, T = L->T, H = L->H, G = L->G;
+    const int st1 = stat_stride(L, G), st3 = stat_stride(L, H);
+    const int par = (size_t)B * G >= PAR_MIN;
+    for (int t = 0; t < T; t++) {
+        real *rt = L->r + (size_t)t * B * G, *at = L->a + (size_t)t * B * G;
+        const real *hp = L->h + (size_t)t * B * H;
+        real *cn = L->c + (size_t)(t + 1) * B * H;
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, G, H, 1, hp, H, U, H, 0, rt, G);
+        for (int b = 0; b < B; b++)
+            memcpy(at + (size_t)b * G, L->xw + ((size_t)b * T + pos_of(L, b, t)) * G,
+                   sizeof(real) * G);
+        norm_fwd(L, L->n1, L->m1 + (size_t)t * st1, L->r1 + (size_t)t * st1, at, params, L->s1,
+                 L->b1, G, L->k1);
+        norm_fwd(L, L->n2, L->m2 + (size_t)t * st1, L->r2 + (size_t)t * st1, rt, params, L->s2,
+                 L->b2, G, L->k1);
+#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
+        for (int b = 0; b < B; b++)
+            gate_row(L, t, b, L->n1 + (size_t)b * G, L->n2 + (size_t)b * G, params, 0);
+        norm_fwd(L, L->n3, L->m3 + (size_t)t * st3, L->r3 + (size_t)t * st3, cn, params, L->s3,
+                 L->b3, H, L->k3);
+#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
+        for (int b = 0; b < B; b++) {
+            const size_t sr = (size_t)t * B + b;
+            cell_out(L, out, t, b, L->n3 + (size_t)b * H, L->g + sr * G, L->h + sr * H,
+                     L->tc + sr * H, L->h + (sr + B) * H, 0, 0, params);
+        }
+    }
+}
+
 void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *len, int B, int T,
                          int reverse, const real *params) {
     const int C = L->C, H = L->H, G = L->G;
@@ -469,85 +563,30 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
         memcpy(L->h + (size_t)b * H, params + L->h0, sizeof(real) * H);
         memset(L->c + (size_t)b * H, 0, sizeof(real) * H);
     }
-    const int bn = kind == NB_NORM_BATCH;
-    /* layer, rms, prms: the row norms are fused into the row's loop (statistics, then normalize
-     * + add + activate in one pass, no normalized copy written), and one parallel region does a
-     * whole step; batch (column statistics) goes through the nn/norm.c kernels between regions */
-    const int fused = has_norm(kind) && !bn, ln = kind == NB_NORM_LAYER;
-    const int st1 = bn ? stat_stride(L, G) : 0, st3 = bn ? stat_stride(L, H) : 0;
-    const int par = (size_t)B * G >= PAR_MIN;
-    const real *g1 = fused ? params + L->s1 : NULL, *g2 = fused ? params + L->s2 : NULL;
-    const real *e1 = ln ? params + L->b1 : NULL, *e2 = ln ? params + L->b2 : NULL;
-    for (int t = 0; t < T; t++) {
-        real *rt = L->r + (size_t)t * B * G, *gt = L->g + (size_t)t * B * G;
-        const real *hp = L->h + (size_t)t * B * H, *cp = L->c + (size_t)t * B * H;
-        real *hn = L->h + (size_t)(t + 1) * B * H, *cn = L->c + (size_t)(t + 1) * B * H;
-        real *tct = L->tc + (size_t)t * B * H;
-        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, G, H, 1, hp, H, U, H, 0, rt, G);
-        if (bn) {
-            real *at = L->a + (size_t)t * B * G;
-            for (int b = 0; b < B; b++)
-                memcpy(at + (size_t)b * G, L->xw + ((size_t)b * T + pos_of(L, b, t)) * G,
-                       sizeof(real) * G);
-            norm_fwd(L, L->n1, L->m1 + (size_t)t * st1, L->r1 + (size_t)t * st1, at, params, L->s1,
-                     L->b1, G, L->k1);
-            norm_fwd(L, L->n2, L->m2 + (size_t)t * st1, L->r2 + (size_t)t * st1, rt, params, L->s2,
-                     L->b2, G, L->k1);
-        }
-#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
-        for (int b = 0; b < B; b++) {
-            const real *pa =
-                bn ? L->n1 + (size_t)b * G : L->xw + ((size_t)b * T + pos_of(L, b, t)) * G;
-            const real *pr = bn ? L->n2 + (size_t)b * G : rt + (size_t)b * G;
-            real *gg = gt + (size_t)b * G;
-            const real m = t < L->len[b] ? 1 : 0;
-            const real *c0 = cp + (size_t)b * H;
-            real *c1 = cn + (size_t)b * H;
-            if (fused) {
-                real mu1, q1, mu2, q2;
-                row_stats(pa, G, L->k1, ln, &L->norm, &mu1, &q1);
-                row_stats(pr, G, L->k1, ln, &L->norm, &mu2, &q2);
-                L->m1[(size_t)t * B + b] = mu1;
-                L->r1[(size_t)t * B + b] = q1;
-                L->m2[(size_t)t * B + b] = mu2;
-                L->r2[(size_t)t * B + b] = q2;
-                if (ln) {
-#pragma omp simd
-                    for (int j = 0; j < G; j++)
-                        gg[j] = g1[j] * ((pa[j] - mu1) * q1) + e1[j] +
-                                (g2[j] * ((pr[j] - mu2) * q2) + e2[j]) + bias[j];
-                } else {
-#pragma omp simd
-                    for (int j = 0; j < G; j++)
-                        gg[j] = g1[j] * (pa[j] * q1) + g2[j] * (pr[j] * q2) + bias[j];
-                }
-            } else {
-#pragma omp simd
-                for (int j = 0; j < G; j++)
-                    gg[j] = pa[j] + pr[j] + bias[j];
+    if (kind == NB_NORM_BATCH) {
+        fwd_batch(L, out, U, params);
+        return;
+    }
+    /* Every other kind: rows do not interact, so each thread owns a slice of rows for all T
+     * steps: one parallel region, no barrier; each thread's recurrent GEMM on its rows runs on
+     * that thread alone (OpenBLAS does not fork inside a parallel region). */
+    const int nt = row_threads(L);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const int th = omp_get_thread_num(), nth = omp_get_num_threads();
+        const int b0 = (int)((long long)B * th / nth), b1 = (int)((long long)B * (th + 1) / nth);
+        for (int t = 0; t < T && b1 > b0; t++) {
+            const size_t s0 = (size_t)t * B + b0;
+            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, b1 - b0, G, H, 1, L->h + s0 * H, H,
+                       U, H, 0, L->r + s0 * G, G);
+            for (int b = b0; b < b1; b++) {
+                const size_t sr = (size_t)t * B + b;
+                gate_row(L, t, b, L->xw + ((size_t)b * T + pos_of(L, b, t)) * G, L->r + sr * G,
+                         params, 1);
+                cell_out(L, out, t, b, L->c + (sr + B) * H, L->g + sr * G, L->h + sr * H,
+                         L->tc + sr * H, L->h + (sr + B) * H, has_norm(kind), kind == NB_NORM_LAYER,
+                         params);
             }
-#pragma omp simd
-            for (int j = 0; j < 3 * H; j++)
-                gg[j] = vm_sigmoid(gg[j]);
-#pragma omp simd
-            for (int j = 3 * H; j < G; j++)
-                gg[j] = vm_tanh(gg[j]);
-#pragma omp simd
-            for (int j = 0; j < H; j++) {
-                const real cnew = gg[H + j] * c0[j] + gg[j] * gg[3 * H + j];
-                c1[j] = m * cnew + (1 - m) * c0[j];
-            }
-            if (!bn)
-                cell_out(L, out, t, b, c1, gg, hp + (size_t)b * H, tct + (size_t)b * H,
-                         hn + (size_t)b * H, fused, ln, params);
-        }
-        if (bn) {
-            norm_fwd(L, L->n3, L->m3 + (size_t)t * st3, L->r3 + (size_t)t * st3, cn, params, L->s3,
-                     L->b3, H, L->k3);
-#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
-            for (int b = 0; b < B; b++)
-                cell_out(L, out, t, b, L->n3 + (size_t)b * H, gt + (size_t)b * G,
-                         hp + (size_t)b * H, tct + (size_t)b * H, hn + (size_t)b * H, 0, 0, params);
         }
     }
 }
@@ -602,57 +641,76 @@ static inline void acc(double *p, const real *v, int n) {
         p[i] += (double)v[i];
 }
 
-/* One step backward for every kind but batch, as one parallel region over rows (the recurrent
- * GEMM follows in the caller). The step's gain/bias gradients go into the calling thread's
- * double partials (layout: part_off()). a's gradient replaces a in xw (same position), r's
- * replaces r in r's slot, for the weight GEMMs after the sweep. */
-static void step_bwd_rows(FN(nb_lstm) * L, const real *dout, int t, const real *params) {
+/* Row b of step t backward, for every kind but batch. dh/dh2 are the caller's current carry
+ * buffers (B,H). The step's gain/bias gradients go into P, the calling thread's double
+ * partials (s1 b1 s2 b2 b, G each; s3 b3, H each). a's gradient replaces a in xw (same
+ * position) and r's replaces r in r's slot, for the weight GEMMs after the sweep. */
+static inline void bwd_row(FN(nb_lstm) * L, double *P, real *dh, real *dh2, const real *dout, int t,
+                           int b, const real *params) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
     const nb_norm_kind kind = L->norm.kind;
     const int fused = has_norm(kind), ln = kind == NB_NORM_LAYER;
-    const int par = (size_t)B * G >= PAR_MIN;
-    real *rt = L->r + (size_t)t * B * G;
-    const real *gt = L->g + (size_t)t * B * G;
-    const real *cp = L->c + (size_t)t * B * H, *cn = L->c + (size_t)(t + 1) * B * H;
-    const real *tct = L->tc + (size_t)t * B * H;
-    const real *g1 = fused ? params + L->s1 : NULL, *g2 = fused ? params + L->s2 : NULL;
-    const real *g3 = fused ? params + L->s3 : NULL;
-    const size_t PS = L->part_stride;
-#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
-    for (int b = 0; b < B; b++) {
-        double *P = L->part + (size_t)omp_get_thread_num() * PS;
-        double *ps1 = P, *pb1 = P + G, *ps2 = P + 2 * G, *pb2 = P + 3 * G, *pbias = P + 4 * G;
-        double *ps3 = P + 5 * G, *pb3 = P + 5 * G + H;
-        const size_t sr = (size_t)t * B + b;
-        const real m = t < L->len[b] ? 1 : 0;
-        const real *gg = gt + (size_t)b * G, *tcb = tct + (size_t)b * H;
-        real *dhb = L->dh + (size_t)b * H, *dn = L->n3 + (size_t)b * H;
-        real *dc2 = L->dc2 + (size_t)b * H, *dcb = L->dc + (size_t)b * H;
-        real *dp = L->n1 + (size_t)b * G;
-        hpath_bwd(L, dhb, dn, dout, t, b, gg, tcb);
-        if (fused) {
-            row_norm_bwd(dc2, ps3, ln ? pb3 : NULL, NULL, dn, dcb, cn + (size_t)b * H, g3,
-                         L->m3[sr], L->r3[sr], H, L->k3, ln, &L->norm);
-        } else {
+    double *ps1 = P, *pb1 = P + G, *ps2 = P + 2 * G, *pb2 = P + 3 * G, *pbias = P + 4 * G;
+    double *ps3 = P + 5 * G, *pb3 = P + 5 * G + H;
+    const size_t sr = (size_t)t * B + b;
+    const real m = t < L->len[b] ? 1 : 0;
+    const real *gg = L->g + sr * G, *tcb = L->tc + sr * H;
+    real *dhb = dh + (size_t)b * H, *dn = L->n3 + (size_t)b * H;
+    real *dc2 = L->dc2 + (size_t)b * H, *dcb = L->dc + (size_t)b * H;
+    real *dp = L->n1 + (size_t)b * G;
+    hpath_bwd(L, dhb, dn, dout, t, b, gg, tcb);
+    if (fused) {
+        row_norm_bwd(dc2, ps3, ln ? pb3 : NULL, NULL, dn, dcb, L->c + (sr + B) * H, params + L->s3,
+                     L->m3[sr], L->r3[sr], H, L->k3, ln, &L->norm);
+    } else {
 #pragma omp simd
-            for (int j = 0; j < H; j++)
-                dc2[j] = dcb[j] + dn[j];
-        }
-        gates_bwd(L, dp, dcb, L->dh2 + (size_t)b * H, dhb, dc2, gg, tcb, cp + (size_t)b * H, m);
-        acc(pbias, dp, G); /* the bias added at the step */
-        /* a (read in place in xw) and r: their gradients overwrite them */
-        real *xa = L->xw + ((size_t)b * T + pos_of(L, b, t)) * G, *xr = rt + (size_t)b * G;
-        if (fused) {
-            row_norm_bwd(xa, ps1, ln ? pb1 : NULL, pbias, dp, NULL, xa, g1, L->m1[sr], L->r1[sr], G,
-                         L->k1, ln, &L->norm);
-            row_norm_bwd(xr, ps2, ln ? pb2 : NULL, NULL, dp, NULL, xr, g2, L->m2[sr], L->r2[sr], G,
-                         L->k1, ln, &L->norm);
-        } else {
-            memcpy(xa, dp, sizeof(real) * G);
-            acc(pbias, dp, G); /* the bias added to x·W */
-            memcpy(xr, dp, sizeof(real) * G);
+        for (int j = 0; j < H; j++)
+            dc2[j] = dcb[j] + dn[j];
+    }
+    gates_bwd(L, dp, dcb, dh2 + (size_t)b * H, dhb, dc2, gg, tcb, L->c + sr * H, m);
+    acc(pbias, dp, G); /* the bias added at the step */
+    /* a (read in place in xw) and r: their gradients overwrite them */
+    real *xa = L->xw + ((size_t)b * T + pos_of(L, b, t)) * G, *xr = L->r + sr * G;
+    if (fused) {
+        row_norm_bwd(xa, ps1, ln ? pb1 : NULL, pbias, dp, NULL, xa, params + L->s1, L->m1[sr],
+                     L->r1[sr], G, L->k1, ln, &L->norm);
+        row_norm_bwd(xr, ps2, ln ? pb2 : NULL, NULL, dp, NULL, xr, params + L->s2, L->m2[sr],
+                     L->r2[sr], G, L->k1, ln, &L->norm);
+    } else {
+        memcpy(xa, dp, sizeof(real) * G);
+        acc(pbias, dp, G); /* the bias added to x·W */
+        memcpy(xr, dp, sizeof(real) * G);
+    }
+}
+
+/* The whole backward sweep for every kind but batch. Rows do not interact (the row norms are
+ * per row, and dh_prev = dr·U row by row), so each thread owns a slice of rows for all T steps:
+ * one parallel region, no barrier; inside it, each thread's recurrent GEMM on its rows runs on
+ * that thread alone (OpenBLAS does not fork inside a parallel region). Returns the buffer that
+ * holds dh of the initial state. */
+static real *sweep_bwd_rows(FN(nb_lstm) * L, const real *dout, const real *U, int nt,
+                            const real *params) {
+    const int B = L->B, T = L->T, H = L->H, G = L->G;
+    const size_t PS = L->part_stride;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const int th = omp_get_thread_num(), nth = omp_get_num_threads();
+        const int b0 = (int)((long long)B * th / nth), b1 = (int)((long long)B * (th + 1) / nth);
+        double *P = L->part + (size_t)th * PS;
+        real *dh = L->dh, *dh2 = L->dh2;
+        for (int t = T - 1; t >= 0; t--) {
+            for (int b = b0; b < b1; b++)
+                bwd_row(L, P, dh, dh2, dout, t, b, params);
+            /* dh_prev += dr·U on this thread's rows */
+            if (b1 > b0)
+                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, b1 - b0, H, G, 1,
+                           L->r + ((size_t)t * B + b0) * G, G, U, H, 1, dh2 + (size_t)b0 * H, H);
+            real *sw = dh;
+            dh = dh2;
+            dh2 = sw;
         }
     }
+    return T % 2 ? L->dh2 : L->dh;
 }
 
 /* One step backward for batch: column statistics couple the rows, so the norms go through the
@@ -717,17 +775,22 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
     memset(L->dc, 0, sizeof(real) * B * H);
     if (!bn) memset(L->part, 0, sizeof(double) * L->part_stride * (size_t)L->nthr);
 
-    for (int t = T - 1; t >= 0; t--) {
-        if (bn)
+    if (bn) {
+        for (int t = T - 1; t >= 0; t--) {
             step_bwd_batch(L, grads, dout, t, params);
-        else
-            step_bwd_rows(L, dout, t, params);
-        /* dh_prev += dr·U */
-        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, G, 1, L->r + (size_t)t * B * G,
-                   G, U, H, 1, L->dh2, H);
-        real *sw = L->dh;
-        L->dh = L->dh2;
-        L->dh2 = sw;
+            /* dh_prev += dr·U */
+            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, G, 1,
+                       L->r + (size_t)t * B * G, G, U, H, 1, L->dh2, H);
+            real *sw = L->dh;
+            L->dh = L->dh2;
+            L->dh2 = sw;
+        }
+    } else {
+        real *dhf = sweep_bwd_rows(L, dout, U, row_threads(L), params);
+        if (dhf != L->dh) {
+            L->dh2 = L->dh;
+            L->dh = dhf;
+        }
     }
     /* the learned initial state */
     real *dh0 = grads + L->h0;
