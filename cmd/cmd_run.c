@@ -35,7 +35,11 @@ static const char run_usage[] =
     "tasks: mnist (LN paper §6.6 MLP; datasets fashion-mnist (default), mnist, synthetic)\n"
     "       cifar (ConvPool-CNN-C, WN code / RMS paper A.4; datasets cifar10 (default),\n"
     "              fashion-mnist, mnist, synthetic; options --norm-axes, --none-init, --width,\n"
-    "              --no-zca)\n";
+    "              --no-zca)\n"
+    "       order (order-embeddings GRU, OE code; datasets coco-oe (default), synthetic;\n"
+    "              options --dim, --dim-word, --margin, --clip-tensor, --adam-fix, --eval-every)\n"
+    "       reader (attentive reader, AR code; datasets cnn-top4 (default), synthetic; options\n"
+    "              --unidirectional, --dim, --eval-every)\n";
 
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
 static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};

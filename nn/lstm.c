@@ -4,18 +4,24 @@
  *
  * Dimension letters: B rows, T steps, C inputs, H units, G = 4H.
  *
- * Layout of the work. The input projection of the whole sequence is one GEMM (B*T rows); the
- * recurrent projection is one GEMM per step; the gradients of W and U are one GEMM each after
- * the backward sweep (the per-step gradients of r are kept, time-major, in the buffer that
- * held r). Per-step state is stored time-major ((T,B,·)) so that every step's rows are
- * contiguous for the row norms (nn/norm.c kernels, which split rows over threads); the
- * elementwise gate work is one fused loop over rows. Nothing is allocated inside forward or
- * backward. */
+ * Layout of the work. The input projection of the whole sequence is one GEMM (B*T rows) whose
+ * result each step reads in place; the recurrent projection is one GEMM per step; the gradients
+ * of W and U are one GEMM each after the backward sweep (a's gradient replaces a in the same
+ * buffer, r's replaces r, time-major). Per-step state is stored time-major ((T,B,·)). For
+ * none, weight, layer, rms and prms a step is ONE parallel loop over rows, forward and
+ * backward: the row norms are fused into it (statistics, normalize, add, activate; in backward
+ * the norm gradients are computed where the gate gradients are, with the gain/bias gradients
+ * summed into per-thread double partials), so no normalized copy is written and no thread is
+ * woken more than once per step besides the GEMM's. BatchNorm's column statistics couple the
+ * rows: it goes through the nn/norm.c kernels between row loops. Nothing is allocated inside
+ * forward or backward. */
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <omp.h>
 
 #include "vmath.h"
 
@@ -35,6 +41,20 @@ static inline int has_norm(nb_norm_kind k) {
 /* Stride of one step's statistics: per row, or per column for BatchNorm. */
 static inline int stat_stride(const FN(nb_lstm) * L, int width) {
     return L->norm.kind == NB_NORM_BATCH ? width : L->B;
+}
+
+/* Threads for a step's row loop: the runtime's current setting, at most the partials' count. */
+static inline int nthreads(const FN(nb_lstm) * L) {
+    const int n = omp_get_max_threads();
+    return n < L->nthr ? n : L->nthr;
+}
+
+/* Threads for a whole-sequence region whose threads each own a slice of rows: 1 when the work
+ * is too small to pay for a thread, never more than there are rows. */
+static inline int row_threads(const FN(nb_lstm) * L) {
+    if ((size_t)L->B * (size_t)L->G * (size_t)L->T < PAR_MIN) return 1;
+    const int n = nthreads(L);
+    return n < L->B ? n : L->B;
 }
 
 static real *zalloc(size_t n, int *fail) {
@@ -99,7 +119,7 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
     L->len = calloc((size_t)Bmax, sizeof(int));
     if (!L->len) fail = 1;
     L->xw = zalloc(BT * G, &fail);
-    L->a = zalloc(BT * G, &fail);
+    if (k == NB_NORM_BATCH) L->a = zalloc(BT * G, &fail); /* the gathered a, for BN */
     L->r = zalloc(BT * G, &fail);
     L->g = zalloc(BT * G, &fail);
     L->c = zalloc((BT + Bmax) * H, &fail);
@@ -120,6 +140,11 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
     L->dc = zalloc((size_t)Bmax * H, &fail);
     L->dh2 = zalloc((size_t)Bmax * H, &fail);
     L->dc2 = zalloc((size_t)Bmax * H, &fail);
+    /* per-thread double partials of the gain and bias gradients (bwd_row) */
+    L->nthr = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    L->part_stride = 5 * (size_t)G + 2 * (size_t)H;
+    L->part = calloc(L->part_stride * (size_t)L->nthr, sizeof(double));
+    if (!L->part) fail = 1;
     if (k == NB_NORM_WEIGHT) {
         L->weff = zalloc((size_t)G * C, &fail);
         L->ueff = zalloc((size_t)G * H, &fail);
@@ -143,6 +168,7 @@ void FN(nb_lstm_free)(FN(nb_lstm) * L) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(L->len);
+    free(L->part);
     memset(L, 0, sizeof *L);
 }
 
@@ -318,6 +344,195 @@ static inline void row_stats(const real *x, int n, int k, int ln, const nb_norm_
     *rstd = (real)(cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps));
 }
 
+/* Backward of one row norm of the fused kinds (layer, rms, prms): dy (n) is the gradient of the
+ * norm's output, x the row it normalized, mu and r its statistics (mu 0 for RMS), g its gain.
+ * Writes dx = base + the gradient of x (base may be NULL). dx may alias x or base: every sum is
+ * taken before anything is written, and each value is written from its own index only.
+ * Accumulates, in double, pg += dy*xhat, pb += dy (pb NULL: no norm bias) and pd += dx - base
+ * (pd NULL: not wanted). The algebra is nn/norm.c's (NUMERICS.md):
+ *   LN:  dx = r (g dy - mean(g dy)) + (x - mu) kc
+ *   RMS: dx_i = r g dy_i + [i<k] x_i kc          (the sum in kc runs over all n)
+ * with kc = sum_j g dy_j (x_j - mu) times 2/cnt dr/dm (rstd_coef), cnt = n (LN) or k (RMS). */
+static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg) {
+    if (!cfg->eps_outside) return -r * r * r / cnt;
+    const double s = sqrt(m);
+    return s > 0 ? -r * r / (s * cnt) : 0.0;
+}
+
+static inline void row_norm_bwd(real *dx, double *pg, double *pb, double *pd, const real *dy,
+                                const real *base, const real *x, const real *g, real mu, real r,
+                                int n, int k, int ln, const nb_norm_cfg *cfg) {
+    const int cnt = ln ? n : k; /* the values r depends on */
+    real sg = 0, sgx = 0, sxx = 0;
+    if (ln) {
+#pragma omp simd reduction(+ : sg, sgx)
+        for (int i = 0; i < n; i++) {
+            const real gd = g[i] * dy[i];
+            sg += gd;
+            sgx += gd * (x[i] - mu);
+        }
+    } else {
+#pragma omp simd reduction(+ : sgx)
+        for (int i = 0; i < n; i++)
+            sgx += g[i] * dy[i] * x[i];
+    }
+    if (cfg->eps_outside) {
+#pragma omp simd reduction(+ : sxx)
+        for (int i = 0; i < cnt; i++)
+            sxx += (x[i] - mu) * (x[i] - mu);
+    }
+#pragma omp simd
+    for (int i = 0; i < n; i++)
+        pg[i] += (double)dy[i] * (double)((x[i] - mu) * r);
+    if (pb) {
+#pragma omp simd
+        for (int i = 0; i < n; i++)
+            pb[i] += (double)dy[i];
+    }
+    const real mg = (real)((double)sg / n); /* 0 for RMS */
+    const real kc = (real)(rstd_coef(r, (double)sxx / cnt, cnt, cfg) * (double)sgx);
+    if (base) {
+#pragma omp simd
+        for (int i = 0; i < cnt; i++)
+            dx[i] = base[i] + (r * (g[i] * dy[i] - mg) + (x[i] - mu) * kc);
+#pragma omp simd
+        for (int i = cnt; i < n; i++)
+            dx[i] = base[i] + r * (g[i] * dy[i]);
+    } else {
+#pragma omp simd
+        for (int i = 0; i < cnt; i++)
+            dx[i] = r * (g[i] * dy[i] - mg) + (x[i] - mu) * kc;
+#pragma omp simd
+        for (int i = cnt; i < n; i++)
+            dx[i] = r * (g[i] * dy[i]);
+        if (pd) {
+#pragma omp simd
+            for (int i = 0; i < n; i++)
+                pd[i] += (double)dx[i];
+        }
+    }
+}
+
+/* The h path of one row at step t: tc = tanh(N3(c)), h = o*tc (masked), and the output at the
+ * position read. nc is the cell row, already normalized for batch (N3 done by the caller). */
+static inline void cell_out(FN(nb_lstm) * L, real *out, int t, int b, const real *nc,
+                            const real *gg, const real *h0, real *tcb, real *h1, int fused, int ln,
+                            const real *params) {
+    const int H = L->H, B = L->B;
+    const real m = t < L->len[b] ? 1 : 0;
+    if (fused) {
+        const real *g3 = params + L->s3, *e3 = ln ? params + L->b3 : NULL;
+        real mu3, q3;
+        row_stats(nc, H, L->k3, ln, &L->norm, &mu3, &q3);
+        L->m3[(size_t)t * B + b] = mu3;
+        L->r3[(size_t)t * B + b] = q3;
+        if (ln) {
+#pragma omp simd
+            for (int j = 0; j < H; j++)
+                tcb[j] = vm_tanh(g3[j] * ((nc[j] - mu3) * q3) + e3[j]);
+        } else {
+#pragma omp simd
+            for (int j = 0; j < H; j++)
+                tcb[j] = vm_tanh(g3[j] * (nc[j] * q3));
+        }
+    } else {
+#pragma omp simd
+        for (int j = 0; j < H; j++)
+            tcb[j] = vm_tanh(nc[j]);
+    }
+    const real *o = gg + 2 * H;
+#pragma omp simd
+    for (int j = 0; j < H; j++)
+        h1[j] = m * (o[j] * tcb[j]) + (1 - m) * h0[j];
+    if (out) memcpy(out + ((size_t)b * L->T + pos_of(L, b, t)) * H, h1, sizeof(real) * H);
+}
+
+/* Gates and cell of row b at step t from pa (a's row) and pr (r's row), normalized here for
+ * layer/rms/prms when norm_here (statistics kept for backward), or already normalized (batch)
+ * or not normalized at all (none, weight): pre = N1(a) + N2(r) + b, the activations into g,
+ * the new cell (masked) into c. */
+static inline void gate_row(FN(nb_lstm) * L, int t, int b, const real *pa, const real *pr,
+                            const real *params, int norm_here) {
+    const int B = L->B, H = L->H, G = L->G;
+    const nb_norm_kind kind = L->norm.kind;
+    const int fused = norm_here && has_norm(kind) && kind != NB_NORM_BATCH;
+    const int ln = kind == NB_NORM_LAYER;
+    const size_t sr = (size_t)t * B + b;
+    const real *bias = params + L->b;
+    real *gg = L->g + sr * G;
+    const real m = t < L->len[b] ? 1 : 0;
+    const real *c0 = L->c + sr * H;
+    real *c1 = L->c + (sr + B) * H;
+    if (fused) {
+        const real *g1 = params + L->s1, *g2 = params + L->s2;
+        real mu1, q1, mu2, q2;
+        row_stats(pa, G, L->k1, ln, &L->norm, &mu1, &q1);
+        row_stats(pr, G, L->k1, ln, &L->norm, &mu2, &q2);
+        L->m1[sr] = mu1;
+        L->r1[sr] = q1;
+        L->m2[sr] = mu2;
+        L->r2[sr] = q2;
+        if (ln) {
+            const real *e1 = params + L->b1, *e2 = params + L->b2;
+#pragma omp simd
+            for (int j = 0; j < G; j++)
+                gg[j] = g1[j] * ((pa[j] - mu1) * q1) + e1[j] +
+                        (g2[j] * ((pr[j] - mu2) * q2) + e2[j]) + bias[j];
+        } else {
+#pragma omp simd
+            for (int j = 0; j < G; j++)
+                gg[j] = g1[j] * (pa[j] * q1) + g2[j] * (pr[j] * q2) + bias[j];
+        }
+    } else {
+#pragma omp simd
+        for (int j = 0; j < G; j++)
+            gg[j] = pa[j] + pr[j] + bias[j];
+    }
+#pragma omp simd
+    for (int j = 0; j < 3 * H; j++)
+        gg[j] = vm_sigmoid(gg[j]);
+#pragma omp simd
+    for (int j = 3 * H; j < G; j++)
+        gg[j] = vm_tanh(gg[j]);
+#pragma omp simd
+    for (int j = 0; j < H; j++) {
+        const real cnew = gg[H + j] * c0[j] + gg[j] * gg[3 * H + j];
+        c1[j] = m * cnew + (1 - m) * c0[j];
+    }
+}
+
+/* The forward sweep for batch: column statistics couple the rows, so each step's norms go
+ * through the nn/norm.c kernels between row loops. */
+static void fwd_batch(FN(nb_lstm) * L, real *out, const real *U, const real *params) {
+    const int B = L->B, T = L->T, H = L->H, G = L->G;
+    const int st1 = stat_stride(L, G), st3 = stat_stride(L, H);
+    const int par = (size_t)B * G >= PAR_MIN;
+    for (int t = 0; t < T; t++) {
+        real *rt = L->r + (size_t)t * B * G, *at = L->a + (size_t)t * B * G;
+        const real *hp = L->h + (size_t)t * B * H;
+        real *cn = L->c + (size_t)(t + 1) * B * H;
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, G, H, 1, hp, H, U, H, 0, rt, G);
+        for (int b = 0; b < B; b++)
+            memcpy(at + (size_t)b * G, L->xw + ((size_t)b * T + pos_of(L, b, t)) * G,
+                   sizeof(real) * G);
+        norm_fwd(L, L->n1, L->m1 + (size_t)t * st1, L->r1 + (size_t)t * st1, at, params, L->s1,
+                 L->b1, G, L->k1);
+        norm_fwd(L, L->n2, L->m2 + (size_t)t * st1, L->r2 + (size_t)t * st1, rt, params, L->s2,
+                 L->b2, G, L->k1);
+#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
+        for (int b = 0; b < B; b++)
+            gate_row(L, t, b, L->n1 + (size_t)b * G, L->n2 + (size_t)b * G, params, 0);
+        norm_fwd(L, L->n3, L->m3 + (size_t)t * st3, L->r3 + (size_t)t * st3, cn, params, L->s3,
+                 L->b3, H, L->k3);
+#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
+        for (int b = 0; b < B; b++) {
+            const size_t sr = (size_t)t * B + b;
+            cell_out(L, out, t, b, L->n3 + (size_t)b * H, L->g + sr * G, L->h + sr * H,
+                     L->tc + sr * H, L->h + (sr + B) * H, 0, 0, params);
+        }
+    }
+}
+
 void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *len, int B, int T,
                          int reverse, const real *params) {
     const int C = L->C, H = L->H, G = L->G;
@@ -337,7 +552,7 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
         U = L->ueff;
     }
     const real *bias = params + L->b;
-    /* a = x·W^T + b over all B*T positions: one GEMM */
+    /* a = x·W^T + b over all B*T positions: one GEMM; step t reads its rows in place */
     const size_t BT = (size_t)B * T;
     for (size_t i = 0; i < BT; i++)
         memcpy(L->xw + i * G, bias, sizeof(real) * G);
@@ -348,112 +563,30 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
         memcpy(L->h + (size_t)b * H, params + L->h0, sizeof(real) * H);
         memset(L->c + (size_t)b * H, 0, sizeof(real) * H);
     }
-    const int norm = has_norm(kind);
-    const int st1 = norm ? stat_stride(L, G) : 0, st3 = norm ? stat_stride(L, H) : 0;
-    const int par = (size_t)B * G >= PAR_MIN;
-    for (int t = 0; t < T; t++) {
-        real *at = L->a + (size_t)t * B * G, *rt = L->r + (size_t)t * B * G;
-        real *gt = L->g + (size_t)t * B * G;
-        const real *hp = L->h + (size_t)t * B * H, *cp = L->c + (size_t)t * B * H;
-        real *hn = L->h + (size_t)(t + 1) * B * H, *cn = L->c + (size_t)(t + 1) * B * H;
-        real *tct = L->tc + (size_t)t * B * H;
-        for (int b = 0; b < B; b++)
-            memcpy(at + (size_t)b * G, L->xw + ((size_t)b * T + pos_of(L, b, t)) * G,
-                   sizeof(real) * G);
-        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, G, H, 1, hp, H, U, H, 0, rt, G);
-        /* layer, rms, prms: the row norms are fused into the gate loop (statistics, then
-         * normalize + add + activate in one pass, no normalized copy written); batch (column
-         * statistics) goes through the nn/norm.c kernels */
-        const int fused = norm && kind != NB_NORM_BATCH, ln = kind == NB_NORM_LAYER;
-        const real *na = at, *nr = rt;
-        if (norm && !fused) {
-            norm_fwd(L, L->n1, L->m1 + (size_t)t * st1, L->r1 + (size_t)t * st1, at, params, L->s1,
-                     L->b1, G, L->k1);
-            norm_fwd(L, L->n2, L->m2 + (size_t)t * st1, L->r2 + (size_t)t * st1, rt, params, L->s2,
-                     L->b2, G, L->k1);
-            na = L->n1;
-            nr = L->n2;
-        }
-        const real *g1 = fused ? params + L->s1 : NULL, *g2 = fused ? params + L->s2 : NULL;
-        const real *e1 = ln ? params + L->b1 : NULL, *e2 = ln ? params + L->b2 : NULL;
-#pragma omp parallel for schedule(static) if (par)
-        for (int b = 0; b < B; b++) {
-            const real *pa = na + (size_t)b * G, *pr = nr + (size_t)b * G;
-            real *gg = gt + (size_t)b * G;
-            const real m = t < L->len[b] ? 1 : 0;
-            const real *c0 = cp + (size_t)b * H;
-            real *c1 = cn + (size_t)b * H;
-            if (fused) {
-                real mu1, q1, mu2, q2;
-                row_stats(pa, G, L->k1, ln, &L->norm, &mu1, &q1);
-                row_stats(pr, G, L->k1, ln, &L->norm, &mu2, &q2);
-                L->m1[(size_t)t * B + b] = mu1;
-                L->r1[(size_t)t * B + b] = q1;
-                L->m2[(size_t)t * B + b] = mu2;
-                L->r2[(size_t)t * B + b] = q2;
-                if (ln) {
-#pragma omp simd
-                    for (int j = 0; j < G; j++)
-                        gg[j] = g1[j] * ((pa[j] - mu1) * q1) + e1[j] +
-                                (g2[j] * ((pr[j] - mu2) * q2) + e2[j]) + bias[j];
-                } else {
-#pragma omp simd
-                    for (int j = 0; j < G; j++)
-                        gg[j] = g1[j] * (pa[j] * q1) + g2[j] * (pr[j] * q2) + bias[j];
-                }
-            } else {
-#pragma omp simd
-                for (int j = 0; j < G; j++)
-                    gg[j] = pa[j] + pr[j] + bias[j];
+    if (kind == NB_NORM_BATCH) {
+        fwd_batch(L, out, U, params);
+        return;
+    }
+    /* Every other kind: rows do not interact, so each thread owns a slice of rows for all T
+     * steps: one parallel region, no barrier; each thread's recurrent GEMM on its rows runs on
+     * that thread alone (OpenBLAS does not fork inside a parallel region). */
+    const int nt = row_threads(L);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const int th = omp_get_thread_num(), nth = omp_get_num_threads();
+        const int b0 = (int)((long long)B * th / nth), b1 = (int)((long long)B * (th + 1) / nth);
+        for (int t = 0; t < T && b1 > b0; t++) {
+            const size_t s0 = (size_t)t * B + b0;
+            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, b1 - b0, G, H, 1, L->h + s0 * H, H,
+                       U, H, 0, L->r + s0 * G, G);
+            for (int b = b0; b < b1; b++) {
+                const size_t sr = (size_t)t * B + b;
+                gate_row(L, t, b, L->xw + ((size_t)b * T + pos_of(L, b, t)) * G, L->r + sr * G,
+                         params, 1);
+                cell_out(L, out, t, b, L->c + (sr + B) * H, L->g + sr * G, L->h + sr * H,
+                         L->tc + sr * H, L->h + (sr + B) * H, has_norm(kind), kind == NB_NORM_LAYER,
+                         params);
             }
-#pragma omp simd
-            for (int j = 0; j < 3 * H; j++)
-                gg[j] = vm_sigmoid(gg[j]);
-#pragma omp simd
-            for (int j = 3 * H; j < G; j++)
-                gg[j] = vm_tanh(gg[j]);
-#pragma omp simd
-            for (int j = 0; j < H; j++) {
-                const real cnew = gg[H + j] * c0[j] + gg[j] * gg[3 * H + j];
-                c1[j] = m * cnew + (1 - m) * c0[j];
-            }
-        }
-        const real *ncell = cn;
-        if (norm && !fused) {
-            norm_fwd(L, L->n3, L->m3 + (size_t)t * st3, L->r3 + (size_t)t * st3, cn, params, L->s3,
-                     L->b3, H, L->k3);
-            ncell = L->n3;
-        }
-        const real *g3 = fused ? params + L->s3 : NULL, *e3 = ln ? params + L->b3 : NULL;
-#pragma omp parallel for schedule(static) if (par)
-        for (int b = 0; b < B; b++) {
-            const real m = t < L->len[b] ? 1 : 0;
-            const real *gg = gt + (size_t)b * G, *nc = ncell + (size_t)b * H;
-            const real *h0 = hp + (size_t)b * H;
-            real *tcb = tct + (size_t)b * H, *h1 = hn + (size_t)b * H;
-            if (fused) {
-                real mu3, q3;
-                row_stats(nc, H, L->k3, ln, &L->norm, &mu3, &q3);
-                L->m3[(size_t)t * B + b] = mu3;
-                L->r3[(size_t)t * B + b] = q3;
-                if (ln) {
-#pragma omp simd
-                    for (int j = 0; j < H; j++)
-                        tcb[j] = vm_tanh(g3[j] * ((nc[j] - mu3) * q3) + e3[j]);
-                } else {
-#pragma omp simd
-                    for (int j = 0; j < H; j++)
-                        tcb[j] = vm_tanh(g3[j] * (nc[j] * q3));
-                }
-            } else {
-#pragma omp simd
-                for (int j = 0; j < H; j++)
-                    tcb[j] = vm_tanh(nc[j]);
-            }
-#pragma omp simd
-            for (int j = 0; j < H; j++)
-                h1[j] = m * (gg[2 * H + j] * tcb[j]) + (1 - m) * h0[j];
-            if (out) memcpy(out + ((size_t)b * T + pos_of(L, b, t)) * H, h1, sizeof(real) * H);
         }
     }
 }
@@ -465,16 +598,174 @@ const real *FN(nb_lstm_final)(const FN(nb_lstm) * L) {
 /* ---- backward ---------------------------------------------------------------------------------
  */
 
+/* The gate gradients of row b at step t from dh (with this step's dout added) and dc2 (the cell
+ * gradient with the h path's added): dp (G) the pre-activation gradient, and the carries to
+ * step t-1: dc (H) and dh2 (H, before the recurrent GEMM adds dr·U). */
+static inline void gates_bwd(const FN(nb_lstm) * L, real *dp, real *dcp, real *dhp, const real *dhb,
+                             const real *dcb, const real *gg, const real *tcb, const real *c0,
+                             real m) {
+    const int H = L->H;
+#pragma omp simd
+    for (int j = 0; j < H; j++) {
+        const real i = gg[j], f = gg[H + j], o = gg[2 * H + j], c = gg[3 * H + j];
+        const real dcn = m * dcb[j];
+        const real dout_o = m * dhb[j] * tcb[j];
+        dp[j] = dcn * c * i * (1 - i);
+        dp[H + j] = dcn * c0[j] * f * (1 - f);
+        dp[2 * H + j] = dout_o * o * (1 - o);
+        dp[3 * H + j] = dcn * i * (1 - c * c);
+        dcp[j] = (1 - m) * dcb[j] + dcn * f;
+        dhp[j] = (1 - m) * dhb[j];
+    }
+}
+
+/* dh += dout at the positions step t reads; dn = the gradient into N3's output (pre-tanh). */
+static inline void hpath_bwd(const FN(nb_lstm) * L, real *dhb, real *dn, const real *dout, int t,
+                             int b, const real *gg, const real *tcb) {
+    const int H = L->H;
+    if (dout) {
+        const real *d = dout + ((size_t)b * L->T + pos_of(L, b, t)) * H;
+#pragma omp simd
+        for (int j = 0; j < H; j++)
+            dhb[j] += d[j];
+    }
+    const real m = t < L->len[b] ? 1 : 0;
+#pragma omp simd
+    for (int j = 0; j < H; j++)
+        dn[j] = m * dhb[j] * gg[2 * H + j] * (1 - tcb[j] * tcb[j]);
+}
+
+static inline void acc(double *p, const real *v, int n) {
+#pragma omp simd
+    for (int i = 0; i < n; i++)
+        p[i] += (double)v[i];
+}
+
+/* Row b of step t backward, for every kind but batch. dh/dh2 are the caller's current carry
+ * buffers (B,H). The step's gain/bias gradients go into P, the calling thread's double
+ * partials (s1 b1 s2 b2 b, G each; s3 b3, H each). a's gradient replaces a in xw (same
+ * position) and r's replaces r in r's slot, for the weight GEMMs after the sweep. */
+static inline void bwd_row(FN(nb_lstm) * L, double *P, real *dh, real *dh2, const real *dout, int t,
+                           int b, const real *params) {
+    const int B = L->B, T = L->T, H = L->H, G = L->G;
+    const nb_norm_kind kind = L->norm.kind;
+    const int fused = has_norm(kind), ln = kind == NB_NORM_LAYER;
+    double *ps1 = P, *pb1 = P + G, *ps2 = P + 2 * G, *pb2 = P + 3 * G, *pbias = P + 4 * G;
+    double *ps3 = P + 5 * G, *pb3 = P + 5 * G + H;
+    const size_t sr = (size_t)t * B + b;
+    const real m = t < L->len[b] ? 1 : 0;
+    const real *gg = L->g + sr * G, *tcb = L->tc + sr * H;
+    real *dhb = dh + (size_t)b * H, *dn = L->n3 + (size_t)b * H;
+    real *dc2 = L->dc2 + (size_t)b * H, *dcb = L->dc + (size_t)b * H;
+    real *dp = L->n1 + (size_t)b * G;
+    hpath_bwd(L, dhb, dn, dout, t, b, gg, tcb);
+    if (fused) {
+        row_norm_bwd(dc2, ps3, ln ? pb3 : NULL, NULL, dn, dcb, L->c + (sr + B) * H, params + L->s3,
+                     L->m3[sr], L->r3[sr], H, L->k3, ln, &L->norm);
+    } else {
+#pragma omp simd
+        for (int j = 0; j < H; j++)
+            dc2[j] = dcb[j] + dn[j];
+    }
+    gates_bwd(L, dp, dcb, dh2 + (size_t)b * H, dhb, dc2, gg, tcb, L->c + sr * H, m);
+    acc(pbias, dp, G); /* the bias added at the step */
+    /* a (read in place in xw) and r: their gradients overwrite them */
+    real *xa = L->xw + ((size_t)b * T + pos_of(L, b, t)) * G, *xr = L->r + sr * G;
+    if (fused) {
+        row_norm_bwd(xa, ps1, ln ? pb1 : NULL, pbias, dp, NULL, xa, params + L->s1, L->m1[sr],
+                     L->r1[sr], G, L->k1, ln, &L->norm);
+        row_norm_bwd(xr, ps2, ln ? pb2 : NULL, NULL, dp, NULL, xr, params + L->s2, L->m2[sr],
+                     L->r2[sr], G, L->k1, ln, &L->norm);
+    } else {
+        memcpy(xa, dp, sizeof(real) * G);
+        acc(pbias, dp, G); /* the bias added to x·W */
+        memcpy(xr, dp, sizeof(real) * G);
+    }
+}
+
+/* The whole backward sweep for every kind but batch. Rows do not interact (the row norms are
+ * per row, and dh_prev = dr·U row by row), so each thread owns a slice of rows for all T steps:
+ * one parallel region, no barrier; inside it, each thread's recurrent GEMM on its rows runs on
+ * that thread alone (OpenBLAS does not fork inside a parallel region). Returns the buffer that
+ * holds dh of the initial state. */
+static real *sweep_bwd_rows(FN(nb_lstm) * L, const real *dout, const real *U, int nt,
+                            const real *params) {
+    const int B = L->B, T = L->T, H = L->H, G = L->G;
+    const size_t PS = L->part_stride;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const int th = omp_get_thread_num(), nth = omp_get_num_threads();
+        const int b0 = (int)((long long)B * th / nth), b1 = (int)((long long)B * (th + 1) / nth);
+        double *P = L->part + (size_t)th * PS;
+        real *dh = L->dh, *dh2 = L->dh2;
+        for (int t = T - 1; t >= 0; t--) {
+            for (int b = b0; b < b1; b++)
+                bwd_row(L, P, dh, dh2, dout, t, b, params);
+            /* dh_prev += dr·U on this thread's rows */
+            if (b1 > b0)
+                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, b1 - b0, H, G, 1,
+                           L->r + ((size_t)t * B + b0) * G, G, U, H, 1, dh2 + (size_t)b0 * H, H);
+            real *sw = dh;
+            dh = dh2;
+            dh2 = sw;
+        }
+    }
+    return T % 2 ? L->dh2 : L->dh;
+}
+
+/* One step backward for batch: column statistics couple the rows, so the norms go through the
+ * nn/norm.c kernels between row loops. */
+static void step_bwd_batch(FN(nb_lstm) * L, real *grads, const real *dout, int t,
+                           const real *params) {
+    const int B = L->B, T = L->T, H = L->H, G = L->G;
+    const int st1 = stat_stride(L, G), st3 = stat_stride(L, H);
+    const int par = (size_t)B * G >= PAR_MIN;
+    real *at = L->a + (size_t)t * B * G, *rt = L->r + (size_t)t * B * G;
+    const real *gt = L->g + (size_t)t * B * G;
+    const real *cp = L->c + (size_t)t * B * H, *cn = L->c + (size_t)(t + 1) * B * H;
+    const real *tct = L->tc + (size_t)t * B * H;
+    real *dpre = L->n1;
+#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
+    for (int b = 0; b < B; b++)
+        hpath_bwd(L, L->dh + (size_t)b * H, L->n3 + (size_t)b * H, dout, t, b, gt + (size_t)b * G,
+                  tct + (size_t)b * H);
+    /* dc2 = dc carry + d(through N3) */
+    memcpy(L->dc2, L->dc, sizeof(real) * B * H);
+    norm_bwd(L, L->dc2, grads, L->n3, cn, params, L->m3 + (size_t)t * st3, L->r3 + (size_t)t * st3,
+             L->s3, L->b3, H, L->k3);
+#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
+    for (int b = 0; b < B; b++)
+        gates_bwd(L, dpre + (size_t)b * G, L->dc + (size_t)b * H, L->dh2 + (size_t)b * H,
+                  L->dh + (size_t)b * H, L->dc2 + (size_t)b * H, gt + (size_t)b * G,
+                  tct + (size_t)b * H, cp + (size_t)b * H, t < L->len[b] ? 1 : 0);
+    real *db = grads + L->b;
+    for (int b = 0; b < B; b++) {
+        const real *dp = dpre + (size_t)b * G;
+#pragma omp simd
+        for (int j = 0; j < G; j++)
+            db[j] += dp[j];
+    }
+    /* through N1 into the gradient of a, scattered to the positions read */
+    memset(L->n2, 0, sizeof(real) * B * G);
+    norm_bwd(L, L->n2, grads, dpre, at, params, L->m1 + (size_t)t * st1, L->r1 + (size_t)t * st1,
+             L->s1, L->b1, G, L->k1);
+    for (int b = 0; b < B; b++)
+        memcpy(L->xw + ((size_t)b * T + pos_of(L, b, t)) * G, L->n2 + (size_t)b * G,
+               sizeof(real) * G);
+    /* through N2 into the gradient of r, kept in r's slot for the dU GEMM */
+    memset(L->n2, 0, sizeof(real) * B * G);
+    norm_bwd(L, L->n2, grads, dpre, rt, params, L->m2 + (size_t)t * st1, L->r2 + (size_t)t * st1,
+             L->s2, L->b2, G, L->k1);
+    memcpy(rt, L->n2, sizeof(real) * B * G);
+}
+
 void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *dout,
                           const real *dfinal, const real *params) {
     const int B = L->B, T = L->T, C = L->C, H = L->H, G = L->G;
     const nb_norm_kind kind = L->norm.kind;
-    const int norm = has_norm(kind);
-    const int st1 = norm ? stat_stride(L, G) : 0, st3 = norm ? stat_stride(L, H) : 0;
-    const int par = (size_t)B * G >= PAR_MIN;
+    const int bn = kind == NB_NORM_BATCH;
     const real *W = kind == NB_NORM_WEIGHT ? L->weff : params + L->w;
     const real *U = kind == NB_NORM_WEIGHT ? L->ueff : params + L->u;
-    real *db = grads + L->b;
     real *dxw = L->xw; /* x·W^T is no longer needed: its buffer takes its gradient */
 
     if (dfinal)
@@ -482,93 +773,24 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
     else
         memset(L->dh, 0, sizeof(real) * B * H);
     memset(L->dc, 0, sizeof(real) * B * H);
+    if (!bn) memset(L->part, 0, sizeof(double) * L->part_stride * (size_t)L->nthr);
 
-    for (int t = T - 1; t >= 0; t--) {
-        real *at = L->a + (size_t)t * B * G, *rt = L->r + (size_t)t * B * G;
-        const real *gt = L->g + (size_t)t * B * G;
-        const real *cp = L->c + (size_t)t * B * H, *cn = L->c + (size_t)(t + 1) * B * H;
-        const real *tct = L->tc + (size_t)t * B * H;
-        real *dpre = L->n1;
-        /* dh += dout at this step's positions; the gradient into tanh(N3(c)) */
-#pragma omp parallel for schedule(static) if (par)
-        for (int b = 0; b < B; b++) {
-            real *dhb = L->dh + (size_t)b * H;
-            if (dout) {
-                const real *d = dout + ((size_t)b * T + pos_of(L, b, t)) * H;
-#pragma omp simd
-                for (int j = 0; j < H; j++)
-                    dhb[j] += d[j];
-            }
-            const real m = t < L->len[b] ? 1 : 0;
-            const real *gg = gt + (size_t)b * G, *tcb = tct + (size_t)b * H;
-            real *dn = L->n3 + (size_t)b * H;
-#pragma omp simd
-            for (int j = 0; j < H; j++)
-                dn[j] = m * dhb[j] * gg[2 * H + j] * (1 - tcb[j] * tcb[j]);
+    if (bn) {
+        for (int t = T - 1; t >= 0; t--) {
+            step_bwd_batch(L, grads, dout, t, params);
+            /* dh_prev += dr·U */
+            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, G, 1,
+                       L->r + (size_t)t * B * G, G, U, H, 1, L->dh2, H);
+            real *sw = L->dh;
+            L->dh = L->dh2;
+            L->dh2 = sw;
         }
-        /* dc2 = dc carry + d(through N3) */
-        memcpy(L->dc2, L->dc, sizeof(real) * B * H);
-        if (norm)
-            norm_bwd(L, L->dc2, grads, L->n3, cn, params, L->m3 + (size_t)t * st3,
-                     L->r3 + (size_t)t * st3, L->s3, L->b3, H, L->k3);
-        else
-            for (size_t i = 0; i < (size_t)B * H; i++)
-                L->dc2[i] += L->n3[i];
-                /* gates */
-#pragma omp parallel for schedule(static) if (par)
-        for (int b = 0; b < B; b++) {
-            const real m = t < L->len[b] ? 1 : 0;
-            const real *gg = gt + (size_t)b * G, *tcb = tct + (size_t)b * H;
-            const real *c0 = cp + (size_t)b * H;
-            const real *dhb = L->dh + (size_t)b * H, *dcb = L->dc2 + (size_t)b * H;
-            real *dp = dpre + (size_t)b * G;
-            real *dcp = L->dc + (size_t)b * H, *dhp = L->dh2 + (size_t)b * H;
-#pragma omp simd
-            for (int j = 0; j < H; j++) {
-                const real i = gg[j], f = gg[H + j], o = gg[2 * H + j], c = gg[3 * H + j];
-                const real dcn = m * dcb[j];
-                const real dout_o = m * dhb[j] * tcb[j];
-                dp[j] = dcn * c * i * (1 - i);
-                dp[H + j] = dcn * c0[j] * f * (1 - f);
-                dp[2 * H + j] = dout_o * o * (1 - o);
-                dp[3 * H + j] = dcn * i * (1 - c * c);
-                dcp[j] = (1 - m) * dcb[j] + dcn * f;
-                dhp[j] = (1 - m) * dhb[j];
-            }
+    } else {
+        real *dhf = sweep_bwd_rows(L, dout, U, row_threads(L), params);
+        if (dhf != L->dh) {
+            L->dh2 = L->dh;
+            L->dh = dhf;
         }
-        for (int b = 0; b < B; b++) {
-            const real *dp = dpre + (size_t)b * G;
-#pragma omp simd
-            for (int j = 0; j < G; j++)
-                db[j] += dp[j];
-        }
-        /* through N1 into the gradient of a, scattered to the positions read */
-        const real *da = dpre;
-        if (norm) {
-            memset(L->n2, 0, sizeof(real) * B * G);
-            norm_bwd(L, L->n2, grads, dpre, at, params, L->m1 + (size_t)t * st1,
-                     L->r1 + (size_t)t * st1, L->s1, L->b1, G, L->k1);
-            da = L->n2;
-        }
-        for (int b = 0; b < B; b++)
-            memcpy(dxw + ((size_t)b * T + pos_of(L, b, t)) * G, da + (size_t)b * G,
-                   sizeof(real) * G);
-        /* through N2 into the gradient of r, kept in r's slot for the dU GEMM */
-        if (norm) {
-            memset(L->n2, 0, sizeof(real) * B * G);
-            norm_bwd(L, L->n2, grads, dpre, rt, params, L->m2 + (size_t)t * st1,
-                     L->r2 + (size_t)t * st1, L->s2, L->b2, G, L->k1);
-            memcpy(rt, L->n2, sizeof(real) * B * G);
-        } else {
-            memcpy(rt, dpre, sizeof(real) * B * G);
-        }
-        (void)at;
-        /* dh_prev += dr·U */
-        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, G, 1, rt, G, U, H, 1, L->dh2,
-                   H);
-        real *sw = L->dh;
-        L->dh = L->dh2;
-        L->dh2 = sw;
     }
     /* the learned initial state */
     real *dh0 = grads + L->h0;
@@ -577,6 +799,37 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
             dh0[j] += L->dh[(size_t)b * H + j];
 
     const size_t BT = (size_t)B * T;
+    real *db = grads + L->b;
+    if (bn) { /* the bias added to x·W: column sums of its gradient */
+        for (size_t i = 0; i < BT; i++) {
+            const real *d = dxw + i * G;
+#pragma omp simd
+            for (int j = 0; j < G; j++)
+                db[j] += d[j];
+        }
+    } else { /* the threads' partials (both biases already in) */
+        const size_t PS = L->part_stride;
+        const int ln = kind == NB_NORM_LAYER, fused = has_norm(kind);
+        struct {
+            size_t off, at;
+            int n;
+        } sums[] = {{L->b, 4 * (size_t)G, G},
+                    {fused ? L->s1 : NONE, 0, G},
+                    {ln ? L->b1 : NONE, (size_t)G, G},
+                    {fused ? L->s2 : NONE, 2 * (size_t)G, G},
+                    {ln ? L->b2 : NONE, 3 * (size_t)G, G},
+                    {fused ? L->s3 : NONE, 5 * (size_t)G, H},
+                    {ln ? L->b3 : NONE, 5 * (size_t)G + H, H}};
+        for (size_t s = 0; s < sizeof sums / sizeof sums[0]; s++) {
+            if (sums[s].off == NONE) continue;
+            for (int j = 0; j < sums[s].n; j++) {
+                double v = 0;
+                for (int th = 0; th < L->nthr; th++)
+                    v += L->part[(size_t)th * PS + sums[s].at + j];
+                grads[sums[s].off + j] += (real)v;
+            }
+        }
+    }
     real *dW = grads + L->w, *dU = grads + L->u;
     if (kind == NB_NORM_WEIGHT) {
         memset(L->dweff, 0, sizeof(real) * G * C);
@@ -584,17 +837,11 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
         dW = L->dweff;
         dU = L->dueff;
     }
-    /* dU += sum_t dr_t^T h_{t-1};  dW += dxw^T x;  db += column sums of dxw;  dx += dxw·W */
+    /* dU += sum_t dr_t^T h_{t-1};  dW += dxw^T x;  dx += dxw·W */
     CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, G, H, (int)BT, 1, L->r, G, L->h, H, 1, dU,
                H);
     CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, G, C, (int)BT, 1, dxw, G, L->x, C, 1, dW,
                C);
-    for (size_t i = 0; i < BT; i++) {
-        const real *d = dxw + i * G;
-#pragma omp simd
-        for (int j = 0; j < G; j++)
-            db[j] += d[j];
-    }
     if (dx)
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, G, 1, dxw, G, W, C, 1, dx,
                    C);

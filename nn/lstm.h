@@ -38,7 +38,7 @@ typedef struct NB_FN(nb_lstm) {
     int *len;           /* (Bmax) */
     NB_REAL *x;         /* the last input (not owned) */
     NB_REAL *xw;        /* (Bmax,Tmax,G) x·W^T + b; reused for its gradient in backward */
-    NB_REAL *a, *r, *g; /* (Tmax,Bmax,G) gathered a, raw r, activated gates */
+    NB_REAL *a, *r, *g; /* (Tmax,Bmax,G) gathered a (batch only), raw r, activated gates */
     NB_REAL *c, *h;     /* (Tmax+1,Bmax,H) cells and hidden states, index 0 the initial state */
     NB_REAL *tc;        /* (Tmax,Bmax,H) tanh(N3(c)) */
     NB_REAL *m1, *r1, *m2, *r2, *m3, *r3; /* norm statistics: (Tmax,Bmax) or (Tmax,G|H) for BN */
@@ -47,6 +47,9 @@ typedef struct NB_FN(nb_lstm) {
     NB_REAL *dh, *dc, *dh2, *dc2;         /* (Bmax,H) carries */
     NB_REAL *weff, *ueff, *wnorm, *unorm; /* WeightNorm's effective matrices and row norms */
     NB_REAL *dweff, *dueff;
+    int nthr;           /* threads a step's row loop may use (omp_get_max_threads() at init) */
+    double *part;       /* (nthr, part_stride) per-thread gain/bias gradient partials */
+    size_t part_stride; /* 5G + 2H: s1 b1 s2 b2 b (G each), s3 b3 (H each) */
 } NB_FN(nb_lstm);
 
 /* Appends the tensors of an LSTM mapping C inputs to H units to l, their names prefixed by

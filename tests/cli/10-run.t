@@ -15,6 +15,7 @@ check "help run exits 0" 0 "$NB" help run
 has "help run shows the usage" "$tmp/out" '^usage: normbench run TASK'
 check "run --help exits 0" 0 "$NB" run --help
 has "run --help lists --norm with its values" "$tmp/out" 'none\|batch\|weight\|layer\|rms\|prms'
+for t in mnist cifar order reader; do has "run --help describes task $t" "$tmp/out" " $t \\("; done
 check "no arguments is a usage error" 2 "$NB"
 check "unknown command is a usage error" 2 "$NB" frobnicate
 has "unknown command names it and lists commands" "$tmp/err" "unknown command 'frobnicate'.*|hint: .*run"
