@@ -39,7 +39,7 @@ static const char run_usage[] =
     "       order (order-embeddings GRU, OE code; datasets coco-oe (default), synthetic;\n"
     "              options --dim, --dim-word, --margin, --clip-tensor, --adam-fix, --eval-every)\n"
     "       reader (attentive reader, AR code; datasets cnn-top4 (default), synthetic; options\n"
-    "              --unidirectional, --dim, --eval-every)\n";
+    "              --unidirectional, --dim, --eval-every, --bn-everywhere with --norm batch)\n";
 
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
 static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};
