@@ -558,7 +558,13 @@ int cmd_bench(int argc, const char **argv) {
                     "--norms batch,batch-everywhere'\n");
             return NB_EXIT_USAGE;
         }
-        norms[nnorms++] = BENCH_EVERYWHERE;
+        /* shown right after batch (BN-LSTM) when that is timed too, else last */
+        int at = nnorms;
+        for (int i = 0; i < nnorms; i++)
+            if (norms[i] == NB_NORM_BATCH) at = i + 1;
+        memmove(norms + at + 1, norms + at, sizeof(int) * (size_t)(nnorms - at));
+        norms[at] = BENCH_EVERYWHERE;
+        nnorms++;
     }
     if (threads > 0) {
         omp_set_num_threads(threads);

@@ -34,8 +34,9 @@ static const char sweep_usage[] =
     "not, 2 usage error.\n";
 
 /* run's options that take no value (every other option takes one). */
-static const char *const run_flags[] = {"eps-outside", "no-wn-init", "adam-eps-inside",
-                                        "no-ftz",      "quiet",      NULL};
+static const char *const run_flags[] = {"eps-outside",   "no-wn-init", "adam-eps-inside",
+                                        "no-ftz",        "quiet",      "unidirectional",
+                                        "bn-everywhere", NULL}; /* the last two: reader */
 /* run's options whose values are never split at commas. */
 static const char *const no_split[] = {"data-dir", "tag", "dataset", NULL};
 

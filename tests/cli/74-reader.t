@@ -62,6 +62,15 @@ has "naming the option" "$tmp/err" "bn-everywhere is an option of the task\(s\) 
 check "bench step reader times batch-everywhere" 0 "$NB" bench step reader --norms batch-everywhere \
     --batch 2 --steps 1 --format csv
 has "a batch-everywhere row" "$tmp/out" '^reader,batch-everywhere,2,[0-9.]+'
+check "bench --norms: batch-everywhere listed first" 0 "$NB" bench step reader \
+    --norms batch-everywhere,none,batch --batch 2 --steps 1 --format csv
+r=$(cut -d, -f2 "$tmp/out" | tr '\n' ' ')
+[ "$r" = "norm none batch batch-everywhere " ] && ok "is shown right after batch" || not_ok "shown after batch" "$r"
+check "sweep takes --bn-everywhere" 0 "$NB" sweep reader --norms batch --seeds 2 --dataset synthetic \
+    --bn-everywhere --dry-run
+has "passing it to every job" "$tmp/out" "2 +normbench run reader --norm batch --seed 2 .*--bn-everywhere"
+check "and refuses it beside another norm" 2 "$NB" sweep reader --norms batch,layer --seeds 1 \
+    --dataset synthetic --bn-everywhere --dry-run
 check "batch-everywhere on another bench is a usage error" 2 "$NB" bench step mnist --norms batch-everywhere
 has "saying where it exists" "$tmp/err" "only for 'bench step reader'"
 
