@@ -24,8 +24,10 @@ static const char sweep_usage[] =
     "                       [--db FILE] [run options]\n\n"
     "Runs TASK for every norm in LIST on seeds 1..N (every norm on the same seeds: a paired\n"
     "comparison), and for every value of any run option given as a comma-separated list, e.g.\n"
-    "--batch 128,4 or --lr 1e-3,3e-3. The numbered job list is printed first; --dry-run stops\n"
-    "there. Each job is a 'normbench run' recorded with the tag sweep=JOB; jobs that already\n"
+    "--batch 128,4 or --lr 1e-3,3e-3. The norms run next to each other (seed by seed), so that\n"
+    "a slow spell of the machine is shared by all of them. The numbered job list is printed\n"
+    "first; --dry-run stops there. Each job is a 'normbench run' recorded with the tag sweep=JOB; "
+    "jobs that already\n"
     "finished in the store are skipped, so an interrupted sweep resumes where it stopped.\n"
     "--jobs N runs N jobs at a time, dividing the threads between them. Run options are those of\n"
     "'normbench run' (see 'normbench run --help'); --norm and --seed are replaced by --norms and\n"
@@ -164,7 +166,9 @@ int cmd_sweep(int argc, const char **argv) {
         return NB_EXIT_USAGE;
     }
 
-    /* The product: norm (outer) x seed x every list option, in the order given. */
+    /* The product: seed (outer) x every list option, in the order given x norm (inner), so
+     * that the norms being compared run next to each other and a slow spell of the machine
+     * (another process, thermal limits) falls on all of them rather than on one norm's seeds. */
     long total = (long)nnorms * seeds;
     for (int i = 0; i < nopts; i++)
         if (!opts[i].flag) total *= opts[i].n;
@@ -191,15 +195,15 @@ int cmd_sweep(int argc, const char **argv) {
     for (long j = 0; j < total; j++) {
         job *jb = &jobs[j];
         long r = j;
+        int norm = norms[r % nnorms];
+        r /= nnorms;
         int pick[MAXOPT];
         for (int i = nopts - 1; i >= 0; i--) {
             if (opts[i].flag) continue;
             pick[i] = (int)(r % opts[i].n);
             r /= opts[i].n;
         }
-        int seed = (int)(r % seeds) + 1;
-        r /= seeds;
-        int norm = norms[r];
+        int seed = (int)r + 1;
         snprintf(jb->seedbuf, sizeof jb->seedbuf, "%d", seed);
         int n = 0;
         jb->argv[n++] = "run";

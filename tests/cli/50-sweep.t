@@ -20,6 +20,9 @@ check "dry run exits 0" 0 "$NB" sweep mnist --norms all --seeds 2 --batch 128,4 
 c=$(grep -c 'normbench run mnist' "$tmp/out")
 [ "$c" = 24 ] && ok "dry run lists 6 norms x 2 seeds x 2 batches = 24 jobs" || not_ok "dry run lists 24 jobs (got $c)"
 has "jobs are numbered" "$tmp/out" '^ +24  normbench run mnist --norm prms --seed 2 --batch 4 --dataset synthetic$'
+order=$(sed -n 's/^ *\([0-9]*\)  normbench run mnist --norm \([a-z]*\) --seed \([0-9]\) --batch \([0-9]*\).*/\2 \3 \4/p' "$tmp/out" | head -n 7 | tr '\n' ,)
+[ "$order" = "none 1 128,batch 1 128,weight 1 128,layer 1 128,rms 1 128,prms 1 128,none 1 4," ] \
+    && ok "the norms run next to each other, seed by seed" || not_ok "norms interleaved" "$order"
 [ ! -e "$db" ] && ok "a dry run creates no store" || not_ok "a dry run creates no store"
 
 check "a small sweep runs" 0 "$NB" sweep mnist --norms rms,layer --seeds 2 --jobs 2 $quick
