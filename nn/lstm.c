@@ -13,8 +13,12 @@
  * the norm gradients are computed where the gate gradients are, with the gain/bias gradients
  * summed into per-thread double partials), so no normalized copy is written and no thread is
  * woken more than once per step besides the GEMM's. BatchNorm's column statistics couple the
- * rows: it goes through the nn/norm.c kernels between row loops. Nothing is allocated inside
- * forward or backward. */
+ * rows but not the columns, so its sweeps (sweep_fwd_batch, sweep_bwd_batch) are one parallel
+ * region each with the work split the other way: each thread owns a slice of hidden units (their
+ * four gate columns and their cell) for all rows, computes those columns' statistics and their
+ * gradients itself, and meets the other threads once a step, at a barrier before the recurrent
+ * GEMM, the one step that reads every unit. The arithmetic is nn/norm.c's BatchNorm, value for
+ * value. Nothing is allocated inside forward or backward. */
 
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +32,8 @@
 #define NONE ((size_t)-1)
 /* Below this many values a per-step loop runs on one thread. */
 #define PAR_MIN 16384
+/* BatchNorm's statistics are summed in double over blocks of this many columns. */
+#define BN_CB 64
 
 static inline int is_rms(nb_norm_kind k) {
     return k == NB_NORM_RMS || k == NB_NORM_PRMS;
@@ -36,11 +42,6 @@ static inline int is_rms(nb_norm_kind k) {
 /* Whether the layer normalizes its pre-activations and cell (layer, rms, prms, batch). */
 static inline int has_norm(nb_norm_kind k) {
     return k == NB_NORM_LAYER || is_rms(k) || k == NB_NORM_BATCH;
-}
-
-/* Stride of one step's statistics: per row, or per column for BatchNorm. */
-static inline int stat_stride(const FN(nb_lstm) * L, int width) {
-    return L->norm.kind == NB_NORM_BATCH ? width : L->B;
 }
 
 /* Threads for a step's row loop: the runtime's current setting, at most the partials' count. */
@@ -119,7 +120,6 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
     L->len = calloc((size_t)Bmax, sizeof(int));
     if (!L->len) fail = 1;
     L->xw = zalloc(BT * G, &fail);
-    if (k == NB_NORM_BATCH) L->a = zalloc(BT * G, &fail); /* the gathered a, for BN */
     L->r = zalloc(BT * G, &fail);
     L->g = zalloc(BT * G, &fail);
     L->c = zalloc((BT + Bmax) * H, &fail);
@@ -134,7 +134,6 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
         L->r3 = zalloc(S3, &fail);
     }
     L->n1 = zalloc((size_t)Bmax * G, &fail);
-    L->n2 = zalloc((size_t)Bmax * G, &fail);
     L->n3 = zalloc((size_t)Bmax * H, &fail);
     L->dh = zalloc((size_t)Bmax * H, &fail);
     L->dc = zalloc((size_t)Bmax * H, &fail);
@@ -145,6 +144,7 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
     L->part_stride = 5 * (size_t)G + 2 * (size_t)H;
     L->part = calloc(L->part_stride * (size_t)L->nthr, sizeof(double));
     if (!L->part) fail = 1;
+    if (k == NB_NORM_BATCH) L->bnc = zalloc(6 * (size_t)G + 3 * (size_t)H, &fail);
     if (k == NB_NORM_WEIGHT) {
         L->weff = zalloc((size_t)G * C, &fail);
         L->ueff = zalloc((size_t)G * H, &fail);
@@ -162,9 +162,9 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
 }
 
 void FN(nb_lstm_free)(FN(nb_lstm) * L) {
-    real *bufs[] = {L->xw,  L->a,   L->r,    L->g,    L->c,     L->h,     L->tc,    L->m1,   L->r1,
-                    L->m2,  L->r2,  L->m3,   L->r3,   L->n1,    L->n2,    L->n3,    L->dh,   L->dc,
-                    L->dh2, L->dc2, L->weff, L->ueff, L->dweff, L->dueff, L->wnorm, L->unorm};
+    real *bufs[] = {L->xw,  L->r,    L->g,    L->c,     L->h,     L->tc,    L->m1,   L->r1, L->m2,
+                    L->r2,  L->m3,   L->r3,   L->n1,    L->n3,    L->bnc,   L->dh,   L->dc, L->dh2,
+                    L->dc2, L->weff, L->ueff, L->dweff, L->dueff, L->wnorm, L->unorm};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(L->len);
@@ -263,55 +263,126 @@ void FN(nb_lstm_init_params)(FN(nb_lstm) * L, real *params, nb_rng *rng) {
 /* ---- norms ------------------------------------------------------------------------------------
  */
 
-/* out (B,n) = N(inp) with gain g (offset sg), bias (offset sb, may be NONE); mean/rstd at the
- * step's slot. */
-static void norm_fwd(const FN(nb_lstm) * L, real *out, real *mean, real *rstd, const real *inp,
-                     const real *params, size_t sg, size_t sb, int n, int k) {
-    const int B = L->B;
-    const real *g = params + sg, *b = sb == NONE ? NULL : params + sb;
-    switch (L->norm.kind) {
-    case NB_NORM_LAYER:
-        FN(nb_layernorm_forward)(out, mean, rstd, inp, g, b, B, n, &L->norm);
-        break;
-    case NB_NORM_RMS:
-    case NB_NORM_PRMS:
-        FN(nb_rmsnorm_forward)(out, rstd, inp, g, b, B, n, k, &L->norm);
-        break;
-    case NB_NORM_BATCH:
-        FN(nb_batchnorm_forward)(out, mean, rstd, NULL, NULL, inp, g, b, B, n, 1, &L->norm);
-        break;
-    default:
-        break;
-    }
-}
-
-/* dinp (B,n) += the gradient through N; gain/bias gradients accumulated into grads. */
-static void norm_bwd(const FN(nb_lstm) * L, real *dinp, real *grads, const real *dout,
-                     const real *inp, const real *params, const real *mean, const real *rstd,
-                     size_t sg, size_t sb, int n, int k) {
-    const int B = L->B;
-    const real *g = params + sg;
-    real *dg = grads + sg, *db = sb == NONE ? NULL : grads + sb;
-    switch (L->norm.kind) {
-    case NB_NORM_LAYER:
-        FN(nb_layernorm_backward)(dinp, dg, db, dout, inp, g, mean, rstd, B, n, &L->norm);
-        break;
-    case NB_NORM_RMS:
-    case NB_NORM_PRMS:
-        FN(nb_rmsnorm_backward)(dinp, dg, db, dout, inp, g, rstd, B, n, k, &L->norm);
-        break;
-    case NB_NORM_BATCH:
-        FN(nb_batchnorm_backward)(dinp, dg, db, dout, inp, g, mean, rstd, B, n, 1, &L->norm);
-        break;
-    default:
-        break;
-    }
-}
-
 /* Position step t of row b reads and writes. */
 static inline int pos_of(const FN(nb_lstm) * L, int b, int t) {
     const int n = L->len[b];
     return L->reverse && t < n ? n - 1 - t : t;
+}
+
+/* Row b of a at step t, read in place in xw (its gradient replaces it in backward). */
+static inline real *a_row(const FN(nb_lstm) * L, int t, int b) {
+    return L->xw + ((size_t)b * L->T + pos_of(L, b, t)) * L->G;
+}
+
+/* r from the mean square m per cfg's eps placement, as nn/norm.c defines it. */
+static inline double rstd_of(double m, const nb_norm_cfg *cfg) {
+    return cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps);
+}
+
+/* 2/cnt dr/dm for r computed from m = sumsq/cnt, as nn/norm.c defines it. */
+static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg) {
+    if (!cfg->eps_outside) return -r * r * r / cnt;
+    const double s = sqrt(m);
+    return s > 0 ? -r * r / (s * cnt) : 0.0;
+}
+
+/* Thread th's slice [*u0, *u1) of n units, in whole groups of 8 (a 32-byte vector of floats). */
+static inline void unit_slice(int n, int th, int nth, int *u0, int *u1) {
+    const long long groups = (n + 7) / 8;
+    const int a = (int)(groups * th / nth) * 8, b = (int)(groups * (th + 1) / nth) * 8;
+    *u0 = a < n ? a : n;
+    *u1 = b < n ? b : n;
+}
+
+/* ---- BatchNorm over the B rows of one step (nn/norm.c's arithmetic, value for value) -------- */
+
+/* Row b of a step's matrix: of base (row stride ld) or, when base is NULL, of a at step t. */
+static inline const real *bn_row(const FN(nb_lstm) * L, const real *base, size_t ld, int t, int b) {
+    return base ? base + (size_t)b * ld : a_row(L, t, b);
+}
+
+/* Statistics of columns [c0, c1): mean and r over the B rows, summed in double in row order,
+ * two passes, biased variance (unbiased with cfg->bn_unbiased_batch). */
+static void bn_stats(const FN(nb_lstm) * L, real *mean, real *rstd, const real *base, size_t ld,
+                     int t, int c0, int c1) {
+    const int B = L->B;
+    const double nb = B, unb = B > 1 ? nb / (B - 1) : 1.0;
+    for (int j0 = c0; j0 < c1; j0 += BN_CB) {
+        const int w = c1 - j0 < BN_CB ? c1 - j0 : BN_CB;
+        double s[BN_CB], v[BN_CB];
+        memset(s, 0, sizeof s);
+        memset(v, 0, sizeof v);
+        for (int b = 0; b < B; b++) {
+            const real *x = bn_row(L, base, ld, t, b) + j0;
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                s[c] += (double)x[c];
+        }
+        for (int c = 0; c < w; c++)
+            s[c] /= B;
+        for (int b = 0; b < B; b++) {
+            const real *x = bn_row(L, base, ld, t, b) + j0;
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                const double d = (double)x[c] - s[c];
+                v[c] += d * d;
+            }
+        }
+        for (int c = 0; c < w; c++) {
+            const double var = v[c] / nb;
+            mean[j0 + c] = (real)s[c];
+            rstd[j0 + c] = (real)rstd_of(L->norm.bn_unbiased_batch ? var * unb : var, &L->norm);
+        }
+    }
+}
+
+/* Backward coefficients of columns [c0, c1): for dy (rows at stride ldy) the gradient of the
+ * norm's output, x its input (bn_row), mean/rstd its statistics and g its gain, the input's
+ * gradient is dx = A dy + K (x - mu) + M per column. Sums in double over the B rows in row
+ * order. Adds r sum(dy (x - mu)) to pg and sum(dy) to pb (pb may be NULL), indexed by column,
+ * for the columns in [o0, o1) only (the ones the calling thread owns). */
+static void bn_coef(const FN(nb_lstm) * L, real *A, real *K, real *M, double *pg, double *pb,
+                    int o0, int o1, const real *dy, size_t ldy, const real *base, size_t ld, int t,
+                    const real *mean, const real *rstd, const real *g, int c0, int c1) {
+    const int B = L->B;
+    const nb_norm_cfg *cfg = &L->norm;
+    const int need_sxx = cfg->eps_outside;
+    const double nb = B, D = cfg->bn_unbiased_batch && B > 1 ? nb - 1 : nb;
+    for (int j0 = c0; j0 < c1; j0 += BN_CB) {
+        const int w = c1 - j0 < BN_CB ? c1 - j0 : BN_CB;
+        const real *mu = mean + j0;
+        double sy[BN_CB], syx[BN_CB], sxx[BN_CB];
+        memset(sy, 0, sizeof sy);
+        memset(syx, 0, sizeof syx);
+        memset(sxx, 0, sizeof sxx);
+        for (int b = 0; b < B; b++) {
+            const real *x = bn_row(L, base, ld, t, b) + j0, *d = dy + (size_t)b * ldy + j0;
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                const double xm = (double)(x[c] - mu[c]);
+                sy[c] += (double)d[c];
+                syx[c] += (double)d[c] * xm;
+            }
+            if (need_sxx) {
+#pragma omp simd
+                for (int c = 0; c < w; c++) {
+                    const double xm = (double)(x[c] - mu[c]);
+                    sxx[c] += xm * xm;
+                }
+            }
+        }
+        for (int c = 0; c < w; c++) {
+            const int j = j0 + c;
+            const double rc = rstd[j], gc = g[j];
+            if (j >= o0 && j < o1) {
+                pg[j] += rc * syx[c];
+                if (pb) pb[j] += sy[c];
+            }
+            A[j] = (real)(gc * rc);
+            K[j] = (real)(rstd_coef(rc, sxx[c] / D, D, cfg) * gc * syx[c]);
+            M[j] = (real)(-gc * rc * sy[c] / nb);
+        }
+    }
 }
 
 /* ---- forward ----------------------------------------------------------------------------------
@@ -353,12 +424,6 @@ static inline void row_stats(const real *x, int n, int k, int ln, const nb_norm_
  *   LN:  dx = r (g dy - mean(g dy)) + (x - mu) kc
  *   RMS: dx_i = r g dy_i + [i<k] x_i kc          (the sum in kc runs over all n)
  * with kc = sum_j g dy_j (x_j - mu) times 2/cnt dr/dm (rstd_coef), cnt = n (LN) or k (RMS). */
-static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg) {
-    if (!cfg->eps_outside) return -r * r * r / cnt;
-    const double s = sqrt(m);
-    return s > 0 ? -r * r / (s * cnt) : 0.0;
-}
-
 static inline void row_norm_bwd(real *dx, double *pg, double *pb, double *pd, const real *dy,
                                 const real *base, const real *x, const real *g, real mu, real r,
                                 int n, int k, int ln, const nb_norm_cfg *cfg) {
@@ -413,8 +478,9 @@ static inline void row_norm_bwd(real *dx, double *pg, double *pb, double *pd, co
     }
 }
 
-/* The h path of one row at step t: tc = tanh(N3(c)), h = o*tc (masked), and the output at the
- * position read. nc is the cell row, already normalized for batch (N3 done by the caller). */
+/* The h path of one row at step t for every kind but batch: tc = tanh(N3(c)), h = o*tc
+ * (masked), and the output at the position read. nc is the cell row; N3 is the row norm of
+ * layer/rms/prms when fused, else the identity. */
 static inline void cell_out(FN(nb_lstm) * L, real *out, int t, int b, const real *nc,
                             const real *gg, const real *h0, real *tcb, real *h1, int fused, int ln,
                             const real *params) {
@@ -447,16 +513,15 @@ static inline void cell_out(FN(nb_lstm) * L, real *out, int t, int b, const real
     if (out) memcpy(out + ((size_t)b * L->T + pos_of(L, b, t)) * H, h1, sizeof(real) * H);
 }
 
-/* Gates and cell of row b at step t from pa (a's row) and pr (r's row), normalized here for
- * layer/rms/prms when norm_here (statistics kept for backward), or already normalized (batch)
- * or not normalized at all (none, weight): pre = N1(a) + N2(r) + b, the activations into g,
- * the new cell (masked) into c. */
+/* Gates and cell of row b at step t for every kind but batch, from pa (a's row) and pr (r's
+ * row): pre = N1(a) + N2(r) + b with the row norms of layer/rms/prms computed here (statistics
+ * kept for backward), or no norm (none, weight); the activations into g, the new cell (masked)
+ * into c. */
 static inline void gate_row(FN(nb_lstm) * L, int t, int b, const real *pa, const real *pr,
-                            const real *params, int norm_here) {
+                            const real *params) {
     const int B = L->B, H = L->H, G = L->G;
     const nb_norm_kind kind = L->norm.kind;
-    const int fused = norm_here && has_norm(kind) && kind != NB_NORM_BATCH;
-    const int ln = kind == NB_NORM_LAYER;
+    const int fused = has_norm(kind), ln = kind == NB_NORM_LAYER;
     const size_t sr = (size_t)t * B + b;
     const real *bias = params + L->b;
     real *gg = L->g + sr * G;
@@ -501,34 +566,95 @@ static inline void gate_row(FN(nb_lstm) * L, int t, int b, const real *pa, const
     }
 }
 
-/* The forward sweep for batch: column statistics couple the rows, so each step's norms go
- * through the nn/norm.c kernels between row loops. */
-static void fwd_batch(FN(nb_lstm) * L, real *out, const real *U, const real *params) {
+/* Gates and cell of row b at step t on the units [u0, u1) for batch: pre = BN(a; s1) + BN(r; s2)
+ * + b on those units' four gate columns, with the step's column statistics (already computed);
+ * the activations into g, the new cell (masked) into c. The arithmetic of gate_row. */
+static inline void bn_gates(FN(nb_lstm) * L, int t, int b, int u0, int u1, const real *params) {
+    const int B = L->B, H = L->H, G = L->G;
+    const size_t sr = (size_t)t * B + b;
+    const real *pa = a_row(L, t, b), *pr = L->r + sr * G, *bias = params + L->b;
+    const real *g1 = params + L->s1, *g2 = params + L->s2;
+    const real *mu1 = L->m1 + (size_t)t * G, *q1 = L->r1 + (size_t)t * G;
+    const real *mu2 = L->m2 + (size_t)t * G, *q2 = L->r2 + (size_t)t * G;
+    real *gg = L->g + sr * G;
+    for (int k = 0; k < 4; k++) {
+        const int j0 = k * H + u0, j1 = k * H + u1;
+#pragma omp simd
+        for (int j = j0; j < j1; j++)
+            gg[j] =
+                g1[j] * ((pa[j] - mu1[j]) * q1[j]) + g2[j] * ((pr[j] - mu2[j]) * q2[j]) + bias[j];
+        if (k < 3) {
+#pragma omp simd
+            for (int j = j0; j < j1; j++)
+                gg[j] = vm_sigmoid(gg[j]);
+        } else {
+#pragma omp simd
+            for (int j = j0; j < j1; j++)
+                gg[j] = vm_tanh(gg[j]);
+        }
+    }
+    const real m = t < L->len[b] ? 1 : 0;
+    const real *c0 = L->c + sr * H;
+    real *c1 = L->c + (sr + B) * H;
+#pragma omp simd
+    for (int j = u0; j < u1; j++) {
+        const real cnew = gg[H + j] * c0[j] + gg[j] * gg[3 * H + j];
+        c1[j] = m * cnew + (1 - m) * c0[j];
+    }
+}
+
+/* The h path of row b at step t on the units [u0, u1) for batch: tc = tanh(BN(c; s3, b3)) with
+ * the step's column statistics, h = o*tc (masked), and the output at the position read. The
+ * arithmetic of cell_out. */
+static inline void bn_cell(FN(nb_lstm) * L, real *out, int t, int b, int u0, int u1,
+                           const real *params) {
+    const int B = L->B, H = L->H, G = L->G;
+    const size_t sr = (size_t)t * B + b;
+    const real m = t < L->len[b] ? 1 : 0;
+    const real *g3 = params + L->s3, *e3 = params + L->b3;
+    const real *mu = L->m3 + (size_t)t * H, *q = L->r3 + (size_t)t * H;
+    const real *nc = L->c + (sr + B) * H, *o = L->g + sr * G + 2 * H, *h0 = L->h + sr * H;
+    real *tcb = L->tc + sr * H, *h1 = L->h + (sr + B) * H;
+#pragma omp simd
+    for (int j = u0; j < u1; j++) {
+        tcb[j] = vm_tanh(g3[j] * ((nc[j] - mu[j]) * q[j]) + e3[j]);
+        h1[j] = m * (o[j] * tcb[j]) + (1 - m) * h0[j];
+    }
+    if (out)
+        memcpy(out + ((size_t)b * L->T + pos_of(L, b, t)) * H + u0, h1 + u0,
+               sizeof(real) * (size_t)(u1 - u0));
+}
+
+/* The forward sweep for batch, one parallel region. BatchNorm's statistics are per column, so
+ * here each thread owns a slice of hidden units, for all rows: their four gate columns of r
+ * (four GEMMs on its own, reading all of h), the statistics of those columns of a and r, the
+ * gates, the cells, the statistics of its cell columns and its columns of h. The only data
+ * another thread wrote is h, read by the next step's GEMM: one barrier a step. */
+static void sweep_fwd_batch(FN(nb_lstm) * L, real *out, const real *U, int nt, const real *params) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
-    const int st1 = stat_stride(L, G), st3 = stat_stride(L, H);
-    const int par = (size_t)B * G >= PAR_MIN;
-    for (int t = 0; t < T; t++) {
-        real *rt = L->r + (size_t)t * B * G, *at = L->a + (size_t)t * B * G;
-        const real *hp = L->h + (size_t)t * B * H;
-        real *cn = L->c + (size_t)(t + 1) * B * H;
-        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, G, H, 1, hp, H, U, H, 0, rt, G);
-        for (int b = 0; b < B; b++)
-            memcpy(at + (size_t)b * G, L->xw + ((size_t)b * T + pos_of(L, b, t)) * G,
-                   sizeof(real) * G);
-        norm_fwd(L, L->n1, L->m1 + (size_t)t * st1, L->r1 + (size_t)t * st1, at, params, L->s1,
-                 L->b1, G, L->k1);
-        norm_fwd(L, L->n2, L->m2 + (size_t)t * st1, L->r2 + (size_t)t * st1, rt, params, L->s2,
-                 L->b2, G, L->k1);
-#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
-        for (int b = 0; b < B; b++)
-            gate_row(L, t, b, L->n1 + (size_t)b * G, L->n2 + (size_t)b * G, params, 0);
-        norm_fwd(L, L->n3, L->m3 + (size_t)t * st3, L->r3 + (size_t)t * st3, cn, params, L->s3,
-                 L->b3, H, L->k3);
-#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
-        for (int b = 0; b < B; b++) {
-            const size_t sr = (size_t)t * B + b;
-            cell_out(L, out, t, b, L->n3 + (size_t)b * H, L->g + sr * G, L->h + sr * H,
-                     L->tc + sr * H, L->h + (sr + B) * H, 0, 0, params);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int u0, u1;
+        unit_slice(H, omp_get_thread_num(), omp_get_num_threads(), &u0, &u1);
+        const int nu = u1 - u0;
+        for (int t = 0; t < T; t++) {
+            const size_t st = (size_t)t * B;
+            real *rt = L->r + st * G;
+            for (int k = 0; k < 4 && nu > 0; k++) {
+                const int j0 = k * H + u0;
+                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, nu, H, 1, L->h + st * H, H,
+                           U + (size_t)j0 * H, H, 0, rt + j0, G);
+                bn_stats(L, L->m1 + (size_t)t * G, L->r1 + (size_t)t * G, NULL, 0, t, j0, j0 + nu);
+                bn_stats(L, L->m2 + (size_t)t * G, L->r2 + (size_t)t * G, rt, (size_t)G, t, j0,
+                         j0 + nu);
+            }
+            for (int b = 0; b < B && nu > 0; b++)
+                bn_gates(L, t, b, u0, u1, params);
+            bn_stats(L, L->m3 + (size_t)t * H, L->r3 + (size_t)t * H, L->c + (st + B) * H,
+                     (size_t)H, t, u0, u1);
+            for (int b = 0; b < B && nu > 0; b++)
+                bn_cell(L, out, t, b, u0, u1, params);
+#pragma omp barrier
         }
     }
 }
@@ -564,7 +690,7 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
         memset(L->c + (size_t)b * H, 0, sizeof(real) * H);
     }
     if (kind == NB_NORM_BATCH) {
-        fwd_batch(L, out, U, params);
+        sweep_fwd_batch(L, out, U, row_threads(L), params);
         return;
     }
     /* Every other kind: rows do not interact, so each thread owns a slice of rows for all T
@@ -581,8 +707,7 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
                        U, H, 0, L->r + s0 * G, G);
             for (int b = b0; b < b1; b++) {
                 const size_t sr = (size_t)t * B + b;
-                gate_row(L, t, b, L->xw + ((size_t)b * T + pos_of(L, b, t)) * G, L->r + sr * G,
-                         params, 1);
+                gate_row(L, t, b, a_row(L, t, b), L->r + sr * G, params);
                 cell_out(L, out, t, b, L->c + (sr + B) * H, L->g + sr * G, L->h + sr * H,
                          L->tc + sr * H, L->h + (sr + B) * H, has_norm(kind), kind == NB_NORM_LAYER,
                          params);
@@ -603,10 +728,10 @@ const real *FN(nb_lstm_final)(const FN(nb_lstm) * L) {
  * step t-1: dc (H) and dh2 (H, before the recurrent GEMM adds dr·U). */
 static inline void gates_bwd(const FN(nb_lstm) * L, real *dp, real *dcp, real *dhp, const real *dhb,
                              const real *dcb, const real *gg, const real *tcb, const real *c0,
-                             real m) {
+                             real m, int u0, int u1) {
     const int H = L->H;
 #pragma omp simd
-    for (int j = 0; j < H; j++) {
+    for (int j = u0; j < u1; j++) {
         const real i = gg[j], f = gg[H + j], o = gg[2 * H + j], c = gg[3 * H + j];
         const real dcn = m * dcb[j];
         const real dout_o = m * dhb[j] * tcb[j];
@@ -621,17 +746,17 @@ static inline void gates_bwd(const FN(nb_lstm) * L, real *dp, real *dcp, real *d
 
 /* dh += dout at the positions step t reads; dn = the gradient into N3's output (pre-tanh). */
 static inline void hpath_bwd(const FN(nb_lstm) * L, real *dhb, real *dn, const real *dout, int t,
-                             int b, const real *gg, const real *tcb) {
+                             int b, const real *gg, const real *tcb, int u0, int u1) {
     const int H = L->H;
     if (dout) {
         const real *d = dout + ((size_t)b * L->T + pos_of(L, b, t)) * H;
 #pragma omp simd
-        for (int j = 0; j < H; j++)
+        for (int j = u0; j < u1; j++)
             dhb[j] += d[j];
     }
     const real m = t < L->len[b] ? 1 : 0;
 #pragma omp simd
-    for (int j = 0; j < H; j++)
+    for (int j = u0; j < u1; j++)
         dn[j] = m * dhb[j] * gg[2 * H + j] * (1 - tcb[j] * tcb[j]);
 }
 
@@ -658,7 +783,7 @@ static inline void bwd_row(FN(nb_lstm) * L, double *P, real *dh, real *dh2, cons
     real *dhb = dh + (size_t)b * H, *dn = L->n3 + (size_t)b * H;
     real *dc2 = L->dc2 + (size_t)b * H, *dcb = L->dc + (size_t)b * H;
     real *dp = L->n1 + (size_t)b * G;
-    hpath_bwd(L, dhb, dn, dout, t, b, gg, tcb);
+    hpath_bwd(L, dhb, dn, dout, t, b, gg, tcb, 0, H);
     if (fused) {
         row_norm_bwd(dc2, ps3, ln ? pb3 : NULL, NULL, dn, dcb, L->c + (sr + B) * H, params + L->s3,
                      L->m3[sr], L->r3[sr], H, L->k3, ln, &L->norm);
@@ -667,7 +792,7 @@ static inline void bwd_row(FN(nb_lstm) * L, double *P, real *dh, real *dh2, cons
         for (int j = 0; j < H; j++)
             dc2[j] = dcb[j] + dn[j];
     }
-    gates_bwd(L, dp, dcb, dh2 + (size_t)b * H, dhb, dc2, gg, tcb, L->c + sr * H, m);
+    gates_bwd(L, dp, dcb, dh2 + (size_t)b * H, dhb, dc2, gg, tcb, L->c + sr * H, m, 0, H);
     acc(pbias, dp, G); /* the bias added at the step */
     /* a (read in place in xw) and r: their gradients overwrite them */
     real *xa = L->xw + ((size_t)b * T + pos_of(L, b, t)) * G, *xr = L->r + sr * G;
@@ -713,57 +838,89 @@ static real *sweep_bwd_rows(FN(nb_lstm) * L, const real *dout, const real *U, in
     return T % 2 ? L->dh2 : L->dh;
 }
 
-/* One step backward for batch: column statistics couple the rows, so the norms go through the
- * nn/norm.c kernels between row loops. */
-static void step_bwd_batch(FN(nb_lstm) * L, real *grads, const real *dout, int t,
-                           const real *params) {
+/* The whole backward sweep for batch, one parallel region laid out as sweep_fwd_batch: each
+ * thread owns a slice of hidden units for all rows: the h path, N3's column sums and gradient,
+ * the gates, N1 and N2's column sums and the gradients of a and r on its four gate columns, and
+ * its columns of dh_prev += dr·U (a GEMM on its own, reading all of dr). Gain and bias gradients
+ * go into the thread's partials, each column's from the thread that owns it. The only data
+ * another thread wrote is dr, read by the GEMM: one barrier a step. Returns the buffer that
+ * holds dh of the initial state. */
+static real *sweep_bwd_batch(FN(nb_lstm) * L, const real *dout, const real *U, int nt,
+                             const real *params) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
-    const int st1 = stat_stride(L, G), st3 = stat_stride(L, H);
-    const int par = (size_t)B * G >= PAR_MIN;
-    real *at = L->a + (size_t)t * B * G, *rt = L->r + (size_t)t * B * G;
-    const real *gt = L->g + (size_t)t * B * G;
-    const real *cp = L->c + (size_t)t * B * H, *cn = L->c + (size_t)(t + 1) * B * H;
-    const real *tct = L->tc + (size_t)t * B * H;
-    real *dpre = L->n1;
-#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
-    for (int b = 0; b < B; b++)
-        hpath_bwd(L, L->dh + (size_t)b * H, L->n3 + (size_t)b * H, dout, t, b, gt + (size_t)b * G,
-                  tct + (size_t)b * H);
-    /* dc2 = dc carry + d(through N3) */
-    memcpy(L->dc2, L->dc, sizeof(real) * B * H);
-    norm_bwd(L, L->dc2, grads, L->n3, cn, params, L->m3 + (size_t)t * st3, L->r3 + (size_t)t * st3,
-             L->s3, L->b3, H, L->k3);
-#pragma omp parallel for schedule(static) if (par) num_threads(nthreads(L))
-    for (int b = 0; b < B; b++)
-        gates_bwd(L, dpre + (size_t)b * G, L->dc + (size_t)b * H, L->dh2 + (size_t)b * H,
-                  L->dh + (size_t)b * H, L->dc2 + (size_t)b * H, gt + (size_t)b * G,
-                  tct + (size_t)b * H, cp + (size_t)b * H, t < L->len[b] ? 1 : 0);
-    real *db = grads + L->b;
-    for (int b = 0; b < B; b++) {
-        const real *dp = dpre + (size_t)b * G;
+    real *A1 = L->bnc, *K1 = A1 + G, *M1 = K1 + G, *A2 = M1 + G, *K2 = A2 + G, *M2 = K2 + G;
+    real *A3 = M2 + G, *K3 = A3 + H, *M3 = K3 + H;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const int th = omp_get_thread_num();
+        int u0, u1;
+        unit_slice(H, th, omp_get_num_threads(), &u0, &u1);
+        const int nu = u1 - u0;
+        double *P = L->part + (size_t)th * L->part_stride;
+        double *ps1 = P, *ps2 = P + 2 * G, *pbias = P + 4 * G, *ps3 = P + 5 * G;
+        double *pb3 = P + 5 * G + H;
+        real *dh = L->dh, *dh2 = L->dh2;
+        for (int t = T - 1; t >= 0; t--) {
+            const size_t st = (size_t)t * B;
+            const real *mu3 = L->m3 + (size_t)t * H, *mu1 = L->m1 + (size_t)t * G;
+            const real *mu2 = L->m2 + (size_t)t * G;
+            real *rt = L->r + st * G;
+            for (int b = 0; b < B && nu > 0; b++) /* dh += dout; the gradient into N3's output */
+                hpath_bwd(L, dh + (size_t)b * H, L->n3 + (size_t)b * H, dout, t, b,
+                          L->g + (st + b) * G, L->tc + (st + b) * H, u0, u1);
+            bn_coef(L, A3, K3, M3, ps3, pb3, u0, u1, L->n3, (size_t)H, L->c + (st + B) * H,
+                    (size_t)H, t, mu3, L->r3 + (size_t)t * H, params + L->s3, u0, u1);
+            for (int b = 0; b < B && nu > 0; b++) {
+                const size_t sr = st + b;
+                const real *dn = L->n3 + (size_t)b * H, *cn = L->c + (sr + B) * H;
+                real *dc2 = L->dc2 + (size_t)b * H, *dcb = L->dc + (size_t)b * H;
 #pragma omp simd
-        for (int j = 0; j < G; j++)
-            db[j] += dp[j];
+                for (int j = u0; j < u1; j++) /* the cell's gradient: the carry and through N3 */
+                    dc2[j] = dcb[j] + (A3[j] * dn[j] + K3[j] * (cn[j] - mu3[j]) + M3[j]);
+                gates_bwd(L, L->n1 + (size_t)b * G, dcb, dh2 + (size_t)b * H, dh + (size_t)b * H,
+                          dc2, L->g + sr * G, L->tc + sr * H, L->c + sr * H, t < L->len[b] ? 1 : 0,
+                          u0, u1);
+            }
+            for (int k = 0; k < 4 && nu > 0; k++) {
+                /* N1 (the bias added at the step goes with it) and N2 */
+                const int j0 = k * H + u0, j1 = j0 + nu;
+                bn_coef(L, A1, K1, M1, ps1, pbias, j0, j1, L->n1, (size_t)G, NULL, 0, t, mu1,
+                        L->r1 + (size_t)t * G, params + L->s1, j0, j1);
+                bn_coef(L, A2, K2, M2, ps2, NULL, j0, j1, L->n1, (size_t)G, rt, (size_t)G, t, mu2,
+                        L->r2 + (size_t)t * G, params + L->s2, j0, j1);
+            }
+            /* the gradients of a and r replace them (for the weight GEMMs after the sweep) */
+            for (int b = 0; b < B && nu > 0; b++) {
+                const real *dp = L->n1 + (size_t)b * G;
+                real *xa = a_row(L, t, b), *xr = rt + (size_t)b * G;
+                for (int k = 0; k < 4; k++) {
+                    const int j0 = k * H + u0, j1 = j0 + nu;
+#pragma omp simd
+                    for (int j = j0; j < j1; j++)
+                        xa[j] = A1[j] * dp[j] + K1[j] * (xa[j] - mu1[j]) + M1[j];
+                    acc(pbias + j0, xa + j0, nu); /* the bias added to x·W */
+#pragma omp simd
+                    for (int j = j0; j < j1; j++)
+                        xr[j] = A2[j] * dp[j] + K2[j] * (xr[j] - mu2[j]) + M2[j];
+                }
+            }
+#pragma omp barrier
+            /* dh_prev += dr·U on this thread's units */
+            if (nu > 0)
+                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, nu, G, 1, rt, G, U + u0, H,
+                           1, dh2 + u0, H);
+            real *sw = dh;
+            dh = dh2;
+            dh2 = sw;
+        }
     }
-    /* through N1 into the gradient of a, scattered to the positions read */
-    memset(L->n2, 0, sizeof(real) * B * G);
-    norm_bwd(L, L->n2, grads, dpre, at, params, L->m1 + (size_t)t * st1, L->r1 + (size_t)t * st1,
-             L->s1, L->b1, G, L->k1);
-    for (int b = 0; b < B; b++)
-        memcpy(L->xw + ((size_t)b * T + pos_of(L, b, t)) * G, L->n2 + (size_t)b * G,
-               sizeof(real) * G);
-    /* through N2 into the gradient of r, kept in r's slot for the dU GEMM */
-    memset(L->n2, 0, sizeof(real) * B * G);
-    norm_bwd(L, L->n2, grads, dpre, rt, params, L->m2 + (size_t)t * st1, L->r2 + (size_t)t * st1,
-             L->s2, L->b2, G, L->k1);
-    memcpy(rt, L->n2, sizeof(real) * B * G);
+    return T % 2 ? L->dh2 : L->dh;
 }
 
 void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *dout,
                           const real *dfinal, const real *params) {
     const int B = L->B, T = L->T, C = L->C, H = L->H, G = L->G;
     const nb_norm_kind kind = L->norm.kind;
-    const int bn = kind == NB_NORM_BATCH;
     const real *W = kind == NB_NORM_WEIGHT ? L->weff : params + L->w;
     const real *U = kind == NB_NORM_WEIGHT ? L->ueff : params + L->u;
     real *dxw = L->xw; /* x·W^T is no longer needed: its buffer takes its gradient */
@@ -773,24 +930,14 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
     else
         memset(L->dh, 0, sizeof(real) * B * H);
     memset(L->dc, 0, sizeof(real) * B * H);
-    if (!bn) memset(L->part, 0, sizeof(double) * L->part_stride * (size_t)L->nthr);
+    memset(L->part, 0, sizeof(double) * L->part_stride * (size_t)L->nthr);
 
-    if (bn) {
-        for (int t = T - 1; t >= 0; t--) {
-            step_bwd_batch(L, grads, dout, t, params);
-            /* dh_prev += dr·U */
-            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, G, 1,
-                       L->r + (size_t)t * B * G, G, U, H, 1, L->dh2, H);
-            real *sw = L->dh;
-            L->dh = L->dh2;
-            L->dh2 = sw;
-        }
-    } else {
-        real *dhf = sweep_bwd_rows(L, dout, U, row_threads(L), params);
-        if (dhf != L->dh) {
-            L->dh2 = L->dh;
-            L->dh = dhf;
-        }
+    const int nt = row_threads(L);
+    real *dhf = kind == NB_NORM_BATCH ? sweep_bwd_batch(L, dout, U, nt, params)
+                                      : sweep_bwd_rows(L, dout, U, nt, params);
+    if (dhf != L->dh) {
+        L->dh2 = L->dh;
+        L->dh = dhf;
     }
     /* the learned initial state */
     real *dh0 = grads + L->h0;
@@ -799,27 +946,16 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
             dh0[j] += L->dh[(size_t)b * H + j];
 
     const size_t BT = (size_t)B * T;
-    real *db = grads + L->b;
-    if (bn) { /* the bias added to x·W: column sums of its gradient */
-        for (size_t i = 0; i < BT; i++) {
-            const real *d = dxw + i * G;
-#pragma omp simd
-            for (int j = 0; j < G; j++)
-                db[j] += d[j];
-        }
-    } else { /* the threads' partials (both biases already in) */
+    { /* the threads' partials of the gain and bias gradients (both biases already in); a
+       * tensor the norm does not have is NONE */
         const size_t PS = L->part_stride;
-        const int ln = kind == NB_NORM_LAYER, fused = has_norm(kind);
         struct {
             size_t off, at;
             int n;
-        } sums[] = {{L->b, 4 * (size_t)G, G},
-                    {fused ? L->s1 : NONE, 0, G},
-                    {ln ? L->b1 : NONE, (size_t)G, G},
-                    {fused ? L->s2 : NONE, 2 * (size_t)G, G},
-                    {ln ? L->b2 : NONE, 3 * (size_t)G, G},
-                    {fused ? L->s3 : NONE, 5 * (size_t)G, H},
-                    {ln ? L->b3 : NONE, 5 * (size_t)G + H, H}};
+        } sums[] = {{L->b, 4 * (size_t)G, G},     {L->s1, 0, G},
+                    {L->b1, (size_t)G, G},        {L->s2, 2 * (size_t)G, G},
+                    {L->b2, 3 * (size_t)G, G},    {L->s3, 5 * (size_t)G, H},
+                    {L->b3, 5 * (size_t)G + H, H}};
         for (size_t s = 0; s < sizeof sums / sizeof sums[0]; s++) {
             if (sums[s].off == NONE) continue;
             for (int j = 0; j < sums[s].n; j++) {

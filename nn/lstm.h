@@ -35,15 +35,16 @@ typedef struct NB_FN(nb_lstm) {
     size_t w, u, b, h0, gw, gu, s1, b1, s2, b2, s3, b3;
     /* state of the last forward, kept for backward */
     int B, T, reverse;
-    int *len;           /* (Bmax) */
-    NB_REAL *x;         /* the last input (not owned) */
-    NB_REAL *xw;        /* (Bmax,Tmax,G) x·W^T + b; reused for its gradient in backward */
-    NB_REAL *a, *r, *g; /* (Tmax,Bmax,G) gathered a (batch only), raw r, activated gates */
-    NB_REAL *c, *h;     /* (Tmax+1,Bmax,H) cells and hidden states, index 0 the initial state */
-    NB_REAL *tc;        /* (Tmax,Bmax,H) tanh(N3(c)) */
+    int *len;       /* (Bmax) */
+    NB_REAL *x;     /* the last input (not owned) */
+    NB_REAL *xw;    /* (Bmax,Tmax,G) x·W^T + b; reused for its gradient in backward */
+    NB_REAL *r, *g; /* (Tmax,Bmax,G) raw r (its gradient in backward), activated gates */
+    NB_REAL *c, *h; /* (Tmax+1,Bmax,H) cells and hidden states, index 0 the initial state */
+    NB_REAL *tc;    /* (Tmax,Bmax,H) tanh(N3(c)) */
     NB_REAL *m1, *r1, *m2, *r2, *m3, *r3; /* norm statistics: (Tmax,Bmax) or (Tmax,G|H) for BN */
-    NB_REAL *n1, *n2;                     /* (Bmax,G) scratch: normalized a, r; dpre, dr */
-    NB_REAL *n3;                          /* (Bmax,H) scratch */
+    NB_REAL *n1;                          /* (Bmax,G) scratch: the pre-activations' gradient */
+    NB_REAL *n3;                          /* (Bmax,H) scratch: the gradient into N3 */
+    NB_REAL *bnc; /* batch only: (6G + 3H) a step's backward coefficients of N1, N2 and N3 */
     NB_REAL *dh, *dc, *dh2, *dc2;         /* (Bmax,H) carries */
     NB_REAL *weff, *ueff, *wnorm, *unorm; /* WeightNorm's effective matrices and row norms */
     NB_REAL *dweff, *dueff;

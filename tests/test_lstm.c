@@ -213,102 +213,116 @@ static void test_float_matches_double(void **s) {
     }
 }
 
-/* At a size where a step's rows are split over threads (B*4H >= 16384) and the gain/bias
- * gradients come from per-thread partials: the float layer on 2 threads gives the gradients of
- * the double layer on 1 thread, for every norm, with masked and reversed rows. */
-static void test_threaded_matches_serial(void **s) {
-    (void)s;
-    enum { TB = 64, TT = 5, TC = 16, TH = 64 };
-    int tl[TB];
+/* The float layer of TB rows, TT steps, TC inputs, TH units for norm k on 2 threads gives the
+ * gradients of the double layer on 1 thread, with masked and reversed rows. */
+static void threaded_check(nb_norm_kind k, int TB, int TT, int TC, int TH) {
+    int *tl = calloc((size_t)TB, sizeof(int));
+    assert_non_null(tl);
     for (int b = 0; b < TB; b++)
         tl[b] = 1 + b % TT;
-    for (nb_norm_kind k = 0; k < NB_NORM_COUNT; k++) {
-        nb_norm_cfg cfg;
-        nb_norm_cfg_default(&cfg, k);
-        cfg.p = 0.3;
-        nb_lstm_f64 Ld;
-        nb_lstm Lf;
-        nb_layout ld = {0}, lf = {0};
-        nb_err err;
-        omp_set_num_threads(2);
-        assert_int_equal(nb_lstm_init_f64(&Ld, TC, TH, TB, TT, &cfg, &ld, "l.", &err), 0);
-        assert_int_equal(nb_lstm_init(&Lf, TC, TH, TB, TT, &cfg, &lf, "l.", &err), 0);
-        assert_true(Lf.nthr >= 2 && ld.total == lf.total);
-        const size_t n = ld.total, nx = (size_t)TB * TT * TC, no = (size_t)TB * TT * TH;
-        double *pd = calloc(n, sizeof(double)), *gd = calloc(n, sizeof(double));
-        double *xd = calloc(nx, sizeof(double)), *dxd = calloc(nx, sizeof(double));
-        double *wd = calloc(no, sizeof(double)), *od = calloc(no, sizeof(double));
-        float *pf = calloc(n, sizeof(float)), *gf = calloc(n, sizeof(float));
-        float *xf = calloc(nx, sizeof(float)), *dxf = calloc(nx, sizeof(float));
-        float *wf = calloc(no, sizeof(float)), *of = calloc(no, sizeof(float));
-        assert_true(pd && gd && xd && dxd && wd && od && pf && gf && xf && dxf && wf && of);
-        nb_rng rng;
-        nb_rng_seed(&rng, 77 + (uint64_t)k, 1);
-        nb_lstm_init_params_f64(&Ld, pd, &rng);
-        for (int i = 0; i < ld.count; i++) { /* gains near 1, the rest drawn wider than init */
-            const nb_tensor *t = &ld.t[i];
-            int gain = strstr(t->name, ".s") || strstr(t->name, "g") != NULL;
-            for (size_t j = 0; j < t->n; j++)
-                if (gain)
-                    pd[t->off + j] = 1 + 0.3 * nb_rng_normal(&rng);
-                else if (!strstr(t->name, "W") && !strstr(t->name, "U"))
-                    pd[t->off + j] = 0.3 * nb_rng_normal(&rng);
-        }
-        for (size_t i = 0; i < nx; i++)
-            xd[i] = nb_rng_normal(&rng);
-        for (size_t i = 0; i < no; i++)
-            wd[i] = nb_rng_normal(&rng);
-        for (size_t i = 0; i < n; i++)
-            pf[i] = (float)pd[i];
-        for (size_t i = 0; i < nx; i++)
-            xf[i] = (float)xd[i];
-        for (size_t i = 0; i < no; i++)
-            wf[i] = (float)wd[i];
-        for (int rev = 0; rev < 2; rev++) {
-            memset(gd, 0, n * sizeof(double));
-            memset(dxd, 0, nx * sizeof(double));
-            memset(gf, 0, n * sizeof(float));
-            memset(dxf, 0, nx * sizeof(float));
-            omp_set_num_threads(1);
-            nb_lstm_forward_f64(&Ld, od, xd, tl, TB, TT, rev, pd);
-            nb_lstm_backward_f64(&Ld, dxd, gd, wd, NULL, pd);
-            omp_set_num_threads(2);
-            nb_lstm_forward(&Lf, of, xf, tl, TB, TT, rev, pf);
-            nb_lstm_backward(&Lf, dxf, gf, wf, NULL, pf);
-            for (size_t i = 0; i < no; i++)
-                assert_close(of[i], od[i], 1e-4, 1e-3);
-            double all = 0;
-            for (size_t j = 0; j < n; j++)
-                all = fmax(all, fabs(gd[j]));
-            assert_true(all > 1e-3);
-            for (int i = 0; i < ld.count; i++) { /* per tensor, relative to its largest value */
-                const nb_tensor *t = &ld.t[i];
-                double big = 0;
-                for (size_t j = 0; j < t->n; j++)
-                    big = fmax(big, fabs(gd[t->off + j]));
-                /* every tensor gets a gradient, except h0 under batch: BN over rows of the same
-                 * h0·U^T gives a constant, so h0's gradient is 0 up to rounding */
-                if (k == NB_NORM_BATCH && strstr(t->name, "h0")) big = 1e-3 * all;
-                assert_true(big > 1e-6 * all);
-                for (size_t j = 0; j < t->n; j++)
-                    if (fabs(gf[t->off + j] - gd[t->off + j]) > 1e-5 + 2e-3 * big) {
-                        print_error("%s %s rev %d [%zu]: float/2 threads %.8g double/1 %.8g\n",
-                                    nb_norm_name(k), t->name, rev, j, gf[t->off + j],
-                                    gd[t->off + j]);
-                        fail();
-                    }
-            }
-            double big = 0;
-            for (size_t i = 0; i < nx; i++)
-                big = fmax(big, fabs(dxd[i]));
-            for (size_t i = 0; i < nx; i++)
-                assert_close(dxf[i], dxd[i], 1e-5 + 2e-3 * big, 0);
-        }
-        nb_lstm_free_f64(&Ld);
-        nb_lstm_free(&Lf);
-        free(pd), free(gd), free(xd), free(dxd), free(wd), free(od);
-        free(pf), free(gf), free(xf), free(dxf), free(wf), free(of);
+    nb_norm_cfg cfg;
+    nb_norm_cfg_default(&cfg, k);
+    cfg.p = 0.3;
+    nb_lstm_f64 Ld;
+    nb_lstm Lf;
+    nb_layout ld = {0}, lf = {0};
+    nb_err err;
+    omp_set_num_threads(2);
+    assert_int_equal(nb_lstm_init_f64(&Ld, TC, TH, TB, TT, &cfg, &ld, "l.", &err), 0);
+    assert_int_equal(nb_lstm_init(&Lf, TC, TH, TB, TT, &cfg, &lf, "l.", &err), 0);
+    assert_true(Lf.nthr >= 2 && ld.total == lf.total);
+    const size_t n = ld.total, nx = (size_t)TB * TT * TC, no = (size_t)TB * TT * TH;
+    double *pd = calloc(n, sizeof(double)), *gd = calloc(n, sizeof(double));
+    double *xd = calloc(nx, sizeof(double)), *dxd = calloc(nx, sizeof(double));
+    double *wd = calloc(no, sizeof(double)), *od = calloc(no, sizeof(double));
+    float *pf = calloc(n, sizeof(float)), *gf = calloc(n, sizeof(float));
+    float *xf = calloc(nx, sizeof(float)), *dxf = calloc(nx, sizeof(float));
+    float *wf = calloc(no, sizeof(float)), *of = calloc(no, sizeof(float));
+    assert_true(pd && gd && xd && dxd && wd && od && pf && gf && xf && dxf && wf && of);
+    nb_rng rng;
+    nb_rng_seed(&rng, 77 + (uint64_t)k, 1);
+    nb_lstm_init_params_f64(&Ld, pd, &rng);
+    for (int i = 0; i < ld.count; i++) { /* gains near 1, the rest drawn wider than init */
+        const nb_tensor *t = &ld.t[i];
+        int gain = strstr(t->name, ".s") || strstr(t->name, "g") != NULL;
+        for (size_t j = 0; j < t->n; j++)
+            if (gain)
+                pd[t->off + j] = 1 + 0.3 * nb_rng_normal(&rng);
+            else if (!strstr(t->name, "W") && !strstr(t->name, "U"))
+                pd[t->off + j] = 0.3 * nb_rng_normal(&rng);
     }
+    for (size_t i = 0; i < nx; i++)
+        xd[i] = nb_rng_normal(&rng);
+    for (size_t i = 0; i < no; i++)
+        wd[i] = nb_rng_normal(&rng);
+    for (size_t i = 0; i < n; i++)
+        pf[i] = (float)pd[i];
+    for (size_t i = 0; i < nx; i++)
+        xf[i] = (float)xd[i];
+    for (size_t i = 0; i < no; i++)
+        wf[i] = (float)wd[i];
+    for (int rev = 0; rev < 2; rev++) {
+        memset(gd, 0, n * sizeof(double));
+        memset(dxd, 0, nx * sizeof(double));
+        memset(gf, 0, n * sizeof(float));
+        memset(dxf, 0, nx * sizeof(float));
+        omp_set_num_threads(1);
+        nb_lstm_forward_f64(&Ld, od, xd, tl, TB, TT, rev, pd);
+        nb_lstm_backward_f64(&Ld, dxd, gd, wd, NULL, pd);
+        omp_set_num_threads(2);
+        nb_lstm_forward(&Lf, of, xf, tl, TB, TT, rev, pf);
+        nb_lstm_backward(&Lf, dxf, gf, wf, NULL, pf);
+        for (size_t i = 0; i < no; i++)
+            assert_close(of[i], od[i], 1e-4, 1e-3);
+        double all = 0;
+        for (size_t j = 0; j < n; j++)
+            all = fmax(all, fabs(gd[j]));
+        assert_true(all > 1e-3);
+        for (int i = 0; i < ld.count; i++) { /* per tensor, relative to its largest value */
+            const nb_tensor *t = &ld.t[i];
+            double big = 0;
+            for (size_t j = 0; j < t->n; j++)
+                big = fmax(big, fabs(gd[t->off + j]));
+            /* every tensor gets a gradient, except h0 under batch: BN over rows of the same
+             * h0·U^T gives a constant, so h0's gradient is 0 up to rounding */
+            if (k == NB_NORM_BATCH && strstr(t->name, "h0")) big = 1e-3 * all;
+            assert_true(big > 1e-6 * all);
+            for (size_t j = 0; j < t->n; j++)
+                if (fabs(gf[t->off + j] - gd[t->off + j]) > 1e-5 + 2e-3 * big) {
+                    print_error("%s %s rev %d [%zu]: float/2 threads %.8g double/1 %.8g\n",
+                                nb_norm_name(k), t->name, rev, j, gf[t->off + j], gd[t->off + j]);
+                    fail();
+                }
+        }
+        double big = 0;
+        for (size_t i = 0; i < nx; i++)
+            big = fmax(big, fabs(dxd[i]));
+        for (size_t i = 0; i < nx; i++)
+            assert_close(dxf[i], dxd[i], 1e-5 + 2e-3 * big, 0);
+    }
+    nb_lstm_free_f64(&Ld);
+    nb_lstm_free(&Lf);
+    free(pd), free(gd), free(xd), free(dxd), free(wd), free(od);
+    free(pf), free(gf), free(xf), free(dxf), free(wf), free(of);
+    free(tl);
+}
+
+/* At a size where the work is split over threads (B*4H*T >= 16384) and the gain/bias gradients
+ * come from per-thread partials, every norm. */
+static void test_threaded_matches_serial(void **s) {
+    (void)s;
+    for (nb_norm_kind k = 0; k < NB_NORM_COUNT; k++)
+        threaded_check(k, 64, 5, 16, 64);
+}
+
+/* batch splits the hidden units over the threads, in groups of 8, and meets once a step: with
+ * 44 units the threads get 24 and 20 (one finishes its step first, so a missing barrier reads
+ * the other's unfinished columns), and with 8 units one thread has none (it must still meet
+ * the other at every step). */
+static void test_batch_threads_uneven(void **s) {
+    (void)s;
+    threaded_check(NB_NORM_BATCH, 48, 6, 8, 44);
+    threaded_check(NB_NORM_BATCH, 64, 8, 8, 8);
 }
 
 /* Reference tensors from PyTorch (tests/ref/ref_lstm.py): outputs and every gradient. */
@@ -377,6 +391,7 @@ int main(void) {
         cmocka_unit_test(test_grad_eps_outside),
         cmocka_unit_test(test_mask_and_reverse_meaning),
         cmocka_unit_test(test_threaded_matches_serial),
+        cmocka_unit_test(test_batch_threads_uneven),
         cmocka_unit_test(test_float_matches_double),
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_vmath),
