@@ -25,7 +25,9 @@ static const char bench_usage[] =
     "  vs_copy is the median over pairs (copy GB/s is the median copy beside that kernel).\n"
     "step TASK: milliseconds per training step (forward, backward, Adam) per norm on generated\n"
     "  data; mnist at batch 128 and 4 by default, cifar at 100, order at 128 (13-word\n"
-    "  captions). vs_layer is layer's time / this norm's time; norm_share is (this - none) /\n"
+    "  captions). vs_layer is layer's time / this norm's time, with its 95% interval (a\n"
+    "  bootstrap over the timed steps: whether the run can tell the norm from layer at all);\n"
+    "  norm_share is (this - none) /\n"
     "  this: the share of the step the norm costs beyond the step without one (when none is\n"
     "  timed too). Tasks that describe their GEMMs (cifar) also get GFLOP/s per norm and,\n"
     "  after the table, OpenBLAS sgemm alone timed on the same shapes in the same run: their\n"
@@ -65,6 +67,33 @@ static void mean_std(const double *v, int n, double *mean, double *sd) {
     for (int i = 0; i < n; i++)
         ss += (v[i] - *mean) * (v[i] - *mean);
     *sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
+}
+
+/* The 95% interval of median(a)/median(b) by the percentile bootstrap: 2000 resamplings of each
+ * sample set with replacement (a fixed seed, so a run's output is reproducible from its
+ * timings). scratch holds na + nb values. */
+static void ratio_interval(const double *a, int na, const double *b, int nb, double *scratch,
+                           double *lo, double *hi) {
+    enum { NBOOT = 2000 };
+    double *r = malloc(sizeof(double) * NBOOT);
+    if (!r || na < 2 || nb < 2) {
+        free(r);
+        *lo = *hi = NAN;
+        return;
+    }
+    nb_rng rng;
+    nb_rng_seed(&rng, 20191, 0);
+    for (int k = 0; k < NBOOT; k++) {
+        for (int i = 0; i < na; i++)
+            scratch[i] = a[nb_rng_below(&rng, (uint64_t)na)];
+        for (int i = 0; i < nb; i++)
+            scratch[na + i] = b[nb_rng_below(&rng, (uint64_t)nb)];
+        r[k] = median(scratch, na) / median(scratch + na, nb);
+    }
+    qsort(r, NBOOT, sizeof *r, cmp_double);
+    *lo = r[(int)(0.025 * NBOOT)];
+    *hi = r[(int)(0.975 * NBOOT) - 1];
+    free(r);
 }
 
 /* ---- kernels ------------------------------------------------------------------------------- */
@@ -335,8 +364,11 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     double *ms = malloc(sizeof(double) * (size_t)nnorms * nbatches);
     double *sd = malloc(sizeof(double) * (size_t)nnorms * nbatches);
     double *med = malloc(sizeof(double) * (size_t)nnorms * nbatches);
-    if (!ms || !sd || !med) {
-        free(ms), free(sd), free(med);
+    double *lo = malloc(sizeof(double) * (size_t)nnorms * nbatches);
+    double *hi = malloc(sizeof(double) * (size_t)nnorms * nbatches);
+    double *boot = malloc(sizeof(double) * 2 * (size_t)iters);
+    if (!ms || !sd || !med || !lo || !hi || !boot) {
+        free(ms), free(sd), free(med), free(lo), free(hi), free(boot);
         return nb_die("out of memory");
     }
     /* Per batch size: one model per norm, all open at once, timed in interleaved rounds of
@@ -347,7 +379,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     int *filled = calloc((size_t)nnorms, sizeof(int));
     double *samples = malloc(sizeof(double) * (size_t)nnorms * iters);
     if (!filled || !samples) {
-        free(filled), free(samples), free(ms), free(sd), free(med);
+        free(filled), free(samples), free(ms), free(sd), free(med), free(lo), free(hi), free(boot);
         return nb_die("out of memory");
     }
     enum { MAXG = 64 };
@@ -399,6 +431,16 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                 }
                 break;
             }
+        int li = -1; /* layer's samples, for the intervals of vs_layer */
+        for (int i = 0; i < nnorms; i++)
+            if (norms[i] == NB_NORM_LAYER && inst[i] && filled[i] == iters) li = i;
+        for (int i = 0; i < nnorms; i++) {
+            int j = bi * nnorms + i;
+            lo[j] = hi[j] = NAN;
+            if (inst[i] && !failed && li >= 0 && i != li && filled[i] == iters)
+                ratio_interval(samples + (size_t)li * iters, iters, samples + (size_t)i * iters,
+                               iters, boot, &lo[j], &hi[j]);
+        }
         for (int i = 0; i < nnorms; i++) {
             if (inst[i]) task->bench_close(inst[i]);
             int j = bi * nnorms + i;
@@ -412,6 +454,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         }
         if (failed) {
             free(filled), free(samples), free(ms), free(sd), free(med), free(gflop);
+            free(lo), free(hi), free(boot);
             return nb_report_err(&err);
         }
     }
@@ -423,14 +466,15 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     if (fmt == FMT_TABLE) {
         printf("# %s\n", settings);
         printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, norms interleaved in "
-               "rounds of %d steps;\n# vs_layer = layer's median / this median\n",
+               "rounds of %d steps;\n# vs_layer = layer's median / this median, and its 95%% "
+               "bootstrap interval\n",
                task->name, iters, ROUND);
-        printf("%-6s %-*s %6s %12s %10s %10s %9s %10s%s\n", "task", nw, "norm", "batch",
-               "ms_per_step", "mean", "std", "vs_layer", "norm_share",
+        printf("%-6s %-*s %6s %12s %10s %10s %9s %15s %10s%s\n", "task", nw, "norm", "batch",
+               "ms_per_step", "mean", "std", "vs_layer", "vs_layer_95%", "norm_share",
                task->bench_flops ? "  GFLOP/s" : "");
     } else if (fmt == FMT_CSV) {
         printf("task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings,"
-               "norm_share,gflop_per_s\n");
+               "norm_share,gflop_per_s,vs_layer_lo,vs_layer_hi\n");
     } else {
         printf("{\"settings\": ");
         nb_json_str(stdout, settings);
@@ -466,8 +510,13 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                     snprintf(sh, sizeof sh, "-");
                 else
                     snprintf(sh, sizeof sh, "%.1f%%", 100 * share);
-                printf("%-6s %-*s %6d %12.3f %10.3f %10.3f %9s %10s", task->name, nw, name,
-                       batches[bi], med[j], ms[j], sd[j], v, sh);
+                char ci[48];
+                if (isnan(lo[j]))
+                    snprintf(ci, sizeof ci, "-");
+                else
+                    snprintf(ci, sizeof ci, "[%.3f,%.3f]", lo[j], hi[j]);
+                printf("%-6s %-*s %6d %12.3f %10.3f %10.3f %9s %15s %10s", task->name, nw, name,
+                       batches[bi], med[j], ms[j], sd[j], v, ci, sh);
                 if (task->bench_flops && gflop) printf("  %7.1f", gflop[bi] / (med[j] * 1e-3));
                 putchar('\n');
             } else if (fmt == FMT_CSV) {
@@ -480,12 +529,21 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                 if (!isnan(share)) printf("%.4f", share);
                 putchar(',');
                 if (task->bench_flops && gflop) printf("%.2f", gflop[bi] / (med[j] * 1e-3));
+                putchar(',');
+                if (!isnan(lo[j]))
+                    printf("%.4f,%.4f", lo[j], hi[j]);
+                else
+                    putchar(',');
                 putchar('\n');
             } else {
                 printf("%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"ms_per_step\": "
                        "%.4f, \"ms_mean\": %.4f, \"ms_std\": %.4f, \"vs_layer\": ",
                        first ? "" : ", ", task->name, name, batches[bi], med[j], ms[j], sd[j]);
                 nb_json_num(stdout, vs);
+                printf(", \"vs_layer_lo\": ");
+                nb_json_num(stdout, lo[j]);
+                printf(", \"vs_layer_hi\": ");
+                nb_json_num(stdout, hi[j]);
                 printf(", \"norm_share\": ");
                 nb_json_num(stdout, share);
                 printf(", \"gflop_per_s\": ");
@@ -518,7 +576,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                 printf("# %-*s step / floor = %.2fx; outside the floor: %.0f%% of the step\n", nw,
                        row_name(norms[i]), med[i] / floor_ms, 100.0 * (1 - floor_ms / med[i]));
     }
-    free(ms), free(sd), free(med), free(gflop);
+    free(ms), free(sd), free(med), free(gflop), free(lo), free(hi), free(boot);
     return NB_EXIT_OK;
 }
 

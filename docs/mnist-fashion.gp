@@ -3,7 +3,8 @@
 # Edit and rerun from this directory: gnuplot mnist-fashion.gp
 # Data: mnist-fashion-data/METRIC-step|time-NORM.dat, columns: x (training step, or seconds
 # since the run started), smoothed mean over the runs, that mean minus and
-# plus one sample standard deviation over the runs, the unsmoothed mean, and
+# plus one sample standard deviation over the runs (kept within the smallest
+# and largest run's value there), the unsmoothed mean, and
 # how many runs cover the point. Smoothing (training series only): debiased
 # exponential moving average with weight 0.6, applied to each run's raw series
 # before alignment and thinning to at most 1000 points.
@@ -25,7 +26,7 @@ set tics nomirror
 set format x '%g'
 set xrange [0:*]
 set autoscale xfixmax
-set multiplot layout 2,2 title 'mnist / fashion-mnist — mean over runs (seeds) ± 1 sample std; training loss smoothed by a debiased EMA, weight 0.6 (faint: unsmoothed)'
+set multiplot layout 2,2 title 'mnist / fashion-mnist'."\n".'mean over seeds, band ± 1 std within the runs'' range; training loss: debiased EMA 0.6 (faint: raw)'
 
 # ---- train_loss against steps
 set title 'training loss against training steps'

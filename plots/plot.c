@@ -53,11 +53,12 @@ static int interp(const double *x, const double *y, int n, double g, double *v) 
 }
 
 void nb_plot_align(int m, const double *const *x, const double *const *y, const int *n,
-                   const double *grid, int ng, double *mean, double *sd, int *count) {
+                   const double *grid, int ng, double *mean, double *sd, double *vmin, double *vmax,
+                   int *count) {
     for (int k = 0; k < ng; k++) {
         /* Welford: one pass, no storage per point */
         int c = 0;
-        double mu = 0, m2 = 0;
+        double mu = 0, m2 = 0, lo = INFINITY, hi = -INFINITY;
         for (int i = 0; i < m; i++) {
             double v;
             if (!interp(x[i], y[i], n[i], grid[k], &v)) continue;
@@ -65,10 +66,14 @@ void nb_plot_align(int m, const double *const *x, const double *const *y, const 
             double d = v - mu;
             mu += d / c;
             m2 += d * (v - mu);
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
         }
         count[k] = c;
         mean[k] = c ? mu : NAN;
         sd[k] = c == 0 ? NAN : c == 1 ? 0 : sqrt(m2 / (c - 1));
+        if (vmin) vmin[k] = c ? lo : NAN;
+        if (vmax) vmax[k] = c ? hi : NAN;
     }
 }
 
@@ -383,6 +388,7 @@ static int write_line(const nb_plot_figure *f, int a, int b, const char *metric,
     double **ss = calloc((size_t)m, sizeof *ss);
     int *ns = calloc((size_t)m, sizeof *ns);
     double *grid = NULL, *mean = NULL, *sd = NULL, *rmean = NULL, *rsd = NULL;
+    double *vmin = NULL, *vmax = NULL;
     int *cnt = NULL, *rcnt = NULL, *idx = NULL;
     nb_buf out = {0};
     memset(li, 0, sizeof *li);
@@ -476,17 +482,19 @@ static int write_line(const nb_plot_figure *f, int a, int b, const char *metric,
     sd = malloc((size_t)ng * sizeof *sd);
     rmean = malloc((size_t)ng * sizeof *rmean);
     rsd = malloc((size_t)ng * sizeof *rsd);
+    vmin = malloc((size_t)ng * sizeof *vmin);
+    vmax = malloc((size_t)ng * sizeof *vmax);
     cnt = malloc((size_t)ng * sizeof *cnt);
     rcnt = malloc((size_t)ng * sizeof *rcnt);
-    if (!idx || !mean || !sd || !rmean || !rsd || !cnt || !rcnt) goto oom;
+    if (!idx || !mean || !sd || !rmean || !rsd || !vmin || !vmax || !cnt || !rcnt) goto oom;
     int ni = nb_plot_downsample(ng, o->max_points, idx);
     for (int k = 0; k < ni; k++)
         grid[k] = grid[idx[k]];
     ng = ni;
     nb_plot_align(used, (const double *const *)xs, (const double *const *)ss, ns, grid, ng, mean,
-                  sd, cnt);
+                  sd, vmin, vmax, cnt);
     nb_plot_align(used, (const double *const *)xs, (const double *const *)ys, ns, grid, ng, rmean,
-                  rsd, rcnt);
+                  rsd, NULL, NULL, rcnt);
 
     char mname[128], nname[128];
     safe_name(mname, sizeof mname, metric);
@@ -505,7 +513,10 @@ static int write_line(const nb_plot_figure *f, int a, int b, const char *metric,
     nb_buf_puts(&out, "# x  smoothed_mean  smoothed_mean-sd  smoothed_mean+sd  raw_mean  runs\n");
     for (int k = 0; k < ng; k++) {
         if (cnt[k] == 0) continue;
-        double l = mean[k] - sd[k], h = mean[k] + sd[k];
+        /* the band: mean -/+ sd, but never beyond the runs' own values (with few runs and
+         * outcomes far apart, as when some seeds learn and some do not, mean - sd can fall
+         * below every run, e.g. an error rate below 0) */
+        double l = fmax(mean[k] - sd[k], vmin[k]), h = fmin(mean[k] + sd[k], vmax[k]);
         nb_buf_printf(&out, "%.10g %.10g %.10g %.10g %.10g %d\n", grid[k], mean[k], l, h, rmean[k],
                       cnt[k]);
         li->points++;
@@ -542,6 +553,8 @@ done:
     free(sd);
     free(rmean);
     free(rsd);
+    free(vmin);
+    free(vmax);
     free(cnt);
     free(rcnt);
     nb_buf_free(&out);
@@ -853,7 +866,8 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
                   "# Edit and rerun from this directory: gnuplot %s\n"
                   "# Data: %s/METRIC-step|time-NORM.dat, columns: x (training step, or seconds\n"
                   "# since the run started), smoothed mean over the runs, that mean minus and\n"
-                  "# plus one sample standard deviation over the runs, the unsmoothed mean, and\n"
+                  "# plus one sample standard deviation over the runs (kept within the smallest\n"
+                  "# and largest run's value there), the unsmoothed mean, and\n"
                   "# how many runs cover the point. Smoothing (training series only): debiased\n"
                   "# exponential moving average with weight %g, applied to each run's raw series\n"
                   "# before alignment and thinning to at most %d points.\n",
@@ -865,8 +879,8 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
     if (tw > 0 && tw < (int)sizeof title)
         snprintf(title + tw, sizeof title - (size_t)tw,
                  o->dumb ? "mean over runs; training loss smoothed (EMA %g)"
-                         : "mean over runs (seeds) ± 1 sample std; training loss smoothed by a "
-                           "debiased EMA, weight %g (faint: unsmoothed)",
+                         : "mean over seeds, band ± 1 std within the runs' range; training "
+                           "loss: debiased EMA %g (faint: raw)",
                  o->smooth);
     if (o->dumb) {
         nb_buf_printf(&g, "set terminal dumb size %d,%d\nset output 'plot.txt'\n", o->dumb_cols,
@@ -896,7 +910,16 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
     nb_buf_puts(&g, "set border 3\nset tics nomirror\nset format x '%g'\n"
                     "set xrange [0:*]\nset autoscale xfixmax\n");
     nb_buf_printf(&g, "set multiplot layout %d,%d title ", rows, cols);
-    gp_str(&g, title);
+    if (o->dumb || tw <= 3 || tw >= (int)sizeof title) {
+        gp_str(&g, title);
+    } else { /* two lines, "task / dataset" above what is drawn, so that it fits one column */
+        char head[1024];
+        memcpy(head, title, (size_t)tw - 5); /* without the " — " (5 bytes in UTF-8) */
+        head[tw - 5] = '\0';
+        gp_str(&g, head);
+        nb_buf_puts(&g, ".\"\\n\".");
+        gp_str(&g, title + tw);
+    }
     nb_buf_puts(&g, "\n");
     int li0 = 0;
     for (int mi = 0; mi < o->nmetrics; mi++) {

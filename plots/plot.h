@@ -34,9 +34,11 @@ void nb_plot_ema(const double *y, int n, double w, double *out);
  * (x[i][k], y[i][k]) with x[i] strictly increasing; it covers a grid point g when
  * x[i][0] <= g <= x[i][n[i]-1], and then contributes y linearly interpolated at g. For each grid
  * point: count[k] = covering series, mean[k] their mean, sd[k] their sample standard deviation
- * (0 for one series); NaN mean and sd when count[k] == 0. */
+ * (0 for one series), and, when vmin/vmax are not NULL, the smallest and largest value among
+ * them; NaN when count[k] == 0. */
 void nb_plot_align(int m, const double *const *x, const double *const *y, const int *n,
-                   const double *grid, int ng, double *mean, double *sd, int *count);
+                   const double *grid, int ng, double *mean, double *sd, double *vmin, double *vmax,
+                   int *count);
 
 /* The sorted distinct union of the m series' x values into grid (room for sum of n[i]);
  * returns how many. */

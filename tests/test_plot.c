@@ -53,9 +53,9 @@ static void test_align_by_hand(void **state) {
     double x1[2] = {0, 10}, y1[2] = {0, 10}, x2[2] = {5, 15}, y2[2] = {1, 1};
     const double *xs[2] = {x1, x2}, *ys[2] = {y1, y2};
     int n[2] = {2, 2};
-    double grid[6] = {-1, 0, 5, 10, 15, 16}, mean[6], sd[6];
+    double grid[6] = {-1, 0, 5, 10, 15, 16}, mean[6], sd[6], lo[6], hi[6];
     int cnt[6];
-    nb_plot_align(2, xs, ys, n, grid, 6, mean, sd, cnt);
+    nb_plot_align(2, xs, ys, n, grid, 6, mean, sd, lo, hi, cnt);
     assert_int_equal(cnt[0], 0); /* before both */
     assert_true(isnan(mean[0]) && isnan(sd[0]));
     assert_int_equal(cnt[1], 1); /* only series 1 */
@@ -67,6 +67,14 @@ static void test_align_by_hand(void **state) {
     assert_int_equal(cnt[3], 2); /* 10 and 1: mean 5.5, sd sqrt(2 * 4.5^2) */
     assert_close(mean[3], 5.5, 1e-15, 0);
     assert_close(sd[3], 4.5 * sqrt(2.0), 1e-14, 0);
+    /* the range of the covering series' values, for the band's clipping */
+    assert_true(isnan(lo[0]) && isnan(hi[0]) && isnan(lo[5]));
+    assert_close(lo[1], 0, 0, 0);
+    assert_close(hi[1], 0, 0, 0);
+    assert_close(lo[2], 1, 0, 0);
+    assert_close(hi[2], 5, 1e-15, 0);
+    assert_close(lo[3], 1, 0, 0);
+    assert_close(hi[3], 10, 0, 0);
     assert_int_equal(cnt[4], 1); /* only series 2, at its last point */
     assert_close(mean[4], 1, 0, 0);
     assert_int_equal(cnt[5], 0);
@@ -77,7 +85,7 @@ static void test_align_by_hand(void **state) {
     int n3[1] = {3};
     double g3[4] = {0.5, 1, 2, 2.5}, m3[4], s3[4];
     int c3[4];
-    nb_plot_align(1, xs3, ys3, n3, g3, 4, m3, s3, c3);
+    nb_plot_align(1, xs3, ys3, n3, g3, 4, m3, s3, NULL, NULL, c3);
     assert_close(m3[0], 3, 1e-15, 0);
     assert_close(m3[1], 4, 0, 0);
     assert_close(m3[2], 2, 1e-15, 0);
@@ -230,14 +238,16 @@ static void test_render_smooths_before_thinning(void **state) {
     /* step 10: A = 1, B = 2 */
     assert_close(rows[0][0], 10, 0, 0);
     assert_close(rows[0][1], 1.5, 1e-7, 0);
-    assert_close(rows[0][2], 1.5 - sqrt(0.5), 1e-7, 0);
-    assert_close(rows[0][3], 1.5 + sqrt(0.5), 1e-7, 0);
+    /* the band, mean -/+ sd = 1.5 -/+ 0.71, is clipped to the runs' own values [1, 2] */
+    assert_close(rows[0][2], 1, 1e-7, 0);
+    assert_close(rows[0][3], 2, 1e-7, 0);
     assert_close(rows[0][4], 1.5, 1e-7, 0);
     assert_close(rows[0][5], 2, 0, 0);
     /* step 100: smoothed A = 9217/1023, B = 2; unsmoothed mean (10 + 2)/2 */
     assert_close(rows[1][0], 100, 0, 0);
     assert_close(rows[1][1], (A + 2) / 2, 1e-7, 0);
-    assert_close(rows[1][3] - rows[1][1], fabs(A - 2) / sqrt(2.0), 1e-7, 0);
+    assert_close(rows[1][3], A, 1e-7, 0); /* mean + sd clipped to the larger run */
+    assert_close(rows[1][2], 2, 1e-7, 0);
     assert_close(rows[1][4], 6, 1e-7, 0);
 
     /* seconds: A spans 1..10 s, B 2..20 s; the grid is what both finished runs cover, [2, 10]

@@ -114,9 +114,18 @@ w=$(sqlite3 "$tmp/wait2.db" "select json_extract(provenance, '$.omp_wait_policy'
 [ "$w" = active ] && ok "a user's wait policy is kept" || not_ok "a user's wait policy is kept (got '$w')"
 
 # bench step: quick, machine-readable.
-check "bench step mnist csv" 0 "$NB" bench step mnist --norms layer,rms --batch 4 --steps 3 --format csv
+check "bench step mnist csv" 0 "$NB" bench step mnist --norms layer,rms --batch 4 --steps 6 --format csv
 has "bench step csv header" "$tmp/out" '^task,norm,batch,ms_per_step,'
 has "bench step csv has rms at batch 4" "$tmp/out" '^mnist,rms,4,[0-9.]+'
+has "bench step csv ends with vs_layer's interval" "$tmp/out" '^task,norm,.*,vs_layer_lo,vs_layer_hi$'
+python3 - "$tmp/out" <<'PY' && ok "rms gets an interval around its vs_layer, layer none" || not_ok "vs_layer interval"
+import csv, sys
+rows = {r["norm"]: r for r in csv.DictReader(open(sys.argv[1]))}
+r, l = rows["rms"], rows["layer"]
+lo, hi, v = float(r["vs_layer_lo"]), float(r["vs_layer_hi"]), float(r["vs_layer"])
+assert 0 < lo <= hi and lo <= v * 1.5 and v <= hi * 1.5, r
+assert l["vs_layer_lo"] == "" and l["vs_layer_hi"] == "", l
+PY
 check "bench with an unknown norm is a usage error" 2 "$NB" bench step mnist --norms layer,nope
 
 echo "1..$n"

@@ -91,22 +91,31 @@ has "hinting the fetch" "$tmp/err" "^hint: .*normbench fetch cnn-top4"
 # Resume: killed after its first epoch (a checkpoint), resumed, the same metrics.
 metrics() { sqlite3 "$db" "select group_concat(name||':'||step||':'||value, ' ') from (select * from metrics where run = $1 and name not in ('ms_per_step', 'epoch_seconds') order by name, step)"; }
 ckpt() { echo "$db-checkpoints/run-$1.ckpt"; }
-args="reader --dataset synthetic --dim 16 --subset 640 --batch 32 --epochs 6 --eval-every 15 --log-every 7 --norm rms --quiet"
-check "resume: uninterrupted run" 0 "$NB" run $args
-ref=$(last)
-"$NB" run $args >/dev/null 2>&1 &
-pid=$!
-id=$((ref + 1))
-for _ in $(seq 1 400); do [ -e "$(ckpt $id)" ] && break; sleep 0.02; done
-kill -KILL $pid
-wait $pid 2>/dev/null
-[ -e "$(ckpt $id)" ] && ok "resume: the killed run left a checkpoint" || not_ok "resume: the killed run left a checkpoint"
-check "resume: continue" 0 "$NB" run --resume $id --quiet
-a=$(metrics "$ref")
-b=$(metrics "$id")
-[ -n "$a" ] && [ "$a" = "$b" ] && ok "resume: the same metrics as the uninterrupted run" \
-    || not_ok "resume: the same metrics" "$a
+resume_case() { # $1: the norm options, $2: the norm the store records
+    local args="reader --dataset synthetic --dim 16 --subset 640 --batch 32 --epochs 6 --eval-every 15 --log-every 7 --quiet $1"
+    check "resume $2: uninterrupted run" 0 "$NB" run $args
+    local ref id pid
+    ref=$(last)
+    "$NB" run $args >/dev/null 2>&1 &
+    pid=$!
+    id=$((ref + 1))
+    for _ in $(seq 1 400); do [ -e "$(ckpt $id)" ] && break; sleep 0.02; done
+    kill -KILL $pid
+    wait $pid 2>/dev/null
+    [ -e "$(ckpt $id)" ] && ok "resume $2: the killed run left a checkpoint" \
+        || not_ok "resume $2: the killed run left a checkpoint"
+    check "resume $2: continue" 0 "$NB" run --resume $id --quiet
+    local a b nm
+    a=$(metrics "$ref")
+    b=$(metrics "$id")
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok "resume $2: the same metrics as the uninterrupted run" \
+        || not_ok "resume $2: the same metrics" "$a
 $b"
+    nm=$(sqlite3 "$db" "select norm || ' ' || status from runs where id = $id")
+    [ "$nm" = "$2 finished" ] && ok "resume $2: recorded as $2, finished" || not_ok "resume $2 recorded" "$nm"
+}
+resume_case "--norm rms" rms
+resume_case "--norm batch --bn-everywhere" batch-everywhere
 
 echo "1..$n"
 [ $fails -eq 0 ]

@@ -1,0 +1,81 @@
+# normbench plot: reader / synthetic
+# made by: normbench plot --db /work/runs/reader-fig.db --task reader --metric val_error,train_loss --x step --out docs/reader-synthetic
+# Edit and rerun from this directory: gnuplot reader-synthetic.gp
+# Data: reader-synthetic-data/METRIC-step|time-NORM.dat, columns: x (training step, or seconds
+# since the run started), smoothed mean over the runs, that mean minus and
+# plus one sample standard deviation over the runs (kept within the smallest
+# and largest run's value there), the unsmoothed mean, and
+# how many runs cover the point. Smoothing (training series only): debiased
+# exponential moving average with weight 0.6, applied to each run's raw series
+# before alignment and thinning to at most 1000 points.
+if (!exists('out_png')) out_png = 'reader-synthetic.png'
+if (!exists('out_svg')) out_svg = 'reader-synthetic.svg'
+formats = 'png svg'
+do for [fmt in formats] {
+if (fmt eq 'png') {
+    set terminal pngcairo size 850,970 font 'Sans,12'
+    set output out_png
+} else {
+    set terminal svg size 850,970 font 'Sans,12' background '#ffffff'
+    set output out_svg
+}
+set termoption noenhanced
+set grid
+set border 3
+set tics nomirror
+set format x '%g'
+set xrange [0:*]
+set autoscale xfixmax
+set multiplot layout 2,1 title 'reader / synthetic'."\n".'mean over seeds, band ± 1 std within the runs'' range; training loss: debiased EMA 0.6 (faint: raw)'
+
+# ---- val_error against steps
+set title 'validation error against training steps'
+set xlabel 'training step'
+set ylabel 'validation error (fraction)'
+unset logscale y
+set key top right box opaque samplen 2 spacing 1.1
+plot 'reader-synthetic-data/val_error-step-none.dat' using 1:3:4 with filledcurves fc rgb '#7f7f7f' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/val_error-step-batch.dat' using 1:3:4 with filledcurves fc rgb '#2ca02c' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/val_error-step-weight.dat' using 1:3:4 with filledcurves fc rgb '#8c564b' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/val_error-step-layer.dat' using 1:3:4 with filledcurves fc rgb '#1f77b4' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/val_error-step-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/val_error-step-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/val_error-step-batch-everywhere.dat' using 1:3:4 with filledcurves fc rgb '#98df8a' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/val_error-step-none.dat' using 1:2 with linespoints lc rgb '#7f7f7f' lw 2.5 pt 7 ps 0.7 title 'none (2 runs)', \
+     'reader-synthetic-data/val_error-step-batch.dat' using 1:2 with linespoints lc rgb '#2ca02c' lw 2.5 pt 7 ps 0.7 title 'batch (2 runs)', \
+     'reader-synthetic-data/val_error-step-weight.dat' using 1:2 with linespoints lc rgb '#8c564b' lw 2.5 pt 7 ps 0.7 title 'weight (2 runs)', \
+     'reader-synthetic-data/val_error-step-layer.dat' using 1:2 with linespoints lc rgb '#1f77b4' lw 2.5 pt 7 ps 0.7 title 'layer (2 runs)', \
+     'reader-synthetic-data/val_error-step-rms.dat' using 1:2 with linespoints lc rgb '#d62728' lw 2.5 pt 7 ps 0.7 title 'rms (2 runs)', \
+     'reader-synthetic-data/val_error-step-prms.dat' using 1:2 with linespoints lc rgb '#ff7f0e' lw 2.5 pt 7 ps 0.7 title 'prms (2 runs)', \
+     'reader-synthetic-data/val_error-step-batch-everywhere.dat' using 1:2 with linespoints lc rgb '#98df8a' lw 2.5 pt 7 ps 0.7 title 'batch-everywhere (2 runs)'
+
+# ---- train_loss against steps
+set title 'training loss against training steps'
+set xlabel 'training step'
+set ylabel 'training loss (cross-entropy, nats), log scale'
+set logscale y
+unset key
+plot 'reader-synthetic-data/train_loss-step-none.dat' using 1:3:4 with filledcurves fc rgb '#7f7f7f' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/train_loss-step-batch.dat' using 1:3:4 with filledcurves fc rgb '#2ca02c' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/train_loss-step-weight.dat' using 1:3:4 with filledcurves fc rgb '#8c564b' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/train_loss-step-layer.dat' using 1:3:4 with filledcurves fc rgb '#1f77b4' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/train_loss-step-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/train_loss-step-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/train_loss-step-batch-everywhere.dat' using 1:3:4 with filledcurves fc rgb '#98df8a' fs transparent solid 0.18 noborder notitle, \
+     'reader-synthetic-data/train_loss-step-none.dat' using 1:5 with lines lc rgb '#a07f7f7f' lw 1 notitle, \
+     'reader-synthetic-data/train_loss-step-batch.dat' using 1:5 with lines lc rgb '#a02ca02c' lw 1 notitle, \
+     'reader-synthetic-data/train_loss-step-weight.dat' using 1:5 with lines lc rgb '#a08c564b' lw 1 notitle, \
+     'reader-synthetic-data/train_loss-step-layer.dat' using 1:5 with lines lc rgb '#a01f77b4' lw 1 notitle, \
+     'reader-synthetic-data/train_loss-step-rms.dat' using 1:5 with lines lc rgb '#a0d62728' lw 1 notitle, \
+     'reader-synthetic-data/train_loss-step-prms.dat' using 1:5 with lines lc rgb '#a0ff7f0e' lw 1 notitle, \
+     'reader-synthetic-data/train_loss-step-batch-everywhere.dat' using 1:5 with lines lc rgb '#a098df8a' lw 1 notitle, \
+     'reader-synthetic-data/train_loss-step-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (2 runs)', \
+     'reader-synthetic-data/train_loss-step-batch.dat' using 1:2 with lines lc rgb '#2ca02c' lw 2.5 title 'batch (2 runs)', \
+     'reader-synthetic-data/train_loss-step-weight.dat' using 1:2 with lines lc rgb '#8c564b' lw 2.5 title 'weight (2 runs)', \
+     'reader-synthetic-data/train_loss-step-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (2 runs)', \
+     'reader-synthetic-data/train_loss-step-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (2 runs)', \
+     'reader-synthetic-data/train_loss-step-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (2 runs)', \
+     'reader-synthetic-data/train_loss-step-batch-everywhere.dat' using 1:2 with lines lc rgb '#98df8a' lw 2.5 title 'batch-everywhere (2 runs)'
+unset multiplot
+set output
+}
