@@ -910,7 +910,7 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
     nb_buf_puts(&g, "set border 3\nset tics nomirror\nset format x '%g'\n"
                     "set xrange [0:*]\nset autoscale xfixmax\n");
     nb_buf_printf(&g, "set multiplot layout %d,%d title ", rows, cols);
-    if (o->dumb || tw <= 3 || tw >= (int)sizeof title) {
+    if (o->dumb || tw < 5 || tw >= (int)sizeof title) {
         gp_str(&g, title);
     } else { /* two lines, "task / dataset" above what is drawn, so that it fits one column */
         char head[1024];
