@@ -20,17 +20,23 @@ static double loss_at(nb_reader_f64 *m, uint64_t noise_seed) {
     return nb_reader_forward_f64(m, tokd, lend, TD, tokq, lenq, TQ, ys, B, 1, &noise);
 }
 
-static void check(nb_norm_kind kind, int bidir, int everywhere) {
+/* The test model's configuration: the file's sizes, pRMSNorm p 0.3 (a real partial RMS). */
+static nb_reader_cfg test_cfg(nb_norm_kind kind, int bidir, int everywhere, double keep) {
     nb_reader_cfg cfg = {.V = V,
                          .D = D,
                          .bidir = bidir,
                          .Bmax = B,
                          .TDmax = TD,
                          .TQmax = TQ,
-                         .keep = 0.5,
+                         .keep = keep,
                          .bn_everywhere = everywhere};
     nb_norm_cfg_default(&cfg.norm, kind);
     cfg.norm.p = 0.3;
+    return cfg;
+}
+
+static void check(nb_norm_kind kind, int bidir, int everywhere) {
+    nb_reader_cfg cfg = test_cfg(kind, bidir, everywhere, 0.5);
     nb_reader_f64 m;
     nb_rng rng;
     nb_rng_seed(&rng, 7 + (uint64_t)kind, NB_STREAM_INIT);
@@ -158,16 +164,7 @@ static void test_reference(void **s) {
                 rt[i] = ref_get(&rf, key);
                 if (!rt[i]) fail_msg("tests/ref/reader.bin has no tensor '%s'", key);
             }
-            nb_reader_cfg cfg = {.V = V,
-                                 .D = D,
-                                 .bidir = bidir,
-                                 .Bmax = B,
-                                 .TDmax = TD,
-                                 .TQmax = TQ,
-                                 .keep = 1.0,
-                                 .bn_everywhere = every};
-            nb_norm_cfg_default(&cfg.norm, kind);
-            cfg.norm.p = 0.3;
+            nb_reader_cfg cfg = test_cfg(kind, bidir, every, 1.0);
             nb_reader_f64 m;
             nb_rng rng;
             nb_rng_seed(&rng, 1, NB_STREAM_INIT);
