@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "normmath.h"
+
 /* Target columns of one gemm: images whose output has fewer positions are grouped so that a
  * gemm has at least this many columns (a 6x6 map alone makes a thin, slow gemm). */
 #define GROUP_COLS 256
@@ -365,17 +367,6 @@ void FN(nb_gauss_noise_forward)(real *out, const real *inp, size_t n, int rows, 
 }
 
 /* ---- normalizations on maps --------------------------------------------------------------- */
-
-static inline double rstd_of(double m, const nb_norm_cfg *cfg) {
-    return cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps);
-}
-
-/* dr/dm * 2/cnt (see nn/norm.c): the coefficient of x_i * sum_j dghat_j x_j in dx_i. */
-static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg) {
-    if (!cfg->eps_outside) return -r * r * r / cnt;
-    double s = sqrt(m);
-    return s > 0 ? -r * r / (s * cnt) : 0.0;
-}
 
 static inline real act(real v, real alpha) {
     return v > 0 ? v : alpha * v;

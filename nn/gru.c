@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "normmath.h"
 #include "vmath.h"
 
 #define NO_OFF ((size_t)-1)
@@ -43,17 +44,6 @@ static int is_rowwise(nb_norm_kind k) {
 
 /* ---- row norms over a segment of n values -----------------------------------------------------
  */
-
-static inline double rstd_of(double m, const nb_norm_cfg *cfg) {
-    return cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps);
-}
-
-/* 2/cnt * dr/dm (see nn/norm.c). */
-static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg) {
-    if (!cfg->eps_outside) return -r * r * r / cnt;
-    double s = sqrt(m);
-    return s > 0 ? -r * r / (s * cnt) : 0.0;
-}
 
 /* LayerNorm (layer != 0: y = g (x-mu) r + b) or RMSNorm from the first k values (y = g x r)
  * over n values; st receives mu and r. bias may be NULL. */

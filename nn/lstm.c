@@ -27,6 +27,7 @@
 
 #include <omp.h>
 
+#include "normmath.h"
 #include "vmath.h"
 
 #define NONE ((size_t)-1)
@@ -274,18 +275,6 @@ static inline real *a_row(const FN(nb_lstm) * L, int t, int b) {
     return L->xw + ((size_t)b * L->T + pos_of(L, b, t)) * L->G;
 }
 
-/* r from the mean square m per cfg's eps placement, as nn/norm.c defines it. */
-static inline double rstd_of(double m, const nb_norm_cfg *cfg) {
-    return cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps);
-}
-
-/* 2/cnt dr/dm for r computed from m = sumsq/cnt, as nn/norm.c defines it. */
-static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg) {
-    if (!cfg->eps_outside) return -r * r * r / cnt;
-    const double s = sqrt(m);
-    return s > 0 ? -r * r / (s * cnt) : 0.0;
-}
-
 /* Thread th's slice [*u0, *u1) of n units, in whole groups of 8 (a 32-byte vector of floats). */
 static inline void unit_slice(int n, int th, int nth, int *u0, int *u1) {
     const long long groups = (n + 7) / 8;
@@ -412,7 +401,7 @@ static inline void row_stats(const real *x, int n, int k, int ln, const nb_norm_
         *mean = 0;
         m = (double)q / k;
     }
-    *rstd = (real)(cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps));
+    *rstd = (real)rstd_of(m, cfg);
 }
 
 /* Backward of one row norm of the fused kinds (layer, rms, prms): dy (n) is the gradient of the

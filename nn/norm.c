@@ -32,6 +32,8 @@
 #include <immintrin.h>
 #endif
 
+#include "normmath.h"
+
 /* Below this many elements a kernel runs on one thread (fork/join would cost more). */
 #define PAR_MIN 32768
 /* BatchNorm's column block: the per-column double accumulators of one block live on the stack
@@ -90,19 +92,6 @@ static inline void nt_fence(void) {}
 /* Whether a forward writing B*C values streams them. */
 static inline int use_nt(int B, int C) {
     return HAVE_NT && (size_t)B * (size_t)C * sizeof(real) >= NT_MIN_BYTES;
-}
-
-/* r from m (variance or mean square), with eps inside or outside the sqrt. */
-static inline double rstd_of(double m, const nb_norm_cfg *cfg) {
-    return cfg->eps_outside ? 1.0 / (sqrt(m) + cfg->eps) : 1.0 / sqrt(m + cfg->eps);
-}
-
-/* 2/cnt * dr/dm: the coefficient of (x_i - mu) * sum_j dghat_j (x_j - mu) in dx_i (LN, BN)
- * or of x_i * sum_j dghat_j x_j (RMS), for r computed from m = sumsq/cnt. */
-static inline double rstd_coef(double r, double m, double cnt, const nb_norm_cfg *cfg) {
-    if (!cfg->eps_outside) return -r * r * r / cnt;
-    double s = sqrt(m);
-    return s > 0 ? -r * r / (s * cnt) : 0.0;
 }
 
 static inline int par_ok(int B, int C) {
