@@ -91,8 +91,15 @@ unit: $(TEST_BIN) $(FUZZ_BIN)
 	  echo "== $$t $$c"; $(TEST_ENV) $$t $$c || { echo "FAILED: $$t"; fail=1; }; \
 	done; exit $$fail
 
-cli: $(BIN)
-	$(TEST_ENV) prove -v tests/cli/
+# The test build: the product plus the test task of tests/task_toy.c, registered by that file
+# alone (tests/cli/13-toy.t): a task lives in one file.
+TOY_BIN := $(BUILD)/tests/normbench-toy
+$(TOY_BIN): $(CMD_OBJ) $(LIB) tests/task_toy.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $(CMD_OBJ) tests/task_toy.c $(LIB) $(LDLIBS_ALL)
+
+cli: $(BIN) $(TOY_BIN)
+	$(TEST_ENV) NORMBENCH_TOY_BIN=$(CURDIR)/$(TOY_BIN) prove -v tests/cli/
 
 asan:
 	$(MAKE) --no-print-directory BUILD=build-asan \

@@ -33,6 +33,18 @@ int nb_cmd_ensure_dataset(const char *name, const char *data_dir, int no_fetch, 
  * is valid, NB_EXIT_USAGE after printing the error. Used by sweep to check every job first. */
 int nb_run_check_args(int argc, const char **argv);
 
+/* Whether `run` takes the option name (without "--") as a flag, with no value: the common
+ * options and every task's declared ones (tasks/taskopt.h). *known is set when any takes it. */
+int nb_run_opt_is_flag(const char *name, int *known);
+
+/* `normbench help run TASK`: the common options and TASK's own, with defaults. */
+int nb_run_help_task(const char *name);
+
+/* The compute libraries' settings (OpenBLAS's configuration, core, threads, parallel model) as a
+ * newly allocated JSON object for the runs' provenance (caller frees; NULL when out of memory).
+ * cmd/compute.c */
+char *nb_compute_json(void);
+
 /* ---- messages (stderr) ------------------------------------------------------------------- */
 
 /* A note on stderr when the environment's OPENBLAS_CORETYPE holds kernels older than the

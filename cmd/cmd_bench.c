@@ -280,31 +280,74 @@ static int bench_kernels(const int *norms, int nnorms, int fmt) {
 
 /* ---- training steps ------------------------------------------------------------------------ */
 
-/* A row of `bench step` is one of the six norms, or (reader only) BENCH_EVERYWHERE: norm batch
- * with cfg.bn_everywhere, named as `run` records it. */
-enum { BENCH_EVERYWHERE = NB_NORM_COUNT };
+/* A row of `bench step` is one of the six norms, or a norm label that a task's flag records a
+ * run under (tasks/taskopt.h: norm_as; reader's --bn-everywhere is 'batch-everywhere'): row
+ * NB_NORM_COUNT + i is labels[i], timed with that flag on over its base norm (the first norm
+ * the task accepts the flag with). */
+enum { MAXLABELS = 8 };
+static struct {
+    const char *name, *flag;
+    const nb_task *task;
+    int base;
+} labels[MAXLABELS];
+static int nlabels;
+
+static void find_labels(void) {
+    nlabels = 0;
+    for (int i = 0; nb_task_at(i); i++) {
+        const nb_task *t = nb_task_at(i);
+        for (const nb_task_opt *o = t->opts; o && o->name; o++) {
+            if (o->kind != NB_TOPT_FLAG || !o->norm_as || nlabels >= MAXLABELS) continue;
+            int base = -1;
+            for (int k = 0; k < NB_NORM_COUNT && base < 0; k++) {
+                nb_train_cfg cfg;
+                nb_err err;
+                memset(&cfg, 0, sizeof cfg);
+                cfg.norm.kind = (nb_norm_kind)k;
+                nb_given g = {o->name, NULL};
+                if (nb_task_configure(t, &cfg, k, &g, 1, &err) == 0 &&
+                    (!t->finish || t->finish(&cfg, &g, 1, &err) == 0))
+                    base = k;
+                nb_task_opts_free(&cfg);
+            }
+            if (base < 0) continue;
+            labels[nlabels].name = o->norm_as;
+            labels[nlabels].flag = o->name;
+            labels[nlabels].task = t;
+            labels[nlabels].base = base;
+            nlabels++;
+        }
+    }
+}
 
 static nb_norm_kind row_kind(int row) {
-    return row == BENCH_EVERYWHERE ? NB_NORM_BATCH : (nb_norm_kind)row;
+    return row >= NB_NORM_COUNT ? (nb_norm_kind)labels[row - NB_NORM_COUNT].base
+                                : (nb_norm_kind)row;
 }
 
 static const char *row_name(int row) {
-    return row == BENCH_EVERYWHERE ? "batch-everywhere" : nb_norm_name((nb_norm_kind)row);
+    return row >= NB_NORM_COUNT ? labels[row - NB_NORM_COUNT].name
+                                : nb_norm_name((nb_norm_kind)row);
 }
 
-/* Copies the comma-separated list to rest without its "batch-everywhere" items, and counts them
- * in *every. Returns 0, or -1 when an item is empty or the list does not fit. */
-static int split_everywhere(const char *list, char *rest, size_t size, int *every) {
-    static const char name[] = "batch-everywhere";
+/* Copies the comma-separated list to rest without its label items, whose rows go to rows[]
+ * (*nrows). Returns 0, or -1 when an item is empty or the list does not fit; 1 when a label is
+ * listed twice. */
+static int split_labels(const char *list, char *rest, size_t size, int *rows, int *nrows) {
     size_t n = 0;
-    *every = 0;
+    *nrows = 0;
     rest[0] = '\0';
     for (const char *p = list;;) {
         const char *c = strchr(p, ',');
         size_t len = c ? (size_t)(c - p) : strlen(p);
         if (len == 0) return -1;
-        if (len == sizeof name - 1 && strncmp(p, name, len) == 0) {
-            ++*every;
+        int label = -1;
+        for (int i = 0; i < nlabels; i++)
+            if (strlen(labels[i].name) == len && strncmp(p, labels[i].name, len) == 0) label = i;
+        if (label >= 0) {
+            for (int i = 0; i < *nrows; i++)
+                if (rows[i] == NB_NORM_COUNT + label) return 1;
+            rows[(*nrows)++] = NB_NORM_COUNT + label;
         } else {
             if (n + len + 2 > size) return -1;
             if (n) rest[n++] = ',';
@@ -375,7 +418,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
      * ROUND steps (each round starting at the next norm), so that a slow spell of the machine
      * is shared by all norms instead of landing on one. */
     enum { ROUND = 5 };
-    void *inst[NB_NORM_COUNT + 1];
+    void *inst[NB_NORM_COUNT + MAXLABELS];
     int *filled = calloc((size_t)nnorms, sizeof(int));
     double *samples = malloc(sizeof(double) * (size_t)nnorms * iters);
     if (!filled || !samples) {
@@ -396,12 +439,19 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
             if (row_kind(norms[i]) == NB_NORM_BATCH && batches[bi] < 2) continue;
             nb_train_cfg cfg;
             memset(&cfg, 0, sizeof cfg);
-            task->defaults(&cfg, row_kind(norms[i]));
-            cfg.bn_everywhere = norms[i] == BENCH_EVERYWHERE;
+            cfg.norm.kind = row_kind(norms[i]);
+            nb_given flag = {
+                norms[i] >= NB_NORM_COUNT ? labels[norms[i] - NB_NORM_COUNT].flag : NULL, NULL};
+            if (nb_task_configure(task, &cfg, cfg.norm.kind, &flag, flag.name ? 1 : 0, &err) != 0) {
+                nb_task_opts_free(&cfg);
+                failed = 1;
+                break;
+            }
             cfg.task = task->name;
             cfg.seed = 1;
             cfg.batch = batches[bi];
             inst[i] = task->bench_open(&cfg, &err);
+            nb_task_opts_free(&cfg);
             if (!inst[i]) {
                 failed = 1;
                 break;
@@ -599,29 +649,33 @@ int cmd_bench(int argc, const char **argv) {
     if (rc) return rc;
     if (npos < 1) return nb_usage_error("bench", "what to benchmark? 'kernels' or 'step TASK'");
     nb_note_blas_core();
-    /* batch-everywhere is taken out of the list before the six norms are parsed */
-    int norms[NB_NORM_COUNT + 1], every = 0;
+    /* the labels (batch-everywhere) are taken out of the list before the six norms are parsed */
+    find_labels();
+    int norms[NB_NORM_COUNT + MAXLABELS], lrows[MAXLABELS], nl = 0;
     char rest[512];
-    if (split_everywhere(norms_arg ? norms_arg : "all", rest, sizeof rest, &every) != 0)
-        return nb_usage_error("bench", "invalid norm list '%s'", norms_arg);
-    if (every > 1) return nb_usage_error("bench", "norm 'batch-everywhere' is listed twice");
-    int nnorms = rest[0] || !every ? nb_parse_norm_list("bench", rest, norms, NB_NORM_COUNT) : 0;
+    int src = split_labels(norms_arg ? norms_arg : "all", rest, sizeof rest, lrows, &nl);
+    if (src < 0) return nb_usage_error("bench", "invalid norm list '%s'", norms_arg);
+    if (src > 0) return nb_usage_error("bench", "a norm is listed twice in '%s'", norms_arg);
+    int nnorms = rest[0] || !nl ? nb_parse_norm_list("bench", rest, norms, NB_NORM_COUNT) : 0;
     if (nnorms < 0) return NB_EXIT_USAGE;
-    if (every) {
+    for (int l = 0; l < nl; l++) {
         const char *t = npos > 1 ? pos[1] : "";
-        if (strcmp(pos[0], "step") != 0 || strcmp(t, "reader") != 0) {
+        int li = lrows[l] - NB_NORM_COUNT;
+        if (strcmp(pos[0], "step") != 0 || strcmp(t, labels[li].task->name) != 0) {
             fprintf(stderr,
-                    "error: 'batch-everywhere' (--bn-everywhere) exists only for 'bench step "
-                    "reader'\nhint: leave it out of --norms, or time 'normbench bench step reader "
-                    "--norms batch,batch-everywhere'\n");
+                    "error: '%s' (%s --%s) exists only for 'bench step %s'\nhint: leave it out "
+                    "of --norms, or time 'normbench bench step %s --norms %s,%s'\n",
+                    labels[li].name, labels[li].task->name, labels[li].flag, labels[li].task->name,
+                    labels[li].task->name, nb_norm_name((nb_norm_kind)labels[li].base),
+                    labels[li].name);
             return NB_EXIT_USAGE;
         }
-        /* shown right after batch (BN-LSTM) when that is timed too, else last */
+        /* shown right after its base norm when that is timed too, else last */
         int at = nnorms;
         for (int i = 0; i < nnorms; i++)
-            if (norms[i] == NB_NORM_BATCH) at = i + 1;
+            if (norms[i] == labels[li].base) at = i + 1;
         memmove(norms + at + 1, norms + at, sizeof(int) * (size_t)(nnorms - at));
-        norms[at] = BENCH_EVERYWHERE;
+        norms[at] = lrows[l];
         nnorms++;
     }
     if (threads > 0) {
@@ -638,6 +692,8 @@ int cmd_bench(int argc, const char **argv) {
     if (npos < 2) return nb_usage_error("bench", "which task? e.g. 'normbench bench step mnist'");
     const nb_task *task = nb_task_find(pos[1]);
     if (!task) return nb_unknown_task("bench", pos[1]);
+    if (!task->bench_open || !task->bench_step || !task->bench_close)
+        return nb_die("task '%s' has no step benchmark", task->name);
     int batches[16], nbatches = 0;
     for (; nbatches < 16 && task->bench_batches[nbatches]; nbatches++)
         batches[nbatches] = task->bench_batches[nbatches];

@@ -23,23 +23,16 @@
 static const char run_usage[] =
     "usage: normbench run TASK [--norm NAME] [--dataset NAME] [--seed N] [--epochs N] [--steps N]\n"
     "                     [--batch N] [--lr X] [--subset N] [--p X] [--eps X] [--threads N]\n"
-    "                     [--data-dir DIR] [--db FILE] [--tag TEXT] [--quiet] [...]\n"
-    "       normbench run --resume RUN [--db FILE] [--quiet]\n\n"
+    "                     [--data-dir DIR] [--db FILE] [--tag TEXT] [--quiet] [TASK options]\n"
+    "       normbench run --resume RUN [--db FILE] [--quiet]\n"
+    "       normbench help run TASK      (one task's options, with their defaults)\n\n"
     "Trains TASK with one normalization and records the run (configuration, provenance,\n"
     "training loss with wall time, evaluation metrics, time per step) in the results store.\n"
     "Ctrl-C stops the run cleanly: it is recorded as interrupted and keeps what it measured.\n"
     "A NaN or infinite loss stops it as diverged. A checkpoint is written at the end of every\n"
     "epoch (beside the store, in DB-checkpoints/); 'normbench run --resume RUN' continues an\n"
     "interrupted or crashed run from it, bit-exactly. Exit status: 0 finished, 1 failed,\n"
-    "interrupted or diverged, 2 usage error.\n\n"
-    "tasks: mnist (LN paper §6.6 MLP; datasets fashion-mnist (default), mnist, synthetic)\n"
-    "       cifar (ConvPool-CNN-C, WN code / RMS paper A.4; datasets cifar10 (default),\n"
-    "              fashion-mnist, mnist, synthetic; options --norm-axes, --none-init, --width,\n"
-    "              --no-zca)\n"
-    "       order (order-embeddings GRU, OE code; datasets coco-oe (default), synthetic;\n"
-    "              options --dim, --dim-word, --margin, --clip-tensor, --adam-fix, --eval-every)\n"
-    "       reader (attentive reader, AR code; datasets cnn-top4 (default), synthetic; options\n"
-    "              --unidirectional, --dim, --eval-every, --bn-everywhere with --norm batch)\n";
+    "interrupted or diverged, 2 usage error.\n";
 
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
 static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};
@@ -47,8 +40,6 @@ static const char *const bias_choices[] = {"standard", "none", "kiros", NULL};
 static const char *const var_choices[] = {"biased", "unbiased", NULL};
 static const char *const kround_choices[] = {"ceil", "floor", NULL};
 static const char *const epson_choices[] = {"raw", "corrected", NULL};
-static const char *const axes_choices[] = {"hw", "chw", NULL};         /* cifar */
-static const char *const noneinit_choices[] = {"data", "plain", NULL}; /* cifar */
 
 static volatile sig_atomic_t stop_requested = 0;
 
@@ -191,142 +182,398 @@ static char *config_json(const nb_train_cfg *cfg) {
     kv_int(&j, "log_every", cfg->log_every);
     kv_int(&j, "threads", cfg->threads);
     kv_str(&j, "denormals", cfg->flush_denormals ? "flushed-to-zero" : "ieee");
-    if (strcmp(cfg->task, "cifar") == 0) {
-        kv_str(&j, "norm_axes", cfg->norm_axes_chw ? "chw" : "hw");
-        kv_str(&j, "none_init", cfg->none_init ? "data" : "plain");
-        kv_num(&j, "width", cfg->width);
-        kv_str(&j, "zca", cfg->zca ? "on" : "off");
-    }
-    if (strcmp(cfg->task, "order") == 0) { /* order's own options */
-        kv_int(&j, "dim", cfg->dim);
-        kv_int(&j, "dim_word", cfg->oe_dim_word);
-        kv_num(&j, "margin", cfg->oe_margin);
-        kv_int(&j, "eval_every", cfg->eval_every);
-        kv_num(&j, "clip_per_tensor", cfg->oe_clip_tensor);
-    }
-    if (strcmp(cfg->task, "reader") == 0) {
-        kv_str(&j, "encoders", cfg->unidirectional ? "unidirectional" : "bidirectional");
-        kv_str(&j, "bn_everywhere", cfg->bn_everywhere ? "on" : "off");
-        kv_int(&j, "dim", cfg->dim);
-        kv_int(&j, "eval_every", cfg->eval_every);
-    }
+    nb_task_opts_json(nb_task_find(cfg->task), cfg, &j); /* the task's own options */
     nb_buf_puts(&j, "}");
     return nb_buf_take(&j);
 }
 
 /* A parsed `run` command line: the configuration in force and where to record it. */
 typedef struct run_args {
-    nb_train_cfg cfg;
+    nb_train_cfg cfg; /* cfg.task_opts is allocated: free with nb_task_opts_free */
     const char *db, *tag, *variant;
     int quiet, threads;
-    int no_fetch; /* --no-fetch: never download the dataset (issue 3) */
+    int no_fetch; /* --no-fetch: never download the dataset */
 } run_args;
+
+/* The values of the options every task shares, as parsed (0 / NULL: not given). */
+typedef struct common_vals {
+    const char *dataset, *data_dir, *db, *tag, *variant;
+    int norm, act, bias, bn_var, kround;
+    int64_t seed, steps, epochs;
+    int batch, subset, threads, quiet, eps_outside, no_wn_init, no_ftz, no_fetch;
+    int adam_eps_inside, adam_eps_on, log_every, eval_batch;
+    double lr, p, eps, clip, beta1, beta2, adam_eps;
+} common_vals;
+
+enum { NCOMMON = 32 };
+
+/* The rows of the options every task shares, writing into v; returns how many. */
+static int common_rows(nb_opt *o, common_vals *v) {
+    const nb_opt rows[] = {
+        {"norm", NB_OPT_CHOICE, &v->norm, "NAME", "normalization (default layer)", norm_choices},
+        {"dataset", NB_OPT_STR, &v->dataset, "NAME", "dataset (task default)"},
+        {"seed", NB_OPT_I64, &v->seed, "N", "seed for init, data order and dropout (1)", NULL, 0,
+         1e15},
+        {"epochs", NB_OPT_I64, &v->epochs, "N", "epochs to train (task default)", NULL, 1, 1e6},
+        {"steps", NB_OPT_I64, &v->steps, "N", "stop after N training steps instead", NULL, 1, 1e12},
+        {"batch", NB_OPT_INT, &v->batch, "N", "batch size (task default)", NULL, 1, 1e6},
+        {"lr", NB_OPT_DOUBLE, &v->lr, "X", "Adam learning rate (task default)", NULL, 1e-12, 1e30},
+        {"subset", NB_OPT_INT, &v->subset, "N", "use only N training examples", NULL, 1, 1e9},
+        {"p", NB_OPT_DOUBLE, &v->p, "X", "pRMSNorm fraction (task default)", NULL, 1e-9, 1},
+        {"p-rounding", NB_OPT_CHOICE, &v->kround, "R", "pRMSNorm k = n*p rounded (paper: ceil)",
+         kround_choices},
+        {"eps", NB_OPT_DOUBLE, &v->eps, "X", "norm epsilon (task default)", NULL, 1e-30, 1},
+        {"eps-outside", NB_OPT_FLAG, &v->eps_outside, NULL,
+         "add eps to the RMS/std instead of inside the sqrt"},
+        {"bn-var", NB_OPT_CHOICE, &v->bn_var, "V", "BN training variance (mnist: unbiased)",
+         var_choices},
+        {"no-wn-init", NB_OPT_FLAG, &v->no_wn_init, NULL, "WeightNorm without data-dependent init"},
+        {"act", NB_OPT_CHOICE, &v->act, "NAME", "activation (task default)", act_choices},
+        {"beta1", NB_OPT_DOUBLE, &v->beta1, "X", "Adam beta1 (0.9)", NULL, 1e-12, 0.999999},
+        {"beta2", NB_OPT_DOUBLE, &v->beta2, "X", "Adam beta2 (0.999)", NULL, 1e-12, 0.99999999},
+        {"adam-eps", NB_OPT_DOUBLE, &v->adam_eps, "X", "Adam epsilon (1e-8)", NULL, 1e-30, 1},
+        {"adam-eps-inside", NB_OPT_FLAG, &v->adam_eps_inside, NULL, "Adam: m/sqrt(v+eps)"},
+        {"adam-eps-on", NB_OPT_CHOICE, &v->adam_eps_on, "V",
+         "Adam eps meets the raw v or the bias-corrected v (mnist: corrected, as PyTorch)",
+         epson_choices},
+        {"adam-bias", NB_OPT_CHOICE, &v->bias, "B", "Adam bias correction (standard)",
+         bias_choices},
+        {"clip", NB_OPT_DOUBLE, &v->clip, "X", "clip the global gradient norm at X (off)", NULL,
+         1e-12, 1e12},
+        {"log-every", NB_OPT_INT, &v->log_every, "N",
+         "record the training loss every N steps (task default)", NULL, 1, 1e9},
+        {"eval-batch", NB_OPT_INT, &v->eval_batch, "N", "rows per evaluation pass (task default)",
+         NULL, 1, 1e6},
+        {"no-ftz", NB_OPT_FLAG, &v->no_ftz, NULL,
+         "keep denormal floats (default: flush them to zero, as PyTorch and TF do on x86)"},
+        {"threads", NB_OPT_INT, &v->threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
+         NULL, 1, 1024},
+        {"data-dir", NB_OPT_STR, &v->data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
+        NB_OPT_DB(&v->db),
+        {"tag", NB_OPT_STR, &v->tag, "K=V",
+         "a tag recorded with the run: KEY=VALUE, or TEXT (key 'tag')"},
+        {"variant", NB_OPT_STR, &v->variant, "TEXT",
+         "a label recorded as the tag 'variant': report compares runs within it"},
+        {"quiet", NB_OPT_FLAG, &v->quiet, NULL, "no progress output"},
+        {"no-fetch", NB_OPT_FLAG, &v->no_fetch, NULL,
+         "do not download a missing dataset (default: fetch it on first use)"},
+    };
+    int n = (int)(sizeof rows / sizeof rows[0]);
+    for (int i = 0; i < n; i++)
+        o[i] = rows[i];
+    o[n].name = NULL;
+    return n;
+}
+
+int nb_run_opt_is_flag(const char *name, int *known) {
+    common_vals v;
+    nb_opt rows[NCOMMON + 8];
+    int n = common_rows(rows, &v);
+    for (int i = 0; i < n; i++)
+        if (strcmp(rows[i].name, name) == 0) {
+            *known = 1;
+            return rows[i].type == NB_OPT_FLAG;
+        }
+    return nb_task_opt_is_flag(name, known);
+}
+
+/* ---- help ---------------------------------------------------------------------------------- */
+
+/* The default of a task's option row as "X", or "X; none: Y, batch: Y" where the task's
+ * defaults differ by norm, and per model where the task has models. */
+static void opt_default(const nb_task *t, const nb_task_opt *o, char *out, size_t size) {
+    const nb_task_opt *sel = NULL;
+    for (const nb_task_opt *r = t->opts; r && r->name; r++)
+        if (r->selector && r->kind == NB_TOPT_CHOICE) sel = r;
+    size_t n = 0;
+    out[0] = '\0';
+    char first[640] = "";
+    int same = 1, models = 0, nmodels = 0;
+    while (sel && sel->choices[nmodels])
+        nmodels++;
+    for (int m = 0; m == 0 || (sel && sel->choices[m]); m++) {
+        char base[128] = "", val[128];
+        nb_given g = {sel ? sel->name : NULL, sel ? sel->choices[m] : NULL};
+        char diff[512] = "";
+        size_t dn = 0;
+        for (int k = -1; k < NB_NORM_COUNT; k++) {
+            /* k = -1: the default norm (layer) gives the base value */
+            int norm = k < 0 ? NB_NORM_LAYER : k;
+            if (k == NB_NORM_LAYER) continue;
+            nb_train_cfg cfg;
+            nb_err err;
+            memset(&cfg, 0, sizeof cfg);
+            cfg.norm.kind = (nb_norm_kind)norm;
+            if (nb_task_configure(t, &cfg, norm, &g, sel ? 1 : 0, &err) != 0) {
+                nb_task_opts_free(&cfg);
+                continue;
+            }
+            if (o->models && sel && !strstr(o->models, sel->choices[m])) {
+                nb_task_opts_free(&cfg);
+                break;
+            }
+            nb_task_opt_format(o, cfg.task_opts, val, sizeof val);
+            nb_task_opts_free(&cfg);
+            if (k < 0) {
+                snprintf(base, sizeof base, "%s", val);
+            } else if (strcmp(val, base) != 0 && dn < sizeof diff) {
+                dn += (size_t)snprintf(diff + dn, sizeof diff - dn, "%s%s: %s", dn ? ", " : "",
+                                       nb_norm_name((nb_norm_kind)norm), val);
+            }
+        }
+        if (!base[0] || n >= size) continue;
+        char one[640];
+        snprintf(one, sizeof one, "%s%s%s%s", base, dn ? " (" : "", diff, dn ? ")" : "");
+        if (sel)
+            n += (size_t)snprintf(out + n, size - n, "%s--%s %s: %s", n ? "; " : "", sel->name,
+                                  sel->choices[m], one);
+        else
+            n += (size_t)snprintf(out + n, size - n, "%s", one);
+        if (m == 0)
+            snprintf(first, sizeof first, "%s", one);
+        else
+            same &= strcmp(first, one) == 0;
+        models++;
+    }
+    /* the same for every model: say it once */
+    if (sel && same && models == nmodels) snprintf(out, size, "%s", first);
+}
+
+/* Writes text after a left column of `indent` characters (already printed), wrapped at 98. */
+static void put_wrapped(FILE *f, const char *text, int indent) {
+    int col = indent;
+    for (const char *p = text; *p;) {
+        while (*p == ' ')
+            p++;
+        size_t w = strcspn(p, " ");
+        if (!w) break;
+        if (col > indent && col + 1 + (int)w > 98) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', f);
+            col++;
+        }
+        fprintf(f, "%.*s", (int)w, p);
+        col += (int)w;
+        p += w;
+    }
+    fputc('\n', f);
+}
+
+/* The common options whose defaults a task sets, as help shows them. */
+static void common_default(const nb_train_cfg *c, int which, char *out, size_t size) {
+    switch (which) {
+    case 0:
+        snprintf(out, size, "--epochs %d", c->epochs);
+        return;
+    case 1:
+        snprintf(out, size, "--batch %d", c->batch);
+        return;
+    case 2:
+        snprintf(out, size, "--lr %g", c->adam.lr);
+        return;
+    case 3:
+        snprintf(out, size, "--eps %g", c->norm.eps);
+        return;
+    case 4:
+        snprintf(out, size, "--p %g", c->norm.p);
+        return;
+    case 5:
+        snprintf(out, size, "--act %s", nb_act_name(c->act));
+        return;
+    case 6:
+        if (c->clip > 0)
+            snprintf(out, size, "--clip %g", c->clip);
+        else
+            snprintf(out, size, "--clip off");
+        return;
+    case 7:
+        snprintf(out, size, "--eval-batch %d", c->eval_batch);
+        return;
+    case 8:
+        snprintf(out, size, "--log-every %d", c->log_every);
+        return;
+    }
+    out[0] = '\0';
+}
+
+/* Prints one task's own options with their defaults. */
+static void print_task_opts(FILE *f, const nb_task *t) {
+    fprintf(f, "\ntask %s (%s)\n  datasets:", t->name, t->summary);
+    for (int i = 0; t->datasets[i]; i++)
+        fprintf(f, " %s%s", t->datasets[i],
+                strcmp(t->datasets[i], t->default_dataset) == 0 ? " (default)" : "");
+    fputc('\n', f);
+    /* the common options' defaults for this task, per norm where they differ */
+    nb_buf d = {0};
+    for (int which = 0; which < 9; which++) {
+        char base[96] = "", val[96];
+        for (int k = -1; k < NB_NORM_COUNT; k++) {
+            int norm = k < 0 ? NB_NORM_LAYER : k;
+            if (k == NB_NORM_LAYER) continue;
+            nb_train_cfg cfg;
+            nb_err err;
+            memset(&cfg, 0, sizeof cfg);
+            cfg.norm.kind = (nb_norm_kind)norm;
+            int ok = nb_task_configure(t, &cfg, norm, NULL, 0, &err) == 0;
+            if (ok) common_default(&cfg, which, val, sizeof val);
+            nb_task_opts_free(&cfg);
+            if (!ok) continue;
+            if (k < 0) {
+                snprintf(base, sizeof base, "%s", val);
+                nb_buf_printf(&d, "%s%s", d.len ? ", " : "", val);
+            } else if (strcmp(val, base) != 0) {
+                nb_buf_printf(&d, " (%s: %s)", nb_norm_name((nb_norm_kind)norm),
+                              strchr(val, ' ') ? strchr(val, ' ') + 1 : val);
+            }
+        }
+    }
+    if (d.p) {
+        fputs("  defaults: ", f);
+        put_wrapped(f, d.p, 12);
+    }
+    nb_buf_free(&d);
+    if (!t->opts || !t->opts[0].name) {
+        fputs("  (no options of its own)\n", f);
+        return;
+    }
+    for (const nb_task_opt *o = t->opts; o->name; o++) {
+        char left[64], def[1024] = "";
+        if (o->kind == NB_TOPT_FLAG || (o->kind == NB_TOPT_ALIAS && o->alias_val))
+            snprintf(left, sizeof left, "--%s", o->name);
+        else
+            snprintf(left, sizeof left, "--%s %s", o->name, o->metavar ? o->metavar : "VALUE");
+        nb_buf h = {0};
+        nb_buf_puts(&h, o->help ? o->help : "");
+        if (o->kind == NB_TOPT_CHOICE) {
+            nb_buf_puts(&h, " (");
+            for (int i = 0; o->choices[i]; i++)
+                nb_buf_printf(&h, "%s%s", i ? "|" : "", o->choices[i]);
+            nb_buf_puts(&h, ")");
+        }
+        if (o->models) nb_buf_printf(&h, " [models: %s]", o->models);
+        if (o->selector)
+            snprintf(def, sizeof def, "%s", o->choices[(int)o->def]);
+        else if (o->kind != NB_TOPT_ALIAS)
+            opt_default(t, o, def, sizeof def);
+        if (def[0]) nb_buf_printf(&h, "; default %s", def);
+        fprintf(f, "  %-22s ", left);
+        put_wrapped(f, h.p ? h.p : "", 25);
+        nb_buf_free(&h);
+    }
+}
+
+/* `run --help` (every task) or `help run TASK` / `run TASK --help` (that task). */
+static void print_run_help(FILE *f, const nb_task *only) {
+    common_vals v;
+    nb_opt rows[NCOMMON + 8];
+    common_rows(rows, &v);
+    nb_print_help(f, run_usage, rows);
+    fputs(only ? "\nthe task's own options (given to another task they are usage errors):\n"
+               : "\ntasks and their own options (given to another task they are usage errors):\n",
+          f);
+    for (int i = 0; nb_task_at(i); i++)
+        if (!only || nb_task_at(i) == only) print_task_opts(f, nb_task_at(i));
+}
+
+int nb_run_help_task(const char *name) {
+    const nb_task *t = nb_task_find(name);
+    if (!t) return nb_unknown_task("run", name);
+    print_run_help(stdout, t);
+    return NB_EXIT_OK;
+}
+
+/* ---- parsing ------------------------------------------------------------------------------- */
+
+enum { MAXTASKOPT = 128 };
 
 /* Parses and validates a `run` command line into *a. Returns 0, -1 after printing the help
  * (the caller exits 0), or NB_EXIT_USAGE after printing the error. */
 static int parse_run(int argc, const char **argv, run_args *a) {
-    const char *dataset = NULL, *data_dir = NULL, *db = NULL, *tag = NULL, *variant = NULL;
-    int norm = NB_NORM_LAYER, act = 0, bias = 0, bn_var = 1, kround = 0;
-    int norm_axes = 0, none_init = 0, no_zca = 0; /* cifar */
-    double width = 0;                             /* cifar */
-    int64_t seed = 1, steps = 0, epochs = 0;
-    int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
-    int no_ftz = 0, no_fetch = 0;
-    int unidirectional = 0, dim = 0, eval_every = 0, bn_everywhere = 0; /* reader */
-    int adam_eps_inside = 0, adam_eps_on = 0, log_every = 0, eval_batch = 0;
-    double lr = 0, p = 0, eps = 0, clip = 0, beta1 = 0, beta2 = 0, adam_eps = 0;
-    int oe_dim_word = 0, adam_fix = 0; /* order */
-    double oe_margin = -1, oe_clip_tensor = -1;
-    nb_opt opts[] = {
-        {"norm", NB_OPT_CHOICE, &norm, "NAME", "normalization (default layer)", norm_choices},
-        {"dataset", NB_OPT_STR, &dataset, "NAME", "dataset (task default)"},
-        {"seed", NB_OPT_I64, &seed, "N", "seed for init, data order and dropout (1)", NULL, 0,
-         1e15},
-        {"epochs", NB_OPT_I64, &epochs, "N", "epochs to train (task default)", NULL, 1, 1e6},
-        {"steps", NB_OPT_I64, &steps, "N", "stop after N training steps instead", NULL, 1, 1e12},
-        {"batch", NB_OPT_INT, &batch, "N", "batch size (task default)", NULL, 1, 1e6},
-        {"lr", NB_OPT_DOUBLE, &lr, "X", "Adam learning rate (task default)", NULL, 1e-12, 1e30},
-        {"subset", NB_OPT_INT, &subset, "N", "use only N training examples", NULL, 1, 1e9},
-        {"p", NB_OPT_DOUBLE, &p, "X", "pRMSNorm fraction (0.0625)", NULL, 1e-9, 1},
-        {"p-rounding", NB_OPT_CHOICE, &kround, "R", "pRMSNorm k = n*p rounded (paper: ceil)",
-         kround_choices},
-        {"eps", NB_OPT_DOUBLE, &eps, "X", "norm epsilon (1e-5)", NULL, 1e-30, 1},
-        {"eps-outside", NB_OPT_FLAG, &eps_outside, NULL,
-         "add eps to the RMS/std instead of inside the sqrt"},
-        {"bn-var", NB_OPT_CHOICE, &bn_var, "V", "BN training variance (mnist: unbiased)",
-         var_choices},
-        {"no-wn-init", NB_OPT_FLAG, &no_wn_init, NULL, "WeightNorm without data-dependent init"},
-        {"act", NB_OPT_CHOICE, &act, "NAME", "activation (relu)", act_choices},
-        {"beta1", NB_OPT_DOUBLE, &beta1, "X", "Adam beta1 (0.9)", NULL, 1e-12, 0.999999},
-        {"beta2", NB_OPT_DOUBLE, &beta2, "X", "Adam beta2 (0.999)", NULL, 1e-12, 0.99999999},
-        {"adam-eps", NB_OPT_DOUBLE, &adam_eps, "X", "Adam epsilon (1e-8)", NULL, 1e-30, 1},
-        {"adam-eps-inside", NB_OPT_FLAG, &adam_eps_inside, NULL, "Adam: m/sqrt(v+eps)"},
-        {"adam-eps-on", NB_OPT_CHOICE, &adam_eps_on, "V",
-         "Adam eps meets the raw v or the bias-corrected v (mnist: corrected, as PyTorch)",
-         epson_choices},
-        {"adam-bias", NB_OPT_CHOICE, &bias, "B", "Adam bias correction (standard)", bias_choices},
-        {"clip", NB_OPT_DOUBLE, &clip, "X", "clip the global gradient norm at X (off)", NULL, 1e-12,
-         1e12},
-        {"log-every", NB_OPT_INT, &log_every, "N", "record the training loss every N steps (50)",
-         NULL, 1, 1e9},
-        {"eval-batch", NB_OPT_INT, &eval_batch, "N", "rows per evaluation pass (500)", NULL, 1,
-         1e6},
-        {"no-ftz", NB_OPT_FLAG, &no_ftz, NULL,
-         "keep denormal floats (default: flush them to zero, as PyTorch and TF do on x86)"},
-        {"unidirectional", NB_OPT_FLAG, &unidirectional, NULL,
-         "reader: forward-only encoders (LN paper; default bidirectional, RMS paper)"},
-        {"bn-everywhere", NB_OPT_FLAG, &bn_everywhere, NULL,
-         "reader, with --norm batch: BN on the attention and output layers too (Cooijmans' "
-         "BN-everywhere; recorded as norm batch-everywhere)"},
-        {"dim", NB_OPT_INT, &dim, "N",
-         "order, reader: model width (order's GRU and joint embedding 1024, reader's d 240)", NULL,
-         1, 8192},
-        {"eval-every", NB_OPT_INT, &eval_every, "N",
-         "order, reader: evaluate every N training steps (order 300, reader 1000)", NULL, 1, 1e9},
-        {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
-         NULL, 1, 1024},
-        {"data-dir", NB_OPT_STR, &data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
-        NB_OPT_DB(&db),
-        {"tag", NB_OPT_STR, &tag, "K=V",
-         "a tag recorded with the run: KEY=VALUE, or TEXT (key 'tag')"},
-        {"variant", NB_OPT_STR, &variant, "TEXT",
-         "a label recorded as the tag 'variant': report compares runs within it"},
-        {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
-        {"norm-axes", NB_OPT_CHOICE, &norm_axes, "A",
-         "cifar: layer/rms/prms statistics per channel over H,W (hw, paper) or over C,H,W (chw)",
-         axes_choices},
-        {"none-init", NB_OPT_CHOICE, &none_init, "I",
-         "cifar: none as the WN code's baseline (data: data-dependent init, frozen scale) or a "
-         "plain conv + bias (plain)",
-         noneinit_choices},
-        {"width", NB_OPT_DOUBLE, &width, "X", "cifar: channel multiplier of the network (1)", NULL,
-         1e-3, 16},
-        {"no-zca", NB_OPT_FLAG, &no_zca, NULL, "cifar: no ZCA whitening of cifar10"},
-        {"dim-word", NB_OPT_INT, &oe_dim_word, "N", "order: word embedding width (300)", NULL, 1,
-         8192},
-        {"margin", NB_OPT_DOUBLE, &oe_margin, "X", "order: loss margin (0.05)", NULL, 0, 100},
-        {"clip-tensor", NB_OPT_DOUBLE, &oe_clip_tensor, "X",
-         "order: clip each parameter tensor's gradient norm at X (2; 0 off)", NULL, 0, 1e12},
-        {"adam-fix", NB_OPT_FLAG, &adam_fix, NULL,
-         "order: standard Adam bias correction instead of the code's quirk (--adam-bias kiros)"},
-        {"no-fetch", NB_OPT_FLAG, &no_fetch, NULL,
-         "do not download a missing dataset (default: fetch it on first use)"},
-        {NULL},
-    };
+    memset(a, 0, sizeof *a);
+    common_vals v;
+    memset(&v, 0, sizeof v);
+    v.norm = NB_NORM_LAYER;
+    v.seed = 1;
+    v.bn_var = 1;
+    nb_opt opts[NCOMMON + MAXTASKOPT + 1];
+    int nc = common_rows(opts, &v), n = nc;
+    /* every task's option names, once each: a flag, or a value kept as text for the task */
+    const char *tvals[MAXTASKOPT];
+    int tflags[MAXTASKOPT];
+    for (int i = 0; nb_task_at(i); i++)
+        for (const nb_task_opt *o = nb_task_at(i)->opts; o && o->name; o++) {
+            int dup = 0;
+            for (int k = 0; k < n; k++)
+                dup |= strcmp(opts[k].name, o->name) == 0;
+            if (dup || n - nc >= MAXTASKOPT) continue;
+            int known, flag = nb_task_opt_is_flag(o->name, &known);
+            tvals[n - nc] = NULL;
+            tflags[n - nc] = 0;
+            opts[n] = (nb_opt){.name = o->name,
+                               .type = flag ? NB_OPT_FLAG : NB_OPT_STR,
+                               .dst = flag ? (void *)&tflags[n - nc] : (void *)&tvals[n - nc],
+                               .metavar = flag ? NULL : "VALUE",
+                               .help = o->help};
+            n++;
+        }
+    opts[n].name = NULL;
+
+    /* --help: every task's options, or with a task named, that task's */
+    const char *help_task = NULL;
+    int want_help = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            want_help = 1;
+        else if (argv[i][0] != '-' && !help_task && nb_task_find(argv[i]))
+            help_task = argv[i];
+    }
+    if (want_help) {
+        print_run_help(stdout, help_task ? nb_task_find(help_task) : NULL);
+        return -1;
+    }
+
     const char *pos[1];
     int npos = 0;
     int rc = nb_parse_opts("run", run_usage, argc, argv, opts, pos, 1, &npos);
     if (rc) return rc;
-    if (npos < 1) return nb_usage_error("run", "which task? the tasks are: mnist, cifar");
+    if (npos < 1) {
+        fprintf(stderr, "error: which task?\nhint: the tasks are:");
+        for (int i = 0; nb_task_at(i); i++)
+            fprintf(stderr, " %s", nb_task_at(i)->name);
+        fprintf(stderr, " (e.g. 'normbench run %s'; see 'normbench run --help')\n",
+                nb_task_at(0)->name);
+        return NB_EXIT_USAGE;
+    }
     const nb_task *task = nb_task_find(pos[0]);
     if (!task) return nb_unknown_task("run", pos[0]);
 
-    memset(a, 0, sizeof *a);
+    nb_given given[NCOMMON + MAXTASKOPT];
+    int ngiven = 0;
+    for (int k = nc; k < n; k++)
+        if (opts[k].seen)
+            given[ngiven++] =
+                (nb_given){opts[k].name, opts[k].type == NB_OPT_FLAG ? NULL : tvals[k - nc]};
+    int ntask = ngiven;
+    for (int k = 0; k < nc; k++) /* the common ones follow, for the task's finish() */
+        if (opts[k].seen) given[ngiven++] = (nb_given){opts[k].name, NULL};
+
     nb_train_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
-    task->defaults(&cfg, (nb_norm_kind)norm);
+    cfg.norm.kind = (nb_norm_kind)v.norm;
+    nb_err err;
+    nb_err_clear(&err);
+    if (nb_task_configure(task, &cfg, v.norm, given, ntask, &err) != 0) {
+        nb_task_opts_free(&cfg);
+        if (err.hint[0])
+            fprintf(stderr, "error: %s\nhint: %s\n", err.msg, err.hint);
+        else
+            fprintf(stderr, "error: %s\nhint: see 'normbench help run %s'\n", err.msg, task->name);
+        return NB_EXIT_USAGE;
+    }
     cfg.task = task->name;
-    cfg.dataset = dataset ? dataset : task->default_dataset;
+    cfg.dataset = v.dataset ? v.dataset : task->default_dataset;
     int known = 0;
     for (int i = 0; task->datasets[i]; i++)
         known |= strcmp(task->datasets[i], cfg.dataset) == 0;
@@ -336,91 +583,60 @@ static int parse_run(int argc, const char **argv, run_args *a) {
         for (int i = 0; task->datasets[i]; i++)
             fprintf(stderr, " %s", task->datasets[i]);
         fputc('\n', stderr);
+        nb_task_opts_free(&cfg);
         return NB_EXIT_USAGE;
     }
-    cfg.data_dir = data_dir ? data_dir : nb_default_data_dir();
-    cfg.seed = (uint64_t)seed;
-    if (nb_opt_seen(opts, "epochs")) cfg.epochs = (int)epochs;
-    if (steps) cfg.steps = steps;
-    if (batch) cfg.batch = batch;
-    if (lr > 0) cfg.adam.lr = lr;
-    if (subset) cfg.subset = subset;
-    if (p > 0) cfg.norm.p = p;
-    if (nb_opt_seen(opts, "p-rounding")) cfg.norm.p_floor = kround == 1;
-    if (eps > 0) cfg.norm.eps = eps;
-    if (eps_outside) cfg.norm.eps_outside = 1;
-    if (nb_opt_seen(opts, "bn-var")) cfg.norm.bn_unbiased_batch = bn_var == 1;
-    if (no_wn_init) cfg.norm.wn_data_init = 0;
-    if (nb_opt_seen(opts, "act")) cfg.act = (nb_act_kind)act;
-    if (beta1 > 0) cfg.adam.beta1 = beta1;
-    if (beta2 > 0) cfg.adam.beta2 = beta2;
-    if (adam_eps > 0) cfg.adam.eps = adam_eps;
-    if (adam_eps_inside) cfg.adam.eps_inside = 1;
-    if (nb_opt_seen(opts, "adam-eps-on")) cfg.adam.eps_corrected = adam_eps_on == 1;
-    if (nb_opt_seen(opts, "adam-bias")) cfg.adam.bias = (nb_adam_bias)bias;
-    if (clip > 0) cfg.clip = clip;
-    if (log_every) cfg.log_every = log_every;
-    if (eval_batch) cfg.eval_batch = eval_batch;
-    if (no_ftz) cfg.flush_denormals = 0;
-    if (nb_opt_seen(opts, "norm-axes")) cfg.norm_axes_chw = norm_axes == 1;
-    if (nb_opt_seen(opts, "none-init")) cfg.none_init = none_init == 0;
-    if (width > 0) cfg.width = width;
-    if (no_zca) cfg.zca = 0;
-    /* Task options given to a task that has no such knob are usage errors, not ignored. */
-    static const struct {
-        const char *opt, *tasks;
-    } task_opts[] = {
-        {"norm-axes", "cifar"}, {"none-init", "cifar"},       {"width", "cifar"},
-        {"no-zca", "cifar"},    {"dim", "order,reader"},      {"eval-every", "order,reader"},
-        {"dim-word", "order"},  {"margin", "order"},          {"clip-tensor", "order"},
-        {"adam-fix", "order"},  {"unidirectional", "reader"}, {"bn-everywhere", "reader"},
-    };
-    for (size_t i = 0; i < sizeof task_opts / sizeof task_opts[0]; i++) {
-        if (!nb_opt_seen(opts, task_opts[i].opt)) continue;
-        char list[64];
-        snprintf(list, sizeof list, ",%s,", task_opts[i].tasks);
-        char want[40];
-        snprintf(want, sizeof want, ",%s,", task->name);
-        if (!strstr(list, want))
-            return nb_usage_error("run", "--%s is an option of the task(s) %s, not of '%s'",
-                                  task_opts[i].opt, task_opts[i].tasks, task->name);
-    }
-    if (dim) cfg.dim = dim;
-    if (eval_every) cfg.eval_every = eval_every;
-    if (oe_dim_word) cfg.oe_dim_word = oe_dim_word;
-    if (oe_margin >= 0) cfg.oe_margin = oe_margin;
-    if (oe_clip_tensor >= 0) cfg.oe_clip_tensor = oe_clip_tensor;
-    if (adam_fix) {
-        if (nb_opt_seen(opts, "adam-bias"))
-            return nb_usage_error("run", "--adam-fix and --adam-bias are the same choice: "
-                                         "give one");
-        cfg.adam.bias = NB_ADAM_BIAS_STANDARD;
-    }
-    if (unidirectional) cfg.unidirectional = 1;
-    if (bn_everywhere && cfg.norm.kind != NB_NORM_BATCH) {
-        fprintf(stderr,
-                "error: --bn-everywhere adds BatchNorm to the BN-LSTM's attention and output "
-                "layers: it needs --norm batch, not '%s'\n"
-                "hint: add --norm batch, or leave out --bn-everywhere\n",
-                nb_norm_name(cfg.norm.kind));
+    cfg.data_dir = v.data_dir ? v.data_dir : nb_default_data_dir();
+    cfg.seed = (uint64_t)v.seed;
+    if (nb_opt_seen(opts, "epochs")) cfg.epochs = (int)v.epochs;
+    if (v.steps) cfg.steps = v.steps;
+    if (v.batch) cfg.batch = v.batch;
+    if (v.lr > 0) cfg.adam.lr = v.lr;
+    if (v.subset) cfg.subset = v.subset;
+    if (v.p > 0) cfg.norm.p = v.p;
+    if (nb_opt_seen(opts, "p-rounding")) cfg.norm.p_floor = v.kround == 1;
+    if (v.eps > 0) cfg.norm.eps = v.eps;
+    if (v.eps_outside) cfg.norm.eps_outside = 1;
+    if (nb_opt_seen(opts, "bn-var")) cfg.norm.bn_unbiased_batch = v.bn_var == 1;
+    if (v.no_wn_init) cfg.norm.wn_data_init = 0;
+    if (nb_opt_seen(opts, "act")) cfg.act = (nb_act_kind)v.act;
+    if (v.beta1 > 0) cfg.adam.beta1 = v.beta1;
+    if (v.beta2 > 0) cfg.adam.beta2 = v.beta2;
+    if (v.adam_eps > 0) cfg.adam.eps = v.adam_eps;
+    if (v.adam_eps_inside) cfg.adam.eps_inside = 1;
+    if (nb_opt_seen(opts, "adam-eps-on")) cfg.adam.eps_corrected = v.adam_eps_on == 1;
+    if (nb_opt_seen(opts, "adam-bias")) cfg.adam.bias = (nb_adam_bias)v.bias;
+    if (v.clip > 0) cfg.clip = v.clip;
+    if (v.log_every) cfg.log_every = v.log_every;
+    if (v.eval_batch) cfg.eval_batch = v.eval_batch;
+    if (v.no_ftz) cfg.flush_denormals = 0;
+    if (task->finish && task->finish(&cfg, given, ngiven, &err) != 0) {
+        nb_task_opts_free(&cfg);
+        if (err.hint[0])
+            fprintf(stderr, "error: %s\nhint: %s\n", err.msg, err.hint);
+        else
+            fprintf(stderr, "error: %s\nhint: see 'normbench help run %s'\n", err.msg, task->name);
         return NB_EXIT_USAGE;
     }
-    if (bn_everywhere) cfg.bn_everywhere = 1;
-    if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2)
+    if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2) {
+        nb_task_opts_free(&cfg);
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
+    }
     a->cfg = cfg;
-    a->db = db ? db : nb_default_db();
-    a->tag = tag;
-    a->variant = variant;
-    a->quiet = quiet;
-    a->threads = threads;
-    a->no_fetch = no_fetch;
+    a->db = v.db ? v.db : nb_default_db();
+    a->tag = v.tag;
+    a->variant = v.variant;
+    a->quiet = v.quiet;
+    a->threads = v.threads;
+    a->no_fetch = v.no_fetch;
     return 0;
 }
 
 int nb_run_check_args(int argc, const char **argv) {
     run_args a;
-    return parse_run(argc, argv, &a);
+    int rc = parse_run(argc, argv, &a);
+    if (rc == 0) nb_task_opts_free(&a.cfg);
+    return rc;
 }
 
 /* The command line as one string, arguments separated by the ASCII unit separator. */
@@ -553,6 +769,7 @@ int cmd_run(int argc, const char **argv) {
         rc = nb_cmd_ensure_dataset(cfg.dataset, cfg.data_dir, 0, quiet);
         if (rc) {
             free(resume_buf);
+            nb_task_opts_free(&cfg);
             return rc;
         }
     }
@@ -562,18 +779,25 @@ int cmd_run(int argc, const char **argv) {
     run_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     const char *dbpath = a.db;
-    if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0) return nb_report_err(&err);
+    if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0) {
+        nb_task_opts_free(&cfg);
+        return nb_report_err(&err);
+    }
     char *json = config_json(&cfg);
     if (!json) {
+        nb_task_opts_free(&cfg);
         nb_store_close(ctx.store);
         return nb_die("out of memory");
     }
     ctx.spec.task = cfg.task;
     ctx.spec.dataset = cfg.dataset;
     /* BN-everywhere is its own curve in the papers' figures: report and plot group by this name */
-    ctx.spec.norm = cfg.bn_everywhere ? "batch-everywhere" : nb_norm_name(cfg.norm.kind);
+    const char *label = nb_task_norm_label(nb_task_find(cfg.task), &cfg);
+    ctx.spec.norm = label ? label : nb_norm_name(cfg.norm.kind);
     ctx.spec.seed = (int64_t)cfg.seed;
     ctx.spec.config_json = json;
+    char *compute = nb_compute_json();
+    ctx.spec.compute_json = compute;
     ctx.tag = tag;
     ctx.variant = a.variant;
     ctx.db = dbpath;
@@ -587,7 +811,8 @@ int cmd_run(int argc, const char **argv) {
                     .progress = sink_progress};
     if (resume_id) {
         if (nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0) {
-            free(json), free(argv_rec), free(resume_buf);
+            free(json), free(argv_rec), free(resume_buf), free(compute);
+            nb_task_opts_free(&cfg);
             nb_store_close(ctx.store);
             return nb_report_err(&err);
         }
@@ -637,8 +862,10 @@ int cmd_run(int argc, const char **argv) {
             unlink(ctx.ckpt);
     }
     free(json);
+    free(compute);
     free(argv_rec);
     free(resume_buf);
+    nb_task_opts_free(&cfg);
     nb_store_close(ctx.store);
     return exit_code;
 }

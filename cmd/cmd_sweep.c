@@ -35,10 +35,6 @@ static const char sweep_usage[] =
     "compares norms within a variant. Exit status: 0 when every job finished, 1 when any did\n"
     "not, 2 usage error.\n";
 
-/* run's options that take no value (every other option takes one). */
-static const char *const run_flags[] = {"eps-outside",   "no-wn-init", "adam-eps-inside",
-                                        "no-ftz",        "quiet",      "unidirectional",
-                                        "bn-everywhere", NULL}; /* the last two: reader */
 /* run's options whose values are never split at commas. */
 static const char *const no_split[] = {"data-dir", "tag", "dataset", NULL};
 
@@ -103,7 +99,9 @@ int cmd_sweep(int argc, const char **argv) {
             return nb_usage_error("sweep", "invalid option '%s'", a);
         memcpy(name, a + 2, len);
         name[len] = '\0';
-        int flag = in_list(run_flags, name) || strcmp(name, "dry-run") == 0;
+        /* which of run's options take no value: the common ones' and the tasks' declarations */
+        int known = 0;
+        int flag = nb_run_opt_is_flag(name, &known) || strcmp(name, "dry-run") == 0;
         const char *v = NULL;
         if (!flag) {
             if (eq)

@@ -65,6 +65,10 @@ int cmd_help(int argc, const char **argv) {
         print_main_help(stdout);
         return NB_EXIT_OK;
     }
+    if (argc > 3) return nb_usage_error("help", "unexpected argument '%s'", argv[3]);
+    /* help run TASK: one task's options */
+    if (argc == 3 && c->fn == cmd_run) return nb_run_help_task(argv[2]);
+    if (argc == 3) return nb_usage_error("help", "'help %s' takes no further argument", argv[1]);
     const char *args[] = {c->name, "--help", NULL};
     return c->fn(2, args);
 }

@@ -11,7 +11,7 @@
 
 #include "datasets/mnist.h"
 #include "datasets/zca.h"
-#include "nn/rng.h"
+#include "util/rng.h"
 
 uint64_t nb_fnv1a(uint64_t h, const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++) {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/rng.h"
+#include "util/rng.h"
 #include "util/err.h"
 
 typedef struct nb_cloze_split {

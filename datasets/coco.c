@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 
 #include "datasets/npy.h"
-#include "nn/rng.h"
+#include "util/rng.h"
 
 /* ---- captions ---------------------------------------------------------------------------------
  */

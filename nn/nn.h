@@ -20,7 +20,7 @@
 
 #include "util/err.h"
 #include "types.h"
-#include "rng.h"
+#include "util/rng.h"
 
 #define NB_REAL float
 #define NB_FN(name) name

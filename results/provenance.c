@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "buildinfo.h"
-#include "nn/blas.h"
 #include "util/json.h"
 
 char *nb_hostname(char *buf, size_t size) {
@@ -45,7 +44,7 @@ static void key(nb_buf *b, const char *k, int first) {
     nb_buf_puts(b, ":");
 }
 
-char *nb_provenance_json(void) {
+char *nb_provenance_json(const char *compute_json) {
     nb_buf b = {0};
     const char *rev = NB_GIT_REV;
     size_t rl = strlen(rev);
@@ -72,14 +71,12 @@ char *nb_provenance_json(void) {
     nb_buf_printf(&b, "%d", omp_get_max_threads());
     key(&b, "omp_wait_policy", 0);
     nb_buf_json_str(&b, getenv("OMP_WAIT_POLICY"));
-    key(&b, "openblas_config", 0);
-    nb_buf_json_str(&b, openblas_get_config());
-    key(&b, "openblas_corename", 0);
-    nb_buf_json_str(&b, openblas_get_corename());
-    key(&b, "openblas_num_threads", 0);
-    nb_buf_printf(&b, "%d", openblas_get_num_threads());
-    key(&b, "openblas_parallel", 0);
-    nb_buf_printf(&b, "%d", openblas_get_parallel());
+    /* the compute libraries' own description, as the caller gives it: its members inline */
+    if (compute_json) {
+        size_t n = strlen(compute_json);
+        if (n > 2 && compute_json[0] == '{' && compute_json[n - 1] == '}')
+            nb_buf_printf(&b, ",%.*s", (int)(n - 2), compute_json + 1);
+    }
     key(&b, "hostname", 0);
     nb_buf_json_str(&b, host);
     nb_buf_puts(&b, "}");

@@ -2,16 +2,18 @@
  *
  * The JSON object has: git_rev, git_dirty (bool), cc, cflags (from the generated buildinfo.h),
  * cpu_model (/proc/cpuinfo), cores_online, omp_num_threads (the environment variable, or null),
- * omp_max_threads, omp_wait_policy (or null), openblas_config, openblas_corename,
- * openblas_num_threads, openblas_parallel (0 sequential, 1 pthreads, 2 OpenMP), hostname. */
+ * omp_max_threads, omp_wait_policy (or null), the members of the caller's description of its
+ * compute libraries (cmd/ gives openblas_config, openblas_corename, openblas_num_threads,
+ * openblas_parallel: results/ knows no model library), hostname. */
 #ifndef NB_RESULTS_PROVENANCE_H
 #define NB_RESULTS_PROVENANCE_H
 
 #include <stddef.h>
 
 /* Returns the provenance as a newly allocated JSON object (caller frees), or NULL when out of
- * memory. Never fails otherwise: a value that cannot be found is null. */
-char *nb_provenance_json(void);
+ * memory. Never fails otherwise: a value that cannot be found is null. compute_json, when not
+ * NULL, is a JSON object whose members are written inline (the BLAS and device settings). */
+char *nb_provenance_json(const char *compute_json);
 
 /* Writes this machine's host name into buf (size bytes, NUL-terminated); "unknown" if it cannot
  * be found. Returns buf. */

@@ -39,7 +39,8 @@ int nb_store_schema_version(void);
 typedef struct nb_run_spec {
     const char *task, *dataset, *norm;
     int64_t seed;
-    const char *config_json; /* every option in force, as a JSON object */
+    const char *config_json;  /* every option in force, as a JSON object */
+    const char *compute_json; /* the compute libraries' settings (a JSON object), or NULL */
 } nb_run_spec;
 
 /* Creates a run with status "running", the start time, the process id and host, and the

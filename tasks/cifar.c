@@ -26,6 +26,7 @@
 #include "tasks/task.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,39 @@
 
 static const char *const cifar_datasets[] = {"cifar10", "fashion-mnist", "mnist", "synthetic",
                                              NULL};
+
+/* cifar's own options (tasks/taskopt.h). */
+typedef struct cifar_opts {
+    int norm_axes; /* 0 hw: layer/rms/prms statistics per channel over H×W (the paper's); 1 chw */
+    int none_init; /* none: 0 data (the WN code's InitLayer: data init, frozen scale), 1 plain */
+    double width;  /* channel multiplier of ConvPool-CNN-C (1: the paper's 96/192) */
+    int zca;       /* cifar10 input: 0 on (ZCA whitening), 1 off */
+} cifar_opts;
+
+static const char *const axes_choices[] = {"hw", "chw", NULL};
+static const char *const noneinit_choices[] = {"data", "plain", NULL};
+static const char *const onoff_choices[] = {"on", "off", NULL};
+
+static const nb_task_opt cifar_opts_decl[] = {
+    {"norm-axes", NB_TOPT_CHOICE, offsetof(cifar_opts, norm_axes), "A",
+     "layer/rms/prms statistics per channel over H,W (hw, paper) or over C,H,W (chw)",
+     axes_choices},
+    {"none-init", NB_TOPT_CHOICE, offsetof(cifar_opts, none_init), "I",
+     "none as the WN code's baseline (data: data-dependent init, frozen scale) or a plain conv + "
+     "bias (plain)",
+     noneinit_choices},
+    {"width", NB_TOPT_DOUBLE, offsetof(cifar_opts, width), "X",
+     "channel multiplier of the network (1: the paper's 96/192)", NULL, 1e-3, 16, 1},
+    {"zca", NB_TOPT_CHOICE, offsetof(cifar_opts, zca), "on|off", "ZCA whitening of cifar10",
+     onoff_choices},
+    {"no-zca", NB_TOPT_ALIAS, 0, NULL, "the same as --zca off", .alias_of = "zca",
+     .alias_val = "off"},
+    {NULL},
+};
+
+static const cifar_opts *opts_of(const nb_train_cfg *cfg) {
+    return cfg->task_opts;
+}
 
 static void cifar_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     nb_norm_cfg_default(&cfg->norm, norm);
@@ -52,10 +86,6 @@ static void cifar_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     cfg->log_every = 50;
     cfg->clip = 0;
     cfg->flush_denormals = 1;
-    cfg->norm_axes_chw = 0;
-    cfg->none_init = 1;
-    cfg->width = 1;
-    cfg->zca = 1;
 }
 
 /* The layer list for a width multiplier. */
@@ -83,8 +113,9 @@ static int build_spec(nb_cnn_spec *s, double width) {
 static int model_init(nb_cnn *m, const nb_train_cfg *cfg, int C, int H, int W, int Bmax,
                       nb_err *err) {
     nb_cnn_spec spec[NB_CNN_MAX_LAYERS];
-    int n = build_spec(spec, cfg->width > 0 ? cfg->width : 1);
-    nb_cnn_opts opts = {cfg->norm_axes_chw, cfg->none_init, 0.1};
+    const cifar_opts *o = opts_of(cfg);
+    int n = build_spec(spec, o->width > 0 ? o->width : 1);
+    nb_cnn_opts opts = {o->norm_axes == 1, o->none_init == 0, 0.1};
     nb_rng init_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
     return nb_cnn_init(m, spec, n, C, H, W, 10, &cfg->norm, &opts, Bmax, &init_rng, err);
@@ -185,8 +216,8 @@ static int cifar_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     memset(&r, 0, sizeof r);
     r.cfg = cfg;
     int have_data = 0, have_model = 0;
-    if (nb_cifar_load(&r.data, cfg->dataset, cfg->data_dir, cfg->subset, cfg->seed, cfg->zca,
-                      err) != 0)
+    if (nb_cifar_load(&r.data, cfg->dataset, cfg->data_dir, cfg->subset, cfg->seed,
+                      opts_of(cfg)->zca == 0, err) != 0)
         goto out;
     have_data = 1;
     if (sink->param && sink->param(sink->ctx, "data_source", r.data.source, err) != 0) goto out;
@@ -356,9 +387,11 @@ static const char cifar_paper[] =
 
 const nb_task nb_task_cifar = {
     .name = "cifar",
-    .summary = "RMS paper A.4 / WN paper: ConvPool-CNN-C on CIFAR-10",
+    .summary = "ConvPool-CNN-C on CIFAR-10: WN paper, RMS paper A.4",
     .default_dataset = "cifar10",
     .datasets = cifar_datasets,
+    .opts = cifar_opts_decl,
+    .opts_size = sizeof(cifar_opts),
     .defaults = cifar_defaults,
     .train = cifar_train,
     .bench_open = cifar_bench_open,

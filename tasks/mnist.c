@@ -238,7 +238,7 @@ static const char mnist_paper[] =
 
 const nb_task nb_task_mnist = {
     .name = "mnist",
-    .summary = "LN paper §6.6: MLP 784-1000-1000-10 on MNIST / Fashion-MNIST",
+    .summary = "MLP 784-1000-1000-10 on MNIST / Fashion-MNIST: LN paper §6.6",
     .default_dataset = "fashion-mnist",
     .datasets = mnist_datasets,
     .defaults = mnist_defaults,

@@ -12,6 +12,7 @@
 #include "tasks/task.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,45 @@
 #include "tasks/train.h"
 
 static const char *const order_datasets[] = {"coco-oe", "synthetic", NULL};
+
+/* order's own options (tasks/taskopt.h). */
+typedef struct order_opts {
+    int dim;            /* the GRU's and the joint embedding's width (1024) */
+    int dim_word;       /* word embedding width (300) */
+    double margin;      /* the order-violation loss margin (0.05) */
+    int eval_every;     /* training steps between validations (300) */
+    double clip_tensor; /* each parameter tensor's gradient norm clipped at this (2; 0 off) */
+    int adam_fix;       /* standard Adam bias correction instead of the code's */
+} order_opts;
+
+static const nb_task_opt order_opts_decl[] = {
+    {"dim", NB_TOPT_INT, offsetof(order_opts, dim), "N", "GRU and joint embedding width", NULL, 1,
+     8192, 1024},
+    {"dim-word", NB_TOPT_INT, offsetof(order_opts, dim_word), "N", "word embedding width", NULL, 1,
+     8192, 300},
+    {"margin", NB_TOPT_DOUBLE, offsetof(order_opts, margin), "X", "loss margin", NULL, 0, 100,
+     0.05},
+    {"eval-every", NB_TOPT_INT, offsetof(order_opts, eval_every), "N",
+     "validate every N training steps (the code's validFreq)", NULL, 1, 1e9, 300},
+    {"clip-tensor", NB_TOPT_DOUBLE, offsetof(order_opts, clip_tensor), "X",
+     "clip each parameter tensor's gradient norm at X (0: off)", NULL, 0, 1e12, 2},
+    {"adam-fix", NB_TOPT_FLAG, offsetof(order_opts, adam_fix), NULL,
+     "standard Adam bias correction instead of the code's quirk (--adam-bias kiros)"},
+    {NULL},
+};
+
+static const order_opts *opts_of(const nb_train_cfg *cfg) {
+    return cfg->task_opts;
+}
+
+static int order_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_err *err) {
+    if (!opts_of(cfg)->adam_fix) return 0;
+    for (int i = 0; i < ngiven; i++)
+        if (strcmp(given[i].name, "adam-bias") == 0)
+            return nb_errf(err, "--adam-fix and --adam-bias are the same choice: give one");
+    cfg->adam.bias = NB_ADAM_BIAS_STANDARD;
+    return 0;
+}
 
 static void order_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     nb_norm_cfg_default(&cfg->norm, norm); /* eps 1e-5 inside the sqrt, p 6.25% (ceil) */
@@ -35,11 +75,6 @@ static void order_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     cfg->log_every = 50;
     cfg->clip = 0;
     cfg->flush_denormals = 1;
-    cfg->dim = 1024;
-    cfg->oe_dim_word = 300;
-    cfg->oe_margin = 0.05;
-    cfg->eval_every = 300;
-    cfg->oe_clip_tensor = 2.0;
 }
 
 /* ---- evaluation ------------------------------------------------------------------------------ */
@@ -259,11 +294,11 @@ static int order_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     int Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
     nb_rng init_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
-    if (nb_oe_init(&r.model, r.data.nwords, cfg->oe_dim_word, cfg->dim, tr->dim, r.Tmax, Bmax,
-                   cfg->oe_margin, &cfg->norm, &init_rng, err) != 0)
+    if (nb_oe_init(&r.model, r.data.nwords, opts_of(cfg)->dim_word, opts_of(cfg)->dim, tr->dim,
+                   r.Tmax, Bmax, opts_of(cfg)->margin, &cfg->norm, &init_rng, err) != 0)
         goto out;
     have_model = 1;
-    const int H = cfg->dim, F = r.fold;
+    const int H = opts_of(cfg)->dim, F = r.fold;
     r.perm = malloc(sizeof(int) * (size_t)tr->nimg);
     r.pick = calloc((size_t)tr->nimg, sizeof(int));
     r.tok = malloc(sizeof(int) * (size_t)r.Tmax * Bmax);
@@ -286,10 +321,10 @@ static int order_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                     .adam_v = r.model.adam_v,
                     .layout = &r.model.layout,
                     .steps_per_epoch = tr->nimg / cfg->batch,
-                    .eval_every = cfg->eval_every,
+                    .eval_every = opts_of(cfg)->eval_every,
                     .select_metric = "val_img_rsum",
                     .select_max = 1,
-                    .clip_per_tensor = cfg->oe_clip_tensor,
+                    .clip_per_tensor = opts_of(cfg)->clip_tensor,
                     .extra = {{r.perm, sizeof(int) * (size_t)tr->nimg},
                               {r.pick, sizeof(int) * (size_t)tr->nimg}},
                     .nextra = 2,
@@ -334,9 +369,9 @@ static void *order_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     nb_rng_seed(&rng, cfg->seed, NB_STREAM_INIT);
     b->B = cfg->batch;
     b->adam = cfg->adam;
-    b->clip = cfg->oe_clip_tensor;
-    if (nb_oe_init(&b->model, BENCH_WORDS, cfg->oe_dim_word, cfg->dim, BENCH_DIM, BENCH_LEN + 1,
-                   b->B, cfg->oe_margin, &cfg->norm, &rng, err) != 0) {
+    b->clip = opts_of(cfg)->clip_tensor;
+    if (nb_oe_init(&b->model, BENCH_WORDS, opts_of(cfg)->dim_word, opts_of(cfg)->dim, BENCH_DIM,
+                   BENCH_LEN + 1, b->B, opts_of(cfg)->margin, &cfg->norm, &rng, err) != 0) {
         free(b);
         return NULL;
     }
@@ -408,9 +443,12 @@ static const char order_paper[] =
 
 const nb_task nb_task_order = {
     .name = "order",
-    .summary = "RMS/LN papers: order-embedding GRU, COCO caption-image retrieval",
+    .summary = "order-embedding GRU, COCO caption-image retrieval: LN and RMS papers",
     .default_dataset = "coco-oe",
     .datasets = order_datasets,
+    .opts = order_opts_decl,
+    .opts_size = sizeof(order_opts),
+    .finish = order_finish,
     .defaults = order_defaults,
     .train = order_train,
     .bench_open = order_bench_open,

@@ -10,6 +10,8 @@
  * updates on the whole validation set, the best parameters kept. */
 #include "tasks/task.h"
 
+#include <stddef.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,47 @@
 #include "tasks/train.h"
 
 static const char *const reader_datasets[] = {"cnn-top4", "synthetic", NULL};
+
+/* reader's own options (tasks/taskopt.h). */
+typedef struct reader_opts {
+    int encoders;      /* 0 bidirectional (the RMS paper), 1 unidirectional (the LN paper) */
+    int dim;           /* d, the LSTMs' and embeddings' width (240) */
+    int eval_every;    /* training steps between validations (the code's validFreq, 1000) */
+    int bn_everywhere; /* with --norm batch: BN on the attention and output layers too */
+} reader_opts;
+
+static const char *const encoder_choices[] = {"bidirectional", "unidirectional", NULL};
+
+static const nb_task_opt reader_opts_decl[] = {
+    {"encoders", NB_TOPT_CHOICE, offsetof(reader_opts, encoders), "E",
+     "the passage and question encoders: bidirectional (RMS paper) or forward-only (LN paper)",
+     encoder_choices},
+    {"unidirectional", NB_TOPT_ALIAS, 0, NULL, "the same as --encoders unidirectional",
+     .alias_of = "encoders", .alias_val = "unidirectional"},
+    {"dim", NB_TOPT_INT, offsetof(reader_opts, dim), "N", "model width d", NULL, 1, 8192, 240},
+    {"eval-every", NB_TOPT_INT, offsetof(reader_opts, eval_every), "N",
+     "validate every N training steps (the code's validFreq)", NULL, 1, 1e9, 1000},
+    {"bn-everywhere", NB_TOPT_FLAG, offsetof(reader_opts, bn_everywhere), NULL,
+     "with --norm batch: BN on the attention and output layers too (Cooijmans' BN-everywhere; "
+     "recorded as norm batch-everywhere)",
+     .norm_as = "batch-everywhere"},
+    {NULL},
+};
+
+static const reader_opts *opts_of(const nb_train_cfg *cfg) {
+    return cfg->task_opts;
+}
+
+static int reader_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_err *err) {
+    if (opts_of(cfg)->bn_everywhere && cfg->norm.kind != NB_NORM_BATCH) {
+        nb_errf(err,
+                "--bn-everywhere adds BatchNorm to the BN-LSTM's attention and output layers: it "
+                "needs --norm batch, not '%s'",
+                nb_norm_name(cfg->norm.kind));
+        return nb_hintf(err, "add --norm batch, or leave out --bn-everywhere");
+    }
+    return 0;
+}
 
 static void reader_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     nb_norm_cfg_default(&cfg->norm, norm); /* eps 1e-5 inside the sqrt, p 6.25% (ceil) */
@@ -33,20 +76,18 @@ static void reader_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     cfg->log_every = 20; /* the code's dispFreq */
     cfg->clip = 10;
     cfg->flush_denormals = 1;
-    cfg->dim = 240;
-    cfg->eval_every = 1000; /* the code's validFreq */
 }
 
 static nb_reader_cfg model_cfg(const nb_train_cfg *cfg, int V, int B, int TD, int TQ) {
     nb_reader_cfg m = {.V = V,
-                       .D = cfg->dim > 0 ? cfg->dim : 240,
-                       .bidir = !cfg->unidirectional,
+                       .D = opts_of(cfg)->dim > 0 ? opts_of(cfg)->dim : 240,
+                       .bidir = opts_of(cfg)->encoders == 0,
                        .Bmax = B,
                        .TDmax = TD,
                        .TQmax = TQ,
                        .keep = 0.5,
                        .norm = cfg->norm,
-                       .bn_everywhere = cfg->bn_everywhere};
+                       .bn_everywhere = opts_of(cfg)->bn_everywhere};
     return m;
 }
 
@@ -141,7 +182,7 @@ static int reader_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status 
                     .adam_v = r.model.adam_v,
                     .layout = &r.model.layout,
                     .steps_per_epoch = r.data.train.n / B,
-                    .eval_every = cfg->eval_every > 0 ? cfg->eval_every : 1000,
+                    .eval_every = opts_of(cfg)->eval_every > 0 ? opts_of(cfg)->eval_every : 1000,
                     .select_metric = "val_error",
                     .select_max = 0,
                     .step = reader_step,
@@ -260,9 +301,12 @@ static const char reader_paper[] =
 
 const nb_task nb_task_reader = {
     .name = "reader",
-    .summary = "LN §6.2 / RMS §6.2: attentive reader, bi-LSTM d=240, CNN top4 cloze",
+    .summary = "attentive reader, bi-LSTM d=240, CNN top4 cloze: LN §6.2, RMS §6.2",
     .default_dataset = "cnn-top4",
     .datasets = reader_datasets,
+    .opts = reader_opts_decl,
+    .opts_size = sizeof(reader_opts),
+    .finish = reader_finish,
     .defaults = reader_defaults,
     .train = reader_train,
     .bench_open = reader_bench_open,

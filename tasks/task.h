@@ -3,8 +3,11 @@
  *
  * A task trains with nn/ and reports through an nb_sink: metrics, parameters and progress go to
  * callbacks, so tasks/ knows nothing of SQLite or terminals (cmd/ wires the sink to the results
- * store and the progress line). Adding a task is a file tasks/NAME.c defining an nb_task and a
- * row in the table in tasks/task.c. */
+ * store and the progress line). Adding a task is a file tasks/NAME.c defining an nb_task (with
+ * its own options declared there: tasks/taskopt.h) and a row in the table in tasks/task.c.
+ * A test build adds tasks of its own without touching that table: a file that defines
+ * `const nb_task *const nb_tasks_extra[] = {&my_task, NULL};` is linked in (see
+ * the test task in tests/). */
 #ifndef NB_TASKS_TASK_H
 #define NB_TASKS_TASK_H
 
@@ -13,6 +16,7 @@
 
 #include "nn/nn.h"
 #include "results/query.h" /* nb_metric, nb_target: record types only; tasks never open a store */
+#include "tasks/taskopt.h"
 #include "util/err.h"
 
 typedef enum nb_status {
@@ -46,21 +50,9 @@ typedef struct nb_train_cfg {
     int flush_denormals;         /* FTZ/DAZ on while training (see nb_flush_denormals) */
     volatile sig_atomic_t *stop; /* becomes non-zero to ask the loop to stop (Ctrl-C) */
     const char *resume_from;     /* a checkpoint to continue from (tasks/checkpoint.h), or NULL */
-    /* cifar (tasks/cifar.c) */
-    int norm_axes_chw; /* layer/rms/prms statistics over C×H×W instead of H×W (the paper's) */
-    int none_init;     /* none: 1 the WN code's InitLayer (data init, frozen scale), 0 plain */
-    double width;      /* channel multiplier of ConvPool-CNN-C (1: the paper's 96/192) */
-    int zca;           /* cifar10: ZCA whitening (1) */
-    /* order and reader */
-    int dim;        /* model width: order's GRU and joint embedding (1024), reader's d (240) */
-    int eval_every; /* training steps between evaluations (order 300, reader 1000) */
-    /* order (tasks/order.c): word embedding width, loss margin, per-tensor clipping norm */
-    int oe_dim_word;
-    double oe_margin, oe_clip_tensor;
-    /* reader (tasks/reader.c) */
-    int unidirectional; /* forward-only encoders (the LN paper) instead of bidirectional */
-    /* reader, norm batch: Cooijmans' --bn-everywhere (BN on the attention and output layers) */
-    int bn_everywhere;
+    /* The task's own options, in the task's own struct (declared by its nb_task_opt rows,
+     * tasks/taskopt.h); nb_task_configure allocates and fills it. */
+    void *task_opts;
 } nb_train_cfg;
 
 typedef struct nb_progress {
@@ -96,8 +88,18 @@ typedef struct nb_task {
     const char *summary;
     const char *default_dataset;
     const char *const *datasets; /* NULL-terminated */
-    /* Fills cfg with the task's (paper's) defaults for the given norm. */
+    /* The task's own options ({NULL}-terminated rows; NULL when it has none) and the size of
+     * the struct they live in (cfg->task_opts). */
+    const nb_task_opt *opts;
+    size_t opts_size;
+    /* Fills cfg with the task's (paper's) defaults for the given norm: the common options, and
+     * the task's own where they differ by norm or by model (cfg->task_opts holds the rows'
+     * defaults and the chosen model already). */
     void (*defaults)(nb_train_cfg *cfg, nb_norm_kind norm);
+    /* Called once every option is in place: checks combinations (an option that needs a norm)
+     * and applies task options that act on common ones. given lists the options typed on the
+     * command line. Returns -1 with err set for a usage error. May be NULL. */
+    int (*finish)(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_err *err);
     /* Trains per cfg, reporting to sink. Returns 0 with *status set (finished, interrupted or
      * diverged), or -1 with err set when the run could not proceed (missing data, I/O). */
     int (*train)(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status, nb_err *err);

@@ -46,7 +46,10 @@ static int64_t add_run(nb_store *s, const char *task, const char *dataset, const
                        int64_t seed) {
     nb_err err;
     int64_t id = 0;
-    nb_run_spec spec = {task, dataset, norm, seed, "{\"lr\": 0.1}"};
+    /* the compute description as cmd/ hands it to the store (cmd/compute.c) */
+    nb_run_spec spec = {
+        task, dataset,         norm,
+        seed, "{\"lr\": 0.1}", "{\"openblas_config\":\"test fixture\",\"openblas_num_threads\":1}"};
     CHECK_OK(nb_run_create(s, &spec, &id, &err));
     return id;
 }

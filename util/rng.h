@@ -1,10 +1,10 @@
-/* nn/rng.h — seeded, splittable random numbers (xoshiro256**).
+/* util/rng.h — seeded, splittable random numbers (xoshiro256**).
  *
  * A run draws from separate streams (init, data order, dropout), each seeded from the run's
  * seed and the stream id, so that changing e.g. the dropout rate does not change the data
  * order. The state is a plain struct: a checkpoint saves it by value. */
-#ifndef NB_NN_RNG_H
-#define NB_NN_RNG_H
+#ifndef NB_UTIL_RNG_H
+#define NB_UTIL_RNG_H
 
 #include <stdint.h>
 #include <stddef.h>

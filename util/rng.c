@@ -1,6 +1,6 @@
-/* nn/rng.c — xoshiro256** (Blackman & Vigna), seeded through splitmix64. No global state: the
+/* util/rng.c — xoshiro256** (Blackman & Vigna), seeded through splitmix64. No global state: the
  * whole state is the nb_rng value, so a checkpoint saves it by value and streams never share. */
-#include "nn/rng.h"
+#include "util/rng.h"
 
 #include <math.h>
 
