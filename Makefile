@@ -12,7 +12,7 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 OPT     ?= -O2 -march=native
 # -fopenmp: the OpenMP build of OpenBLAS (libopenblas0-openmp) shares libgomp's thread pool with
-# our own parallel loops (NUMERICS.md: pthread OpenBLAS beside OpenMP loops slowed both here).
+# our own parallel loops (docs/numerics.md#threads: pthread OpenBLAS beside OpenMP loops slowed both here).
 CFLAGS_ALL = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Wshadow \
              -Wno-unused-parameter -Wno-missing-field-initializers -fopenmp -I. -I$(BUILD)/gen $(OPT) $(CFLAGS)
 LDLIBS_ALL = -lopenblas -lsqlite3 -larchive -lcurl -lcrypto -lm $(LDLIBS)

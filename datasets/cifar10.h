@@ -1,5 +1,5 @@
 /* datasets/cifar10.h — CIFAR-10's binary batches, the preprocessing of the WeightNorm code
- * (PAPERS.md §2.1–2.2), and the other image sets the cifar task trains on.
+ * (docs/papers.md#cifar-data), and the other image sets the cifar task trains on.
  *
  * Binary format (cifar-10-batches-bin): records of 3073 bytes, a label byte 0..9 then 3072
  * pixel bytes (1024 R, 1024 G, 1024 B, each 32x32 row-major); each data_batch_k.bin and

@@ -1,6 +1,6 @@
 /* datasets/cloze.h — cloze reading-comprehension data (passage, question, answer entity) for the
- * attentive reader: the CNN "top4" corpus (PAPERS.md §4.1) and a generated one, and the batch
- * preparation of the papers' code (AR-repo attentive_reader.prepare_data, pkl_data_iterator).
+ * attentive reader: the CNN "top4" corpus (docs/papers.md#reader-data) and a generated one, and the
+ * batch preparation of the papers' code (AR-repo attentive_reader.prepare_data, pkl_data_iterator).
  *
  * Examples are kept as token ids in one array with offsets. Passages and questions are stored
  * WITHOUT their final token (the code drops the EOS each of them ends with). */

@@ -1,5 +1,5 @@
 /* datasets/coco.h — the order-embedding data: COCO captions and VGG image features (coco-oe), or
- * a generated stand-in (synthetic). PAPERS.md §3.1, §3.2.
+ * a generated stand-in (synthetic). docs/papers.md#order-data.
  *
  * Captions: one per line, tokens separated by spaces, exactly 5 per image: captions 5i..5i+4
  * belong to image row i. Lines end in '\n' ('\r\n' accepted; the last may lack it). The parser

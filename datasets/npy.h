@@ -1,5 +1,5 @@
 /* datasets/npy.h — NumPy .npy arrays of little-endian float32 in C order (the COCO image
- * features of the order-embedding data, PAPERS.md §3.1).
+ * features of the order-embedding data, docs/papers.md#order-data).
  *
  * Format: magic "\x93NUMPY", version 1.0 (u16 LE header length) or 2.0 (u32 LE), then an ASCII
  * Python dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (N, M), } padded with

@@ -8,7 +8,7 @@
 #define MiB ((uint64_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)
 
-/* ---- CIFAR-10, binary version (PAPERS.md §2.1) ----------------------------------------------
+/* ---- CIFAR-10, binary version (docs/papers.md#cifar-data) ---------------------------------------
  * Archive MD5 and size as published on cs.toronto.edu/~kriz/cifar.html and pinned by
  * torchvision's CIFAR10 loader. Each .bin file is exactly 30,730,000 bytes (10,000 records of
  * 3073); the parser checks that, the cap here only bounds what unpacking writes. */
@@ -70,10 +70,10 @@ static const nb_source fashion_src[] = {
      DEBIAN_FASHION "t10k-labels-idx1-ubyte.gz"},
 };
 
-/* ---- COCO for order-embeddings (PAPERS.md §3.1) ----------------------------------------------
+/* ---- COCO for order-embeddings (docs/papers.md#order-data) --------------------------------------
  * coco.zip of the order-embedding repository; no size or checksum is published and its exact
- * file list was not verified (PAPERS.md §8): trust on first use, and members other than these
- * six are skipped (e.g. the 1crop features), never written. */
+ * file list was not verified (docs/papers.md#not-found): trust on first use, and members other
+ * than these six are skipped (e.g. the 1crop features), never written. */
 static const nb_source coco_src[] = {
     {"http://www.cs.toronto.edu/~vendrov/order/coco.zip", "coco.zip", 0, NULL, NULL, NULL, NULL},
 };
@@ -86,8 +86,8 @@ static const nb_member coco_members[] = {
     {"images/10crop/test.npy", NULL, 512 * MiB},
 };
 
-/* ---- CNN "top4" for the attentive reader (PAPERS.md §4.1) ------------------------------------
- * top4.zip: size, MD5 and contents NOT FOUND (PAPERS.md §8): trust on first use. */
+/* ---- CNN "top4" for the attentive reader (docs/papers.md#reader-data) ---------------------------
+ * top4.zip: size, MD5 and contents NOT FOUND (docs/papers.md#not-found): trust on first use. */
 static const nb_source top4_src[] = {
     {"http://www.cs.toronto.edu/~rkiros/top4.zip", "top4.zip", 0, NULL, NULL, NULL, NULL},
 };

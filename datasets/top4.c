@@ -1,4 +1,4 @@
-/* datasets/top4.c — the CNN "top4" corpus (PAPERS.md §4.1): DATA/cnn-top4/{dict.pkl,
+/* datasets/top4.c — the CNN "top4" corpus (docs/papers.md#reader-data): DATA/cnn-top4/{dict.pkl,
  * train4_{pass,qs,ans}.pkl, valid4_{pass,qs,ans}.pkl}, read with datasets/pickle.c and converted
  * once to a compact cache beside them (cache-v1.bin), which later runs read instead.
  *

@@ -1,4 +1,5 @@
-/* datasets/zca.h — ZCA whitening as the WeightNorm code fits it for CIFAR-10 (PAPERS.md §2.2):
+/* datasets/zca.h — ZCA whitening as the WeightNorm code fits it for CIFAR-10
+ * (docs/papers.md#cifar-data):
  *   m = mean of the training rows;  S = (X - m)^T (X - m) / N;  S = U diag(s) U^T;
  *   W = U diag(1 / sqrt(s + reg)) U^T;  a row x is whitened as (x - m) W.
  * Fitted in double (the covariance accumulated with dsyrk over row chunks, the eigendecomposition

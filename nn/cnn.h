@@ -1,6 +1,6 @@
 /* nn/cnn.h — a convolutional network built from a list of layers (conv → norm → leaky ReLU,
  * 2x2 max pooling, dropout, Gaussian noise, global average pooling), with all six norms placed
- * as the WeightNorm CIFAR code places them (PAPERS.md §1.4–1.6, §2.3). Generic: see nn/nn.h;
+ * as the WeightNorm CIFAR code places them (docs/papers.md#cifar-norms). Generic: see nn/nn.h;
  * no guard, except around the precision-independent types below.
  *
  * Every conv layer is  z = conv(x, W);  out = act(norm(z)·g + b):

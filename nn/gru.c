@@ -11,7 +11,7 @@
  * are column sums in double, taken after the time loop over all T*B rows (deterministic for any
  * thread count). Nothing is allocated in forward or backward.
  *
- * Norm math as NUMERICS.md / nn/norm.c (two-pass statistics, explicitly vectorized reductions,
+ * Norm math as docs/numerics.md / nn/norm.c (two-pass statistics, explicitly vectorized reductions,
  * eps inside or outside the sqrt per cfg, backward keeps the r-depends-on-x term). */
 
 #include <math.h>

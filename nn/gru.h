@@ -6,7 +6,7 @@
  * h[0] = 0. Row t*B + b of a (T*B, .) array is step t of sequence b.
  *
  * Parameters, in the (out, in) layout of nb_dense (y = x·W^T), with the three gate blocks
- * stacked as [r | u | candidate] (PAPERS.md §3.3: r the first half of W, u the second):
+ * stacked as [r | u | candidate] (docs/papers.md#order-model: r the first half of W, u the second):
  *   Wc (3H, E) = [W^T ; Wx^T], bc (3H) = [b ; bx]    the input projections and their biases
  *   Uc (3H, H) = [U^T ; Ux^T]                          the recurrent projections
  * One step (code form, §3.3/§3.4), with xp = x·Wc^T + bc (all T steps in ONE gemm) and
@@ -21,7 +21,8 @@
  *           (init 0). Stored concatenated: gx = [s1 ; s2], bx_post = [b1 ; b2] (3H), gh, bh.
  *   rms:    the same four places with RMSNorm (rlngru_layer): gains only, no post-norm bias.
  *   prms:   as rms with the RMS from the first k = nb_prms_k(n, p, p_floor) values of each of
- *           the four vectors (n = 2H or H). NOT in the papers' released code (PAPERS.md §1.3).
+ *           the four vectors (n = 2H or H). NOT in the papers' released code
+ *           (docs/papers.md#prmsnorm).
  *   batch:  EXTENSION, not in the papers: recurrent BatchNorm (Cooijmans et al.) in the same
  *           four places, per column over the B rows with statistics per time step; gains 1,
  *           biases 0; running averages per time step (the last slot serves later steps) for

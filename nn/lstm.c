@@ -409,7 +409,7 @@ static inline void row_stats(const real *x, int n, int k, int ln, const nb_norm_
  * Writes dx = base + the gradient of x (base may be NULL). dx may alias x or base: every sum is
  * taken before anything is written, and each value is written from its own index only.
  * Accumulates, in double, pg += dy*xhat, pb += dy (pb NULL: no norm bias) and pd += dx - base
- * (pd NULL: not wanted). The algebra is nn/norm.c's (NUMERICS.md):
+ * (pd NULL: not wanted). The algebra is nn/norm.c's (docs/numerics.md):
  *   LN:  dx = r (g dy - mean(g dy)) + (x - mu) kc
  *   RMS: dx_i = r g dy_i + [i<k] x_i kc          (the sum in kc runs over all n)
  * with kc = sum_j g dy_j (x_j - mu) times 2/cnt dr/dm (rstd_coef), cnt = n (LN) or k (RMS). */

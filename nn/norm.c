@@ -1,7 +1,7 @@
 #include "real.h"
 /* nn/norm.c — LayerNorm, RMSNorm/pRMSNorm, BatchNorm and WeightNorm, forward and backward
  * (generic: compiled as float and, with -DNB_F64, as double; see nn/nn.h). Contracts in
- * nn/norm.h; formulas in NUMERICS.md.
+ * nn/norm.h; formulas in docs/numerics.md.
  *
  * Dimension letters: B rows, C values per row (features), OC output units (WeightNorm).
  *

@@ -3,7 +3,7 @@
  *
  * r = 1/sqrt(m + eps) (eps inside, everyone's default) or 1/(sqrt(m) + eps) (the RMSNorm
  * authors' PyTorch file), per cfg->eps_outside; forward and backward must use the same one
- * (NUMERICS.md). */
+ * (docs/numerics.md#eps). */
 #ifndef NB_NN_NORMMATH_H
 #define NB_NN_NORMMATH_H
 

@@ -1,5 +1,5 @@
 /* nn/oe.h — the order-embedding model (Vendrov et al. 2016) and its loss (generic: see nn/nn.h;
- * no guard). PAPERS.md §3.3.
+ * no guard). docs/papers.md#order-model.
  *
  * Dimension letters: T steps, B batch rows (captions, and the images paired with them), W word
  * embedding width, H joint embedding width (= the GRU state), F image feature width, V words.

@@ -10,7 +10,7 @@
  * the attention are one GEMM over all B·TD positions; the output layer over the whole
  * vocabulary is one GEMM forward and two backward. Nothing is allocated per step.
  *
- * bn_everywhere follows Cooijmans' code for --bn-everywhere. The repository named in PAPERS.md
+ * bn_everywhere follows Cooijmans' code for --bn-everywhere. The repository docs/papers.md names
  * (github.com/cooijmanstim/Attentive_reader, branch bn @ 7c1ea8ad) is NOT FOUND in the code
  * index searched for this work; what follows was read in the fork github.com/ballasn/
  * Attentive_reader, which carries the same bn work (train_bn-everywhere.sh by cooijmat,

@@ -1,5 +1,6 @@
 /* nn/reader.h — the attentive reader (Hermann et al. 2015) as Cooijmans' code builds it (AR-repo
- * model.py; PAPERS.md §4.3), with every norm inside its LSTMs (generic: see nn/nn.h; no guard).
+ * model.py; docs/papers.md#reader-model), with every norm inside its LSTMs (generic: see
+ * nn/nn.h; no guard).
  *
  * Dimension letters: B rows, TD passage steps, TQ question steps, D model width (d), X context
  * width (2d bidirectional, else d), V output classes (the whole vocabulary).

@@ -1,5 +1,5 @@
 /* tasks/cifar.c — ConvPool-CNN-C on CIFAR-10 as the WeightNorm code trains it and the RMSNorm
- * paper reuses it (PAPERS.md §2; RMS paper A.4), with all six norms.
+ * paper reuses it (docs/papers.md#cifar; RMS paper A.4), with all six norms.
  *
  * Network (nn/cnn.h): Gaussian noise 0.15 → 3× [conv 3×3 96, pad 1] → max-pool 2×2 → dropout
  * 0.5 → 3× [conv 3×3 192, pad 1] → max-pool → dropout 0.5 → conv 3×3 192 (pad 0) → 2× NIN
@@ -383,7 +383,7 @@ static const char cifar_paper[] =
     "compare only ratios to layer): none (Baseline) 8.96% 21 s; batch 8.25% 38 s; weight 8.28% "
     "23 s; layer 10.49% 39 s; rms 8.83% 31 s (20.5% faster than layer); prms 10.37% 30 s "
     "(23.1%). WeightNorm paper: WN + mean-only BN 7.31%. Which epoch's error the RMS paper "
-    "reports is NOT FOUND (most likely the last) (PAPERS.md §2.5).";
+    "reports is NOT FOUND (most likely the last) (docs/papers.md#cifar-reported).";
 
 const nb_task nb_task_cifar = {
     .name = "cifar",

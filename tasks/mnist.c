@@ -234,7 +234,7 @@ static const int mnist_bench_batches[] = {128, 4, 0};
 static const char mnist_paper[] =
     "LN paper §6.6 (Fig. 6) shows curves only (test error and NLL over ~60 epochs, batch 128 "
     "and 4); it gives no numbers to set beside these, and not the activation, learning rate or "
-    "epochs (PAPERS.md §6, §8).";
+    "epochs (docs/papers.md#mnist).";
 
 const nb_task nb_task_mnist = {
     .name = "mnist",

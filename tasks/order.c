@@ -1,5 +1,5 @@
 /* tasks/order.c — order-embeddings (Vendrov et al. 2016) for COCO caption–image retrieval, the
- * LN paper's Table 2 and the RMSNorm paper's Table 7/8 (PAPERS.md §3).
+ * LN paper's Table 2 and the RMSNorm paper's Table 7/8 (docs/papers.md#order).
  *
  * Model, loss and norms: nn/oe.h and nn/gru.h. Training as the OE code: each epoch shuffles the
  * training images and picks one of each image's five captions at random (data stream); batches
@@ -424,8 +424,8 @@ static double order_bench_step(void *p) {
 static const int order_bench_batches[] = {128, 0};
 
 static const char order_paper[] =
-    "COCO 1k test, averages over 5 folds (PAPERS.md §3.7). Caption retrieval R@1 R@5 R@10 "
-    "mean r | image retrieval R@1 R@5 R@10 mean r:\n"
+    "COCO 1k test, averages over 5 folds (docs/papers.md#order-reported). Caption retrieval "
+    "R@1 R@5 R@10 mean r | image retrieval R@1 R@5 R@10 mean r:\n"
     "  LN paper Table 2 / RMS paper Table 7:\n"
     "    Sym [Vendrov]                 45.4  -    88.7 5.8 | 36.3  -    85.8 9.0\n"
     "    OE+Baseline [Vendrov]         46.7  -    88.9 5.7 | 37.9  -    85.9 8.1\n"

@@ -1,5 +1,5 @@
 /* tasks/reader.c — the attentive reader on the CNN "top4" cloze corpus (LN paper §6.2, RMS paper
- * §6.2/A.2; PAPERS.md §4), with the norm inside its LSTMs, trained on the shared loop.
+ * §6.2/A.2; docs/papers.md#reader), with the norm inside its LSTMs, trained on the shared loop.
  *
  * The papers' code (Cooijmans' Attentive_reader, bn branch): d = 240 everywhere, bidirectional
  * encoders (RMS paper; --unidirectional for the LN paper), learned h0, the bilinear
@@ -293,11 +293,11 @@ static const char reader_paper[] =
     "Neither paper gives final validation errors for the attentive reader: RMS paper Fig. 5 "
     "(bidirectional, ~300k steps) and LN paper Fig. 2 (unidirectional, ~800k) show curves only; "
     "LN and RMSNorm converge faster than BatchNorm and reach lower validation error, pRMSNorm "
-    "slightly worse than RMSNorm (PAPERS.md §4.5). RMS paper Table 6, seconds per 100 training "
-    "steps on one TITAN X (Pascal), Theano (hardware-specific; compare ratios only): Baseline "
-    "315±6.3, BN-Everywhere 348±10.5, BN-LSTM 345±11.2, LayerNorm 392±5.7, RMSNorm 333±5.2 "
-    "(15.1% faster than LayerNorm), pRMSNorm 330±5.5 (15.8%); its BN is cuDNN-based and not "
-    "comparable.";
+    "slightly worse than RMSNorm (docs/papers.md#reader-reported). RMS paper Table 6, seconds per "
+    "100 training steps on one TITAN X (Pascal), Theano (hardware-specific; compare ratios only): "
+    "Baseline 315±6.3, BN-Everywhere 348±10.5, BN-LSTM 345±11.2, LayerNorm 392±5.7, RMSNorm "
+    "333±5.2 (15.1% faster than LayerNorm), pRMSNorm 330±5.5 (15.8%); its BN is cuDNN-based and "
+    "not comparable.";
 
 const nb_task nb_task_reader = {
     .name = "reader",

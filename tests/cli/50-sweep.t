@@ -48,6 +48,7 @@ has "nobody reached it" "$tmp/out" '^\| rms \| 2 \| .* \| - \(0/2\) \| - \|'
 check "an invalid target is a usage error" 2 "$NB" report --target 'val_error=3'
 check "report --paper" 0 "$NB" report --paper
 has "report --paper says what the paper reports" "$tmp/out" '^  paper: LN paper'
+has "and cites the project's own paper notes" "$tmp/out" 'docs/papers\.md#mnist'
 
 # Interrupt a sweep (as Ctrl-C does: the whole process group), then resume it.
 db2=$tmp/int.db

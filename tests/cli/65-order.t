@@ -45,6 +45,7 @@ has "report shows caption mean rank" "$tmp/out" 'test_cap_meanr'
 check "report --paper" 0 "$NB" report --task order --paper
 has "the papers' Table 7" "$tmp/out" 'OE\+RMSNorm'
 has "the papers' step times, marked as other hardware" "$tmp/out" 'TITAN X'
+has "citing the project's own paper notes" "$tmp/out" 'docs/papers\.md#order-reported'
 
 # Usage errors.
 check "--dim 0 is a usage error" 2 "$NB" run order --dim 0

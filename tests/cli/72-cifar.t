@@ -61,6 +61,7 @@ check "report shows the cifar runs" 0 "$NB" report --task cifar
 has "with test_error" "$tmp/out" "test_error"
 check "report --paper cites the papers' numbers" 0 "$NB" report --task cifar --paper
 has "the RMS paper's table" "$tmp/out" "8.83%"
+has "citing the project's own paper notes" "$tmp/out" 'docs/papers\.md#cifar-reported'
 
 echo "1..$n"
 [ $fails -eq 0 ]

@@ -29,6 +29,7 @@ check "report" 0 "$NB" report --task reader
 has "report shows the best validation error" "$tmp/out" "best_val_error"
 check "report --paper" 0 "$NB" report --task reader --paper
 has "with the papers' timings, marked as hardware-specific" "$tmp/out" "TITAN X.*hardware-specific"
+has "citing the project's own paper notes" "$tmp/out" 'docs/papers\.md#reader-reported'
 
 check "unidirectional, batch norm" 0 "$NB" run reader --dataset synthetic --dim 16 --unidirectional \
     --norm batch --subset 200 --batch 16 --steps 20 --eval-every 10 --quiet
