@@ -60,18 +60,67 @@ void nb_print_help(FILE *f, const char *usage, const nb_opt *opts) {
     fprintf(f, "  %-22s %s\n", "-h, --help", "show this help");
 }
 
-static int set_value(const char *cmd, nb_opt *o, const char *v) {
+/* Optional sign, digits, then (for a real) an optional fraction and exponent: what a person
+ * writes as a decimal number. strtod and strtoll alone also take leading spaces, hex ("0x10"),
+ * "inf" and "nan", and strtoll stops at a trailing space only through the end check. */
+static int decimal_syntax(const char *s, int integer) {
+    const char *p = s;
+    if (*p == '+' || *p == '-') p++;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9')
+        p++, digits++;
+    if (integer) return digits > 0 && *p == '\0' ? 0 : -1;
+    if (*p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9')
+            p++, digits++;
+    }
+    if (digits == 0) return -1;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        int ed = 0;
+        while (*p >= '0' && *p <= '9')
+            p++, ed++;
+        if (ed == 0) return -1;
+    }
+    return *p == '\0' ? 0 : -1;
+}
+
+int nb_parse_decimal_int(const char *s, long long *out) {
+    if (!s || decimal_syntax(s, 1) != 0) return -1;
     char *end = NULL;
     errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = x;
+    return 0;
+}
+
+int nb_parse_decimal(const char *s, double *out) {
+    if (!s || decimal_syntax(s, 0) != 0) return -1;
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(s, &end);
+    /* ERANGE also flags an underflow to a tiny value, which is a number all the same */
+    if (*end || !isfinite(x)) return -1;
+    *out = x;
+    return 0;
+}
+
+static int set_value(const char *cmd, nb_opt *o, const char *v) {
     switch (o->type) {
     case NB_OPT_STR:
+        if (!*v && !o->empty_ok)
+            return nb_usage_error(cmd, "option '--%s' needs a value: it is empty", o->name);
         *(const char **)o->dst = v;
         return 0;
     case NB_OPT_INT:
     case NB_OPT_I64: {
-        long long x = strtoll(v, &end, 10);
-        if (errno || end == v || *end)
-            return nb_usage_error(cmd, "option '--%s' expects an integer, not '%s'", o->name, v);
+        long long x = 0;
+        if (nb_parse_decimal_int(v, &x) != 0)
+            return nb_usage_error(cmd, "option '--%s' expects a decimal integer, not '%s'", o->name,
+                                  v);
         if (o->min < o->max && (x < o->min || x > o->max))
             return nb_usage_error(cmd, "option '--%s' must be between %.0f and %.0f, not '%s'",
                                   o->name, o->min, o->max, v);
@@ -85,9 +134,10 @@ static int set_value(const char *cmd, nb_opt *o, const char *v) {
         return 0;
     }
     case NB_OPT_DOUBLE: {
-        double x = strtod(v, &end);
-        if (errno || end == v || *end || !isfinite(x))
-            return nb_usage_error(cmd, "option '--%s' expects a number, not '%s'", o->name, v);
+        double x = 0;
+        if (nb_parse_decimal(v, &x) != 0)
+            return nb_usage_error(cmd, "option '--%s' expects a decimal number, not '%s'", o->name,
+                                  v);
         if (o->min < o->max && (x < o->min || x > o->max))
             return nb_usage_error(cmd, "option '--%s' must be between %g and %g, not '%s'", o->name,
                                   o->min, o->max, v);
@@ -158,6 +208,10 @@ int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **arg
             return nb_usage_error(cmd, "option '--%s' needs a value (%s)", o->name,
                                   o->metavar ? o->metavar : "VALUE");
         }
+        /* A value given twice would silently lose one of them: a usage error. A flag twice
+         * means the same as once. */
+        if (o->seen && o->type != NB_OPT_FLAG)
+            return nb_usage_error(cmd, "option '--%s' is given twice: give it once", o->name);
         int rc = set_value(cmd, o, v);
         if (rc) return rc;
         o->seen = 1;
@@ -228,7 +282,10 @@ bad:
 }
 
 int nb_unknown_task(const char *cmd, const char *name) {
-    fprintf(stderr, "error: unknown task '%s'\nhint: the tasks are:", name);
+    if (name)
+        fprintf(stderr, "error: unknown task '%s'\nhint: the tasks are:", name);
+    else
+        fprintf(stderr, "error: which task?\nhint: the tasks are:");
     for (int i = 0; nb_task_at(i); i++)
         fprintf(stderr, " %s", nb_task_at(i)->name);
     fprintf(stderr, " (see 'normbench %s --help')\n", cmd);
