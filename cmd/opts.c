@@ -119,8 +119,8 @@ static int set_value(const char *cmd, nb_opt *o, const char *v) {
     case NB_OPT_I64: {
         long long x = 0;
         if (nb_parse_decimal_int(v, &x) != 0)
-            return nb_usage_error(cmd, "option '--%s' expects a decimal integer, not '%s'", o->name,
-                                  v);
+            return nb_usage_error(
+                cmd, "option '--%s' expects an integer, not '%s' (decimal digits)", o->name, v);
         if (o->min < o->max && (x < o->min || x > o->max))
             return nb_usage_error(cmd, "option '--%s' must be between %.0f and %.0f, not '%s'",
                                   o->name, o->min, o->max, v);
@@ -136,8 +136,10 @@ static int set_value(const char *cmd, nb_opt *o, const char *v) {
     case NB_OPT_DOUBLE: {
         double x = 0;
         if (nb_parse_decimal(v, &x) != 0)
-            return nb_usage_error(cmd, "option '--%s' expects a decimal number, not '%s'", o->name,
-                                  v);
+            return nb_usage_error(cmd,
+                                  "option '--%s' expects a number, not '%s' (decimal: no hex, "
+                                  "spaces, inf or nan)",
+                                  o->name, v);
         if (o->min < o->max && (x < o->min || x > o->max))
             return nb_usage_error(cmd, "option '--%s' must be between %g and %g, not '%s'", o->name,
                                   o->min, o->max, v);

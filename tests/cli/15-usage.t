@@ -11,7 +11,7 @@ S="--dataset synthetic --threads 1 --quiet --subset 300 --steps 2"
 # Numbers are decimal: no hex, spaces, inf or nan.
 for v in 0x10 " 5" "5 " inf nan -inf 1e; do
     check "--lr '$v' is a usage error" 2 "$NB" run mnist $S --lr "$v"
-    has "--lr '$v' is named" "$tmp/err" "option '--lr' expects a decimal number, not '$v'"
+    has "--lr '$v' is named" "$tmp/err" "option '--lr' expects a number, not '$v' \(decimal"
 done
 for v in 0x10 " 5" "5 " 5.0; do
     check "--batch '$v' is a usage error" 2 "$NB" run mnist $S --batch "$v"
