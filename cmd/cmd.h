@@ -78,14 +78,17 @@ typedef struct nb_opt {
     const char *const *choices; /* NB_OPT_CHOICE */
     double min, max;            /* numeric range when min < max */
     int seen;                   /* set by the parser */
+    int empty_ok;               /* NB_OPT_STR: "" is a meaningful value (else a usage error) */
 } nb_opt;
 
 /* Parses argv[1..] (argv[0] is the command name) into opts (terminated by a {NULL} row),
- * accepting --name VALUE and --name=VALUE, and "--" to end options. Positional arguments are
- * stored in pos (at most maxpos; *npos set). "-h"/"--help" prints the usage text and the option
- * table to stdout and returns -1 (the caller then exits 0). A usage error prints "error: ..."
- * (naming the option and, for choices, the valid values) and returns NB_EXIT_USAGE.
- * Returns 0 when all is well. */
+ * accepting --name VALUE and --name=VALUE, and "--" to end options. Numbers are decimal only
+ * (no hex, spaces, inf or nan); an empty string value is refused unless the row says empty_ok;
+ * an option that takes a value given twice is a usage error naming it (a flag may repeat).
+ * Positional arguments are stored in pos (at most maxpos; *npos set). "-h"/"--help" prints the
+ * usage text and the option table to stdout and returns -1 (the caller then exits 0). A usage error
+ * prints "error: ..." (naming the option and, for choices, the valid values) and returns
+ * NB_EXIT_USAGE. Returns 0 when all is well. */
 int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **argv, nb_opt *opts,
                   const char **pos, int maxpos, int *npos);
 
@@ -101,6 +104,9 @@ int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **arg
         .help = "output format", .choices = (list)                                                 \
     }
 
+/* Decimal numbers as a person writes them: util/num.h (nb_parse_int, nb_parse_double). */
+#include "util/num.h"
+
 /* Whether the option called name was given on the command line. */
 int nb_opt_seen(const nb_opt *opts, const char *name);
 
@@ -113,7 +119,8 @@ void nb_print_help(FILE *f, const char *usage, const nb_opt *opts);
 const char *nb_default_db(void);
 const char *nb_default_data_dir(void);
 
-/* "error: unknown task 'NAME'" with the list of tasks; returns NB_EXIT_USAGE. */
+/* "error: unknown task 'NAME'" (NULL name: "which task?") with the list of every task in the
+ * task table; returns NB_EXIT_USAGE. */
 int nb_unknown_task(const char *cmd, const char *name);
 
 /* Parses "a,b,c" or "all" of norm names into kinds[] (in the given order, no duplicates);

@@ -366,6 +366,7 @@ static int parse_int_list(const char *list, int *out, int max) {
     const char *p = list;
     while (*p && n < max) {
         char *end;
+        if (*p < '0' || *p > '9') return -1; /* decimal digits only: no sign, space or hex */
         long v = strtol(p, &end, 10);
         if (end == p || v < 1 || v > 1000000 || (*end && *end != ',')) return -1;
         out[n++] = (int)v;

@@ -13,7 +13,7 @@ static const char datasets_usage[] =
     "usage: normbench datasets [--data-dir DIR] [--verify]\n\n"
     "Lists the datasets 'normbench fetch' knows: size, source, checksum, where each lives\n"
     "(DATA/NAME) and whether it is present. --verify re-hashes present datasets against their\n"
-    "manifests (slow for large ones).\n";
+    "manifests (slow for large ones). Exit status 1 when any dataset is damaged.\n";
 
 static void human(char *out, size_t n, int64_t b) {
     if (b <= 0)
@@ -54,6 +54,7 @@ int cmd_datasets(int argc, const char **argv) {
     if (rc) return rc;
     if (!data_dir) data_dir = nb_default_data_dir();
     printf("data directory: %s\n\n", data_dir);
+    int damaged = 0;
     for (int i = 0; i < nb_registry_count(); i++) {
         const nb_dataset *d = nb_registry_at(i);
         char size[32], sum[160], dir[4096];
@@ -69,6 +70,7 @@ int cmd_datasets(int argc, const char **argv) {
         printf("%s\n  %s\n", d->name, d->summary);
         printf("  status:   %s\n", state);
         if (s == NB_DS_DAMAGED) printf("  problem:  %s\n", err.msg);
+        damaged += s == NB_DS_DAMAGED;
         printf("  location: %s\n", dir);
         printf("  download: %s (%d file%s)\n", size, d->nsources, d->nsources == 1 ? "" : "s");
         printf("  source:   %s%s\n", d->sources[0].url, d->nsources > 1 ? " (and more)" : "");
@@ -81,6 +83,14 @@ int cmd_datasets(int argc, const char **argv) {
         }
         printf("  checksum: %s\n", sum);
         printf("  format:   %s\n\n", d->parser);
+    }
+    if (damaged) {
+        fflush(stdout);
+        fprintf(stderr,
+                "error: %d dataset%s damaged (see 'problem' above)\nhint: remove the "
+                "dataset's directory and run 'normbench fetch NAME' again\n",
+                damaged, damaged == 1 ? " is" : "s are");
+        return NB_EXIT_FAIL;
     }
     return NB_EXIT_OK;
 }

@@ -18,7 +18,8 @@ static const char fetch_usage[] =
     "(or the digest recorded at its first download where upstream publishes none), unpacks the\n"
     "files it needs into DATA/DATASET/ and only then makes that directory appear. An\n"
     "interrupted download (Ctrl-C, a dropped connection) resumes on the next fetch. A dataset\n"
-    "already present is re-verified.\n\n"
+    "already present is re-verified; --from on an installed dataset is refused (remove its\n"
+    "directory first to install it from that file).\n\n"
     "environment: NORMBENCH_DATA (data directory), NORMBENCH_MIRROR (as --mirror)\n";
 
 typedef struct bar {

@@ -341,14 +341,68 @@ static int parse_target(const char *spec, nb_target *t, char *name, size_t size)
         higher = 1;
     }
     if (!op || op == spec || (size_t)(op - spec) >= size) return -1;
-    char *end;
-    double v = strtod(op + 2, &end);
-    if (end == op + 2 || *end || !isfinite(v)) return -1;
+    double v = 0;
+    if (nb_parse_double(op + 2, &v) != 0) return -1;
     memcpy(name, spec, (size_t)(op - spec));
     name[op - spec] = '\0';
     t->metric = name;
     t->value = v;
     t->higher_is_better = higher;
+    return 0;
+}
+
+/* A --target metric that no finished run recorded would give an empty column: a usage error
+ * listing the metrics there are. Returns 0 when the metric exists (or there are no finished runs:
+ * nothing to say), else -1 with *rc the exit status. */
+static int check_target_metric(nb_store *s, const char *task, const char *db, const nb_target *t,
+                               int *rc) {
+    nb_err err;
+    nb_err_clear(&err);
+    char **names = NULL;
+    int n = 0, found = 0;
+    if (nb_metric_names(s, task, &names, &n, &err) != 0) {
+        *rc = nb_report_err(&err);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        found |= strcmp(names[i], t->metric) == 0;
+    if (!found && n > 0) {
+        fprintf(stderr,
+                "error: no finished run%s%s%s in '%s' recorded the metric '%s' of --target\n"
+                "hint: the metrics recorded are:",
+                task ? " of task '" : "", task ? task : "", task ? "'" : "", db, t->metric);
+        for (int i = 0; i < n; i++)
+            fprintf(stderr, " %s", names[i]);
+        fputc('\n', stderr);
+        *rc = NB_EXIT_USAGE;
+    }
+    nb_names_free(names, n);
+    return !found && n > 0 ? -1 : 0;
+}
+
+/* Runs averaged together should differ only in the seed: warn (stderr) about every group whose
+ * finished runs differ in another configuration value. Returns 0, or -1 after printing an error. */
+static int warn_mixed_configs(nb_store *s, const char *task) {
+    nb_err err;
+    nb_err_clear(&err);
+    nb_config_mix *m = NULL;
+    int n = 0;
+    if (nb_report_config_mixes(s, task, &m, &n, &err) != 0) {
+        nb_report_err(&err);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        fprintf(stderr,
+                "warning: the finished runs of %s / %s, norm %s, differ in '%s' (%s), not only in "
+                "the seed: they are averaged together\n",
+                m[i].task, m[i].dataset, m[i].norm, m[i].key, m[i].values);
+    if (n)
+        fprintf(stderr,
+                "hint: record runs that differ on purpose with distinct --variant labels (sweep "
+                "does this for its option lists); keys that do not change results are not "
+                "compared: %s\n",
+                nb_report_ignored_keys);
+    nb_config_mixes_free(m, n);
     return 0;
 }
 
@@ -398,11 +452,20 @@ int cmd_report(int argc, const char **argv) {
                               "invalid --target '%s': write METRIC<=X or METRIC>=X, "
                               "e.g. val_error<=0.15",
                               target_arg);
+    if (task && !nb_task_find(task)) return nb_unknown_task("report", task);
 
     nb_err err;
     nb_err_clear(&err);
     nb_store *s = NULL;
     if (nb_store_open(&s, db, 1, &err)) return nb_report_err(&err);
+    if (user_target.metric && check_target_metric(s, task, db, &user_target, &rc) != 0) {
+        nb_store_close(s);
+        return rc;
+    }
+    if (warn_mixed_configs(s, task) != 0) {
+        nb_store_close(s);
+        return NB_EXIT_FAIL;
+    }
     /* One report per task, each with its own target, gathered into one. */
     nb_report *r = NULL, *all = calloc(1, sizeof *all);
     rc = all ? nb_report_build(s, task, NULL, &r, &err) : nb_errf(&err, "out of memory");

@@ -538,14 +538,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     int npos = 0;
     int rc = nb_parse_opts("run", run_usage, argc, argv, opts, pos, 1, &npos);
     if (rc) return rc;
-    if (npos < 1) {
-        fprintf(stderr, "error: which task?\nhint: the tasks are:");
-        for (int i = 0; nb_task_at(i); i++)
-            fprintf(stderr, " %s", nb_task_at(i)->name);
-        fprintf(stderr, " (e.g. 'normbench run %s'; see 'normbench run --help')\n",
-                nb_task_at(0)->name);
-        return NB_EXIT_USAGE;
-    }
+    if (npos < 1) return nb_unknown_task("run", NULL);
     const nb_task *task = nb_task_find(pos[0]);
     if (!task) return nb_unknown_task("run", pos[0]);
 
@@ -740,7 +733,16 @@ int cmd_run(int argc, const char **argv) {
             if (rrc) return rrc;
             rargs[0] = "run";
             nargs++;
-            /* the store named now wins over the recorded one; so does --quiet */
+            /* the store named now wins over the recorded one (taken out: an option may not be
+             * given twice); so does --quiet */
+            for (int k = 1; db && k < nargs;)
+                if (strcmp(rargs[k], "--db") == 0 || strncmp(rargs[k], "--db=", 5) == 0) {
+                    int w = rargs[k][4] == '=' || k + 1 >= nargs ? 1 : 2;
+                    memmove(rargs + k, rargs + k + w, sizeof *rargs * (size_t)(nargs - k - w));
+                    nargs -= w;
+                } else {
+                    k++;
+                }
             if (db) rargs[nargs++] = "--db", rargs[nargs++] = db;
             if (quiet) rargs[nargs++] = "--quiet";
             argc = nargs;

@@ -148,10 +148,8 @@ int cmd_show(int argc, const char **argv) {
     if (rc == -1) return NB_EXIT_OK;
     if (rc) return rc;
     if (npos != 1) return nb_usage_error("show", "which run? give a run id");
-    char *end = NULL;
-    errno = 0;
-    long long id = strtoll(pos[0], &end, 10);
-    if (errno || end == pos[0] || *end || id <= 0)
+    long long id = 0;
+    if (nb_parse_int(pos[0], &id) != 0 || id <= 0)
         return nb_usage_error("show", "invalid run id '%s' (a positive integer)", pos[0]);
 
     nb_err err;

@@ -76,7 +76,7 @@ static void free_opts(opt_values *o, int n) {
 
 int cmd_sweep(int argc, const char **argv) {
     const char *task = NULL, *norms_arg = NULL, *db = nb_default_db();
-    int seeds = 0, jobs_n = 1, dry = 0, threads = 0;
+    int seeds = 0, jobs_n = 1, dry = 0, threads = 0, jobs_seen = 0, db_seen = 0;
     opt_values opts[MAXOPT];
     int nopts = 0, rc = NB_EXIT_USAGE;
 
@@ -113,24 +113,46 @@ int cmd_sweep(int argc, const char **argv) {
         } else if (eq) {
             return nb_usage_error("sweep", "option '--%s' takes no value", name);
         }
-        char *end = NULL;
+        /* sweep's own options and run's valued options are single: a second one is an error */
+        int again = 0;
+        for (int k = 0; k < nopts; k++)
+            again |= strcmp(opts[k].name, name) == 0 && !opts[k].flag;
+        if (!flag &&
+            (again || (strcmp(name, "norms") == 0 && norms_arg) ||
+             (strcmp(name, "seeds") == 0 && seeds) || (strcmp(name, "jobs") == 0 && jobs_seen) ||
+             (strcmp(name, "threads") == 0 && threads) || (strcmp(name, "db") == 0 && db_seen))) {
+            free_opts(opts, nopts);
+            return nb_usage_error("sweep", "option '--%s' is given twice: give it once%s", name,
+                                  again ? " (a list of values is one option: --lr 1e-3,3e-3)" : "");
+        }
+        if (v && !*v) {
+            free_opts(opts, nopts);
+            return nb_usage_error("sweep", "option '--%s' needs a value: it is empty", name);
+        }
         if (strcmp(name, "norms") == 0) {
             norms_arg = v;
         } else if (strcmp(name, "seeds") == 0 || strcmp(name, "jobs") == 0 ||
                    strcmp(name, "threads") == 0) {
-            long x = strtol(v, &end, 10);
-            if (end == v || *end || x < 1 || x > 100000)
+            long long x = 0;
+            if (nb_parse_int(v, &x) != 0 || x < 1 || x > 100000)
                 return nb_usage_error("sweep", "option '--%s' expects a positive integer, not '%s'",
                                       name, v);
             *(strcmp(name, "seeds") == 0  ? &seeds
               : strcmp(name, "jobs") == 0 ? &jobs_n
                                           : &threads) = (int)x;
+            jobs_seen |= strcmp(name, "jobs") == 0;
         } else if (strcmp(name, "dry-run") == 0) {
             dry = 1;
         } else if (strcmp(name, "db") == 0) {
             db = v;
+            db_seen = 1;
         } else if (strcmp(name, "norm") == 0 || strcmp(name, "seed") == 0) {
             return nb_usage_error("sweep", "use --%ss with sweep, not --%s", name, name);
+        } else if (strcmp(name, "tag") == 0) {
+            /* the job's one tag is sweep=JOB: what lets a sweep run again skip finished jobs */
+            free_opts(opts, nopts);
+            return nb_usage_error("sweep", "sweep tags every job sweep=JOB itself: --tag cannot "
+                                           "be given (use --variant TEXT to label the runs)");
         } else {
             if (nopts >= MAXOPT) return nb_usage_error("sweep", "too many options");
             opt_values *o = &opts[nopts++];
@@ -150,12 +172,39 @@ int cmd_sweep(int argc, const char **argv) {
                 o->n++;
                 p = c ? c + 1 : NULL;
             } while (p);
+            /* the same value twice (also written differently: 1e-3 and 0.001) would make
+             * identical jobs */
+            for (int va = 0; va < o->n; va++)
+                for (int vb = 0; vb < va; vb++) {
+                    double x = 0, y = 0;
+                    int same = strcmp(o->values[va], o->values[vb]) == 0 ||
+                               (nb_parse_double(o->values[va], &x) == 0 &&
+                                nb_parse_double(o->values[vb], &y) == 0 && x == y);
+                    if (same) {
+                        int rc2 = nb_usage_error("sweep",
+                                                 "'--%s %s' lists the same value twice ('%s' and "
+                                                 "'%s'): the jobs would be identical",
+                                                 name, v, o->values[vb], o->values[va]);
+                        free_opts(opts, nopts);
+                        return rc2;
+                    }
+                }
         }
     }
     if (!task) return nb_usage_error("sweep", "which task? e.g. 'normbench sweep mnist'");
     if (!norms_arg || seeds < 1) {
         free_opts(opts, nopts);
         return nb_usage_error("sweep", "a sweep needs --norms LIST|all and --seeds N");
+    }
+    int has_variant = 0, has_list = 0;
+    for (int i = 0; i < nopts; i++) {
+        has_variant |= strcmp(opts[i].name, "variant") == 0;
+        has_list |= !opts[i].flag && opts[i].n > 1;
+    }
+    if (has_variant && has_list) {
+        free_opts(opts, nopts);
+        return nb_usage_error("sweep", "with a list of values, sweep records the options that "
+                                       "vary as the variant itself: leave out --variant");
     }
     int norms[NB_NORM_COUNT];
     int nnorms = nb_parse_norm_list("sweep", norms_arg, norms, NB_NORM_COUNT);

@@ -10,6 +10,7 @@
 
 #include "nn/nn.h"
 #include "tasks/task.h"
+#include "util/num.h"
 
 int nb_report_err(const nb_err *e) {
     fprintf(stderr, "error: %s\n", e->msg[0] ? e->msg : "unknown failure");
@@ -61,17 +62,18 @@ void nb_print_help(FILE *f, const char *usage, const nb_opt *opts) {
 }
 
 static int set_value(const char *cmd, nb_opt *o, const char *v) {
-    char *end = NULL;
-    errno = 0;
     switch (o->type) {
     case NB_OPT_STR:
+        if (!*v && !o->empty_ok)
+            return nb_usage_error(cmd, "option '--%s' needs a value: it is empty", o->name);
         *(const char **)o->dst = v;
         return 0;
     case NB_OPT_INT:
     case NB_OPT_I64: {
-        long long x = strtoll(v, &end, 10);
-        if (errno || end == v || *end)
-            return nb_usage_error(cmd, "option '--%s' expects an integer, not '%s'", o->name, v);
+        long long x = 0;
+        if (nb_parse_int(v, &x) != 0)
+            return nb_usage_error(
+                cmd, "option '--%s' expects an integer, not '%s' (decimal digits)", o->name, v);
         if (o->min < o->max && (x < o->min || x > o->max))
             return nb_usage_error(cmd, "option '--%s' must be between %.0f and %.0f, not '%s'",
                                   o->name, o->min, o->max, v);
@@ -85,9 +87,12 @@ static int set_value(const char *cmd, nb_opt *o, const char *v) {
         return 0;
     }
     case NB_OPT_DOUBLE: {
-        double x = strtod(v, &end);
-        if (errno || end == v || *end || !isfinite(x))
-            return nb_usage_error(cmd, "option '--%s' expects a number, not '%s'", o->name, v);
+        double x = 0;
+        if (nb_parse_double(v, &x) != 0)
+            return nb_usage_error(cmd,
+                                  "option '--%s' expects a number, not '%s' (decimal: no hex, "
+                                  "spaces, inf or nan)",
+                                  o->name, v);
         if (o->min < o->max && (x < o->min || x > o->max))
             return nb_usage_error(cmd, "option '--%s' must be between %g and %g, not '%s'", o->name,
                                   o->min, o->max, v);
@@ -158,6 +163,10 @@ int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **arg
             return nb_usage_error(cmd, "option '--%s' needs a value (%s)", o->name,
                                   o->metavar ? o->metavar : "VALUE");
         }
+        /* A value given twice would silently lose one of them: a usage error. A flag twice
+         * means the same as once. */
+        if (o->seen && o->type != NB_OPT_FLAG)
+            return nb_usage_error(cmd, "option '--%s' is given twice: give it once", o->name);
         int rc = set_value(cmd, o, v);
         if (rc) return rc;
         o->seen = 1;
@@ -228,7 +237,10 @@ bad:
 }
 
 int nb_unknown_task(const char *cmd, const char *name) {
-    fprintf(stderr, "error: unknown task '%s'\nhint: the tasks are:", name);
+    if (name)
+        fprintf(stderr, "error: unknown task '%s'\nhint: the tasks are:", name);
+    else
+        fprintf(stderr, "error: which task?\nhint: the tasks are:");
     for (int i = 0; nb_task_at(i); i++)
         fprintf(stderr, " %s", nb_task_at(i)->name);
     fprintf(stderr, " (see 'normbench %s --help')\n", cmd);

@@ -36,8 +36,12 @@ static int format_line(char *buf, size_t n, const nb_progress *p) {
     double left = p->steps_per_s > 0 ? (double)(p->steps - p->step) / p->steps_per_s : NAN;
     fmt_time(eta, sizeof eta, left);
     fmt_time(el, sizeof el, p->elapsed);
-    return snprintf(buf, n, "epoch %d/%d  step %lld/%lld  loss %.4f  %.0f steps/s  %s  ETA %s%s",
-                    p->epoch, p->epochs, (long long)p->step, (long long)p->steps, p->loss,
+    /* No loss logged yet (e.g. an evaluation before the first --log-every step) is NaN here: "-",
+     * not "nan", which reads as divergence (a NaN training loss ends the run before this). */
+    char loss[32] = "-";
+    if (isfinite(p->loss)) snprintf(loss, sizeof loss, "%.4f", p->loss);
+    return snprintf(buf, n, "epoch %d/%d  step %lld/%lld  loss %s  %.0f steps/s  %s  ETA %s%s",
+                    p->epoch, p->epochs, (long long)p->step, (long long)p->steps, loss,
                     p->steps_per_s, el, eta, strcmp(p->phase, "eval") == 0 ? "  (evaluating)" : "");
 }
 

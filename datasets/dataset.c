@@ -308,6 +308,17 @@ static int write_manifest(const nb_dataset *d, const char *tmpdir, nb_err *err) 
     return rc;
 }
 
+/* --from on a dataset that is installed already: never silently ignored, never a silent
+ * replacement of verified data. Returns -1 with err set. */
+static int installed_already(const nb_dataset *d, const char *dir, const char *from, nb_err *err) {
+    nb_errf(err, "dataset '%s' is installed already in '%s': '--from %s' was not used", d->name,
+            dir, from);
+    return nb_hintf(err,
+                    "to install it from '%s' instead, remove '%s' and run the same command "
+                    "again ('normbench datasets --verify' checks the installed copy)",
+                    from, dir);
+}
+
 int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch_opts *o,
                        nb_err *err) {
     nb_fetch_opts none = {0};
@@ -318,6 +329,7 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
     /* Fast path, no lock: present (only complete installs are ever renamed into place). */
     nb_err serr;
     nb_ds_state s = nb_dataset_state(d, data_dir, o->verify, &serr);
+    if (s == NB_DS_PRESENT && o->from) return installed_already(d, dir, o->from, err);
     if (s == NB_DS_PRESENT) return 0;
     if (s == NB_DS_DAMAGED || s == NB_DS_UNMANAGED) {
         nb_errf(err, "dataset '%s' in '%s' is %s: %s", d->name, dir,
@@ -360,7 +372,7 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
     /* Someone else may have installed it while we waited for the lock. */
     s = nb_dataset_state(d, data_dir, 0, &serr);
     if (s == NB_DS_PRESENT) {
-        rc = 0;
+        rc = o->from ? installed_already(d, dir, o->from, err) : 0;
         goto done;
     }
     if (s == NB_DS_DAMAGED || s == NB_DS_UNMANAGED) {

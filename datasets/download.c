@@ -44,11 +44,24 @@ typedef struct dl_ctx {
     int write_errno; /* the write failed: errno */
     int too_big;
     const nb_dl_opts *o;
+    CURL *h;
+    int checked_length; /* the declared Content-Length was compared with max_bytes */
 } dl_ctx;
 
 static size_t on_write(char *p, size_t size, size_t nmemb, void *ud) {
     dl_ctx *c = ud;
     size_t n = size * nmemb;
+    /* A declared length beyond what the file can be is refused before a byte is written (a
+     * mirror that declares 100 GiB would otherwise fill the disk up to the cap first). */
+    if (!c->checked_length && c->max_bytes > 0) {
+        c->checked_length = 1;
+        curl_off_t declared = -1;
+        if (curl_easy_getinfo(c->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &declared) == CURLE_OK &&
+            declared > 0 && c->offset + (int64_t)declared > c->max_bytes) {
+            c->too_big = 1;
+            return 0;
+        }
+    }
     if (c->max_bytes > 0 && c->offset + c->written + (int64_t)n > c->max_bytes) {
         c->too_big = 1;
         return 0;
@@ -118,7 +131,7 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
         }
         struct stat st;
         int64_t have = fstat(fileno(f), &st) == 0 ? (int64_t)st.st_size : 0;
-        dl_ctx c = {f, file, have, 0, o->max_bytes, 0, 0, o};
+        dl_ctx c = {f, file, have, 0, o->max_bytes, 0, 0, o, h, 0};
         curl_easy_reset(h);
         cerr[0] = '\0';
         curl_easy_setopt(h, CURLOPT_URL, url);
@@ -167,8 +180,10 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
             break;
         }
         if (c.too_big) {
-            nb_errf(err, "'%s' from '%s' is larger than the %lld bytes expected", file, url,
-                    (long long)o->max_bytes);
+            nb_errf(err,
+                    "'%s' from '%s' is larger than the %lld bytes expected (refused before "
+                    "writing it when the server declares its length)",
+                    file, url, (long long)o->max_bytes);
             nb_hintf(err, "the server sent something else; try again later or use --mirror");
             remove(part_path);
             break;

@@ -1,3 +1,4 @@
+#include "nn/mem.h"
 #include "real.h"
 /* nn/cnn.c — convolutional networks from a layer list (generic). Contract in nn/cnn.h.
  * Dimension letters: B images, C/H/W a layer's input, OC/OH/OW its output, S = OH*OW,
@@ -14,6 +15,7 @@
 static real *alloc_real(size_t n) {
     /* 64-byte aligned for the vector loops; zeroed. */
     size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
+    nb_mem_note(bytes ? bytes : 64);
     real *p = aligned_alloc(64, bytes ? bytes : 64);
     if (p) memset(p, 0, bytes);
     return p;
@@ -191,6 +193,7 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
             break;
         case NB_CNN_POOL:
             L->buf = alloc_real(n);
+            nb_mem_note(n ? n : 1);
             L->arg = malloc(n ? n : 1);
             ok = L->buf && L->arg;
             break;

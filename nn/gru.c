@@ -1,3 +1,4 @@
+#include "nn/mem.h"
 #include "real.h"
 /* nn/gru.c — the order-embedding GRU with none/layer/rms/prms/batch/weight (generic: float and,
  * with -DNB_F64, double; see nn/nn.h). Contracts and the model in nn/gru.h.
@@ -33,6 +34,7 @@ extern void dorgqr_(const int *m, const int *n, const int *k, double *a, const i
 
 static real *alloc_real(size_t n) {
     size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
+    nb_mem_note(bytes ? bytes : 64);
     real *p = aligned_alloc(64, bytes ? bytes : 64);
     if (p) memset(p, 0, bytes ? bytes : 64);
     return p;

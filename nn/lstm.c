@@ -1,3 +1,4 @@
+#include "nn/mem.h"
 #include "real.h"
 /* nn/lstm.c — the LSTM layer with every norm, forward and backward through time (generic:
  * compiled as float and, with -DNB_F64, as double; see nn/nn.h). Contract in nn/lstm.h.
@@ -60,6 +61,7 @@ static inline int row_threads(const FN(nb_lstm) * L) {
 }
 
 static real *zalloc(size_t n, int *fail) {
+    nb_mem_note((n ? n : 1) * sizeof(real));
     real *p = calloc(n ? n : 1, sizeof(real));
     if (!p) *fail = 1;
     return p;

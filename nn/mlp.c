@@ -1,3 +1,4 @@
+#include "nn/mem.h"
 #include "real.h"
 /* nn/mlp.c — dense → norm → activation stacks, one code path for all six norms (generic).
  * Dimension letters: B batch rows, C layer input width, OC layer output width. */
@@ -12,6 +13,7 @@
 static real *alloc_real(size_t n) {
     /* 64-byte aligned for the vector loops; zeroed. */
     size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
+    nb_mem_note(bytes ? bytes : 64);
     real *p = aligned_alloc(64, bytes ? bytes : 64);
     if (p) memset(p, 0, bytes);
     return p;

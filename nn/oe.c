@@ -1,3 +1,4 @@
+#include "nn/mem.h"
 #include "real.h"
 /* nn/oe.c — the order-embedding model and loss (generic; see nn/oe.h).
  * Dimension letters: T steps, B rows, W word width, H joint width, F image width, n row width. */
@@ -12,6 +13,7 @@
 
 static real *alloc_real(size_t n) {
     size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
+    nb_mem_note(bytes ? bytes : 64);
     real *p = aligned_alloc(64, bytes ? bytes : 64);
     if (p) memset(p, 0, bytes ? bytes : 64);
     return p;

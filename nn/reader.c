@@ -1,3 +1,4 @@
+#include "nn/mem.h"
 #include "real.h"
 /* nn/reader.c — the attentive reader, forward and backward (generic: compiled as float and, with
  * -DNB_F64, as double; see nn/nn.h). Contract and equations in nn/reader.h.
@@ -47,6 +48,7 @@
 #define NONE ((size_t)-1)
 
 static real *zalloc(size_t n, int *fail) {
+    nb_mem_note((n ? n : 1) * sizeof(real));
     real *p = calloc(n ? n : 1, sizeof(real));
     if (!p) *fail = 1;
     return p;

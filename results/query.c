@@ -610,3 +610,98 @@ int nb_run_find_by_tag(nb_store *s, const char *key, const char *value, const ch
         return nb_store_fail(s, rc, "look up runs by tag", err);
     return 0;
 }
+
+/* Keep in step with nb_report_ignored_keys (the SQL list below) and README's report section. */
+#define IGNORED_KEYS "'seed', 'threads', 'data_dir', 'eval_batch', 'log_every'"
+const char nb_report_ignored_keys[] = "seed, threads, data_dir, eval_batch, log_every";
+
+int nb_report_config_mixes(nb_store *s, const char *task, nb_config_mix **out, int *n,
+                           nb_err *err) {
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st = NULL;
+    const char *what = "compare the runs' configurations";
+    if (nb_store_prepare(s,
+                         "SELECT r.task, " DATASET_VARIANT " AS ds, r.norm, j.key, "
+                         "group_concat(DISTINCT j.value) FROM runs r " JOIN_VARIANT
+                         "JOIN json_each(CASE WHEN json_valid(r.config) THEN r.config ELSE '{}' "
+                         "END) j WHERE r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) AND "
+                         "j.key NOT IN (" IGNORED_KEYS ") GROUP BY r.task, ds, r.norm, j.key "
+                         "HAVING count(DISTINCT j.value) > 1 ORDER BY r.task, ds, r.norm, j.key",
+                         &st, what, err))
+        return -1;
+    if (task) sqlite3_bind_text(st, 1, task, -1, SQLITE_STATIC);
+    nb_config_mix *m = NULL;
+    int cap = 0, k = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (grow((void **)&m, &cap, k, sizeof *m)) goto oom;
+        nb_config_mix *x = &m[k++];
+        x->task = dup_col(st, 0);
+        x->dataset = dup_col(st, 1);
+        x->norm = dup_col(st, 2);
+        x->key = dup_col(st, 3);
+        x->values = dup_col(st, 4);
+        if (!x->task || !x->dataset || !x->norm || !x->key || !x->values) goto oom;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        nb_config_mixes_free(m, k);
+        return nb_store_fail(s, rc, what, err);
+    }
+    *out = m;
+    *n = k;
+    return 0;
+oom:
+    sqlite3_finalize(st);
+    nb_config_mixes_free(m, k);
+    return nb_errf(err, "out of memory");
+}
+
+void nb_config_mixes_free(nb_config_mix *m, int n) {
+    for (int i = 0; m && i < n; i++) {
+        free(m[i].task);
+        free(m[i].dataset);
+        free(m[i].norm);
+        free(m[i].key);
+        free(m[i].values);
+    }
+    free(m);
+}
+
+int nb_metric_names(nb_store *s, const char *task, char ***names, int *n, nb_err *err) {
+    *names = NULL;
+    *n = 0;
+    sqlite3_stmt *st = NULL;
+    const char *what = "list the metrics";
+    if (nb_store_prepare(s,
+                         "SELECT DISTINCT m.name FROM metrics m JOIN runs r ON r.id = m.run "
+                         "WHERE r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
+                         "ORDER BY m.name",
+                         &st, what, err))
+        return -1;
+    if (task) sqlite3_bind_text(st, 1, task, -1, SQLITE_STATIC);
+    char **v = NULL;
+    int cap = 0, k = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (grow((void **)&v, &cap, k, sizeof *v) || !(v[k] = dup_col(st, 0))) {
+            sqlite3_finalize(st);
+            nb_names_free(v, k);
+            return nb_errf(err, "out of memory");
+        }
+        k++;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        nb_names_free(v, k);
+        return nb_store_fail(s, rc, what, err);
+    }
+    *names = v;
+    *n = k;
+    return 0;
+}
+
+void nb_names_free(char **names, int n) {
+    for (int i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+}

@@ -118,6 +118,26 @@ void nb_report_free(nb_report *r);
  * ratio, when speed < 1) into buf; "" when the group has no speed. Returns buf. */
 char *nb_speed_sentence(const nb_report_group *g, char *buf, size_t size);
 
+/* The configuration keys that do not change what a run measures, so that report averages runs
+ * that differ in them as if they differed only in the seed: "seed, threads, ...". */
+extern const char nb_report_ignored_keys[];
+
+/* A configuration key in which the finished runs averaged in one report group differ, besides
+ * those in nb_report_ignored_keys: runs that report would average as if they were seeds. */
+typedef struct nb_config_mix {
+    char *task, *dataset, *norm; /* the group, as in nb_report_group */
+    char *key;                   /* the configuration key */
+    char *values;                /* its distinct values, comma-separated */
+} nb_config_mix;
+
+/* Every such key of every group (task NULL: all tasks), by group then key. */
+int nb_report_config_mixes(nb_store *s, const char *task, nb_config_mix **out, int *n, nb_err *err);
+void nb_config_mixes_free(nb_config_mix *m, int n);
+
+/* The distinct metric names the finished runs (of task; NULL: all) recorded, sorted. */
+int nb_metric_names(nb_store *s, const char *task, char ***names, int *n, nb_err *err);
+void nb_names_free(char **names, int n);
+
 /* Sets *id to the newest run tagged key=value whose stored status is `status` (NULL: any), or
  * to 0 when there is none. */
 int nb_run_find_by_tag(nb_store *s, const char *key, const char *value, const char *status,

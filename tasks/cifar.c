@@ -23,6 +23,7 @@
  * Data-dependent init of weight (and none) from 500 shuffled training images, drawn from the
  * run's own data stream before the loop (the WN code: the first 500 of its shuffled data);
  * our init pass has noise and dropout off (NOT FOUND whether the WN code's had them on). */
+#include "nn/mem.h"
 #include "tasks/task.h"
 
 #include <math.h>
@@ -209,6 +210,21 @@ static int cifar_evaluate(void *self, int final, nb_metric *out, int max, nb_err
     return n;
 }
 
+/* For nb_check_batch_memory: the network and a batch's images at B rows, built and freed. */
+typedef struct cifar_build_ctx {
+    const nb_train_cfg *cfg;
+    int C, H, W;
+} cifar_build_ctx;
+
+static int cifar_build(void *ctx, int B, nb_err *err) {
+    const cifar_build_ctx *c = ctx;
+    nb_cnn m;
+    if (model_init(&m, c->cfg, c->C, c->H, c->W, B, err) != 0) return -1;
+    nb_cnn_free(&m);
+    nb_mem_note((size_t)B * (sizeof(float) * (size_t)c->C * c->H * c->W + sizeof(int)));
+    return 0;
+}
+
 static int cifar_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status,
                        nb_err *err) {
     int rc = -1;
@@ -233,8 +249,15 @@ static int cifar_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
         goto out;
     }
     nb_flush_denormals(cfg->flush_denormals);
-    int Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
+    /* the evaluation batch only as large as the test set needs (--eval-batch 1000000 on 300
+     * images holds 300) */
+    int eb = cfg->eval_batch < r.data.test.n ? cfg->eval_batch : r.data.test.n;
+    int Bmax = cfg->batch > eb ? cfg->batch : eb;
     int ninit = tr->n < 500 ? tr->n : 500; /* data-dependent init: 500 images */
+    char what[96];
+    snprintf(what, sizeof what, "--batch %d with --eval-batch %d", cfg->batch, cfg->eval_batch);
+    cifar_build_ctx bc = {cfg, tr->C, tr->H, tr->W};
+    if (nb_check_batch_memory(cifar_build, &bc, Bmax, what, err) != 0) goto out;
     if (model_init(&r.model, cfg, tr->C, tr->H, tr->W, Bmax, err) != 0) goto out;
     have_model = 1;
     r.dim = (size_t)tr->C * tr->H * tr->W;
@@ -306,7 +329,12 @@ static void *cifar_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     if (!b) return nb_errf(err, "out of memory"), NULL;
     b->B = cfg->batch;
     b->adam = cfg->adam;
-    if (nb_cifar_synthetic(&b->data, b->B, cfg->seed, err) != 0) {
+    char what[48];
+    snprintf(what, sizeof what, "--batch %d", b->B);
+    cifar_build_ctx bc = {cfg, 3, 32, 32};
+    /* checked before the synthetic images too (at most CIFAR-10's 60000 of them) */
+    if (nb_check_batch_memory(cifar_build, &bc, b->B, what, err) != 0 ||
+        nb_cifar_synthetic(&b->data, b->B, cfg->seed, err) != 0) {
         free(b);
         return NULL;
     }

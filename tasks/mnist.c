@@ -7,6 +7,7 @@
  * images, validation the last 5,000, test the 10,000 test images. Each epoch visits the training
  * set in a fresh random order (data stream of the seed) in full batches; the remainder that does
  * not fill a batch is skipped that epoch, so that BN never sees a short batch. */
+#include "nn/mem.h"
 #include "tasks/task.h"
 
 #include <math.h>
@@ -117,6 +118,25 @@ static int mnist_evaluate(void *self, int final, nb_metric *out, int max, nb_err
     return n;
 }
 
+/* For nb_check_batch_memory: the MLP and a batch's inputs at B rows, built and freed. */
+static int mnist_build(void *ctx, int B, nb_err *err) {
+    const nb_train_cfg *cfg = ctx;
+    nb_mlp m;
+    nb_rng rng;
+    nb_rng_seed(&rng, cfg->seed, NB_STREAM_INIT);
+    if (nb_mlp_init(&m, 3, mlp_dims, &cfg->norm, cfg->act, B, &rng, err) != 0) return -1;
+    nb_mlp_free(&m);
+    nb_mem_note((size_t)B * (sizeof(float) * mlp_dims[0] + sizeof(int)));
+    return 0;
+}
+
+/* The rows the buffers hold: the training batch, and the evaluation batch only as far as the
+ * largest split it passes over needs (--eval-batch 1000000 on 300 examples holds 300). */
+static int rows_needed(int batch, int eval_batch, int largest_split) {
+    int eb = eval_batch < largest_split ? eval_batch : largest_split;
+    return batch > eb ? batch : eb;
+}
+
 static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status,
                        nb_err *err) {
     int rc = -1;
@@ -137,7 +157,11 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     nb_flush_denormals(cfg->flush_denormals);
     nb_rng init_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
-    int Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
+    int Bmax = rows_needed(cfg->batch, cfg->eval_batch,
+                           r.data.val.n > r.data.test.n ? r.data.val.n : r.data.test.n);
+    char what[96];
+    snprintf(what, sizeof what, "--batch %d with --eval-batch %d", cfg->batch, cfg->eval_batch);
+    if (nb_check_batch_memory(mnist_build, (void *)cfg, Bmax, what, err) != 0) goto out;
     if (nb_mlp_init(&r.model, 3, mlp_dims, &cfg->norm, cfg->act, Bmax, &init_rng, err) != 0)
         goto out;
     have_model = 1;
@@ -198,7 +222,10 @@ static void *mnist_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     nb_rng_seed(&rng, cfg->seed, NB_STREAM_INIT);
     b->B = cfg->batch;
     b->adam = cfg->adam;
-    if (nb_mlp_init(&b->model, 3, mlp_dims, &cfg->norm, cfg->act, b->B, &rng, err) != 0) {
+    char what[48];
+    snprintf(what, sizeof what, "--batch %d", b->B);
+    if (nb_check_batch_memory(mnist_build, (void *)cfg, b->B, what, err) != 0 ||
+        nb_mlp_init(&b->model, 3, mlp_dims, &cfg->norm, cfg->act, b->B, &rng, err) != 0) {
         free(b);
         return NULL;
     }

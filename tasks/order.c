@@ -9,6 +9,7 @@
  * images and their 5,000 captions), the parameters with the best image-retrieval
  * R@1+R@5+R@10 kept; at the end the 5-fold test (1,000 images, 5,000 captions per fold),
  * averaged over folds. The training loss is the code's: a SUM over the batch's pairs. */
+#include "nn/mem.h"
 #include "tasks/task.h"
 
 #include <math.h>
@@ -268,6 +269,25 @@ static void order_run_free(order_run *r, int have_model) {
     free(r->rk);
 }
 
+/* For nb_check_batch_memory: the model and a batch's captions and images at B rows. */
+typedef struct order_build_ctx {
+    const nb_train_cfg *cfg;
+    int nwords, dim, Tmax;
+} order_build_ctx;
+
+static int order_build(void *ctx, int B, nb_err *err) {
+    const order_build_ctx *c = ctx;
+    nb_oe m;
+    nb_rng rng;
+    nb_rng_seed(&rng, c->cfg->seed, NB_STREAM_INIT);
+    if (nb_oe_init(&m, c->nwords, opts_of(c->cfg)->dim_word, opts_of(c->cfg)->dim, c->dim, c->Tmax,
+                   B, opts_of(c->cfg)->margin, &c->cfg->norm, &rng, err) != 0)
+        return -1;
+    nb_oe_free(&m);
+    nb_mem_note((size_t)B * (sizeof(int) * ((size_t)c->Tmax + 1) + sizeof(float) * (size_t)c->dim));
+    return 0;
+}
+
 static int order_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status,
                        nb_err *err) {
     int rc = -1, have_model = 0;
@@ -291,7 +311,16 @@ static int order_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     nb_flush_denormals(cfg->flush_denormals);
     r.Tmax = r.data.maxlen + 1;
     r.fold = 1000;
-    int Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
+    /* evaluation embeds at most a fold's captions at once: the evaluation batch holds no more
+     * rows than that (--eval-batch 1000000 on a small split holds the split) */
+    int most = r.data.dev.ncap > r.data.test.ncap ? r.data.dev.ncap : r.data.test.ncap;
+    if (most > 5 * r.fold) most = 5 * r.fold;
+    int eb = cfg->eval_batch < most ? cfg->eval_batch : most;
+    int Bmax = cfg->batch > eb ? cfg->batch : eb;
+    order_build_ctx bc = {cfg, r.data.nwords, tr->dim, r.Tmax};
+    char what[96];
+    snprintf(what, sizeof what, "--batch %d with --eval-batch %d", cfg->batch, cfg->eval_batch);
+    if (nb_check_batch_memory(order_build, &bc, Bmax, what, err) != 0) goto out;
     nb_rng init_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
     if (nb_oe_init(&r.model, r.data.nwords, opts_of(cfg)->dim_word, opts_of(cfg)->dim, tr->dim,
@@ -370,6 +399,13 @@ static void *order_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     b->B = cfg->batch;
     b->adam = cfg->adam;
     b->clip = opts_of(cfg)->clip_tensor;
+    order_build_ctx bc = {cfg, BENCH_WORDS, BENCH_DIM, BENCH_LEN + 1};
+    char what[48];
+    snprintf(what, sizeof what, "--batch %d", b->B);
+    if (nb_check_batch_memory(order_build, &bc, b->B, what, err) != 0) {
+        free(b);
+        return NULL;
+    }
     if (nb_oe_init(&b->model, BENCH_WORDS, opts_of(cfg)->dim_word, opts_of(cfg)->dim, BENCH_DIM,
                    BENCH_LEN + 1, b->B, opts_of(cfg)->margin, &cfg->norm, &rng, err) != 0) {
         free(b);

@@ -8,6 +8,7 @@
  * v, batch 64, global clipping at 10; batches are consecutive slices in file order, entity ids
  * permuted per training batch, the trailing partial batch dropped; validation every 1,000
  * updates on the whole validation set, the best parameters kept. */
+#include "nn/mem.h"
 #include "tasks/task.h"
 
 #include <stddef.h>
@@ -136,6 +137,24 @@ static int reader_evaluate(void *self, int final, nb_metric *out, int max, nb_er
     return k;
 }
 
+/* For nb_check_batch_memory: the model and a batch's tokens at B rows, built and freed. */
+typedef struct reader_build_ctx {
+    const nb_train_cfg *cfg;
+    int V, TD, TQ;
+} reader_build_ctx;
+
+static int reader_build(void *ctx, int B, nb_err *err) {
+    const reader_build_ctx *c = ctx;
+    nb_reader m;
+    nb_rng rng;
+    nb_rng_seed(&rng, c->cfg->seed, NB_STREAM_INIT);
+    nb_reader_cfg mc = model_cfg(c->cfg, c->V, B, c->TD, c->TQ);
+    if (nb_reader_init(&m, &mc, &rng, err) != 0) return -1;
+    nb_reader_free(&m);
+    nb_mem_note((size_t)B * sizeof(int) * ((size_t)c->TD + c->TQ + 3));
+    return 0;
+}
+
 static int reader_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status,
                         nb_err *err) {
     int rc = -1, have_data = 0, have_model = 0;
@@ -162,6 +181,10 @@ static int reader_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status 
     nb_flush_denormals(cfg->flush_denormals);
     nb_rng init_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
+    reader_build_ctx bc = {cfg, r.data.V, TD, TQ};
+    char what[48];
+    snprintf(what, sizeof what, "--batch %d", B);
+    if (nb_check_batch_memory(reader_build, &bc, B, what, err) != 0) goto out;
     nb_reader_cfg mc = model_cfg(cfg, r.data.V, B, TD, TQ);
     if (nb_reader_init(&r.model, &mc, &init_rng, err) != 0) goto out;
     have_model = 1;
@@ -238,8 +261,12 @@ static void *reader_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     }
     nb_rng rng;
     nb_rng_seed(&rng, cfg->seed, NB_STREAM_INIT);
+    reader_build_ctx bc = {cfg, BENCH_V, BENCH_TD, BENCH_TQ};
+    char what[48];
+    snprintf(what, sizeof what, "--batch %d", b->B);
     nb_reader_cfg mc = model_cfg(cfg, BENCH_V, b->B, BENCH_TD, BENCH_TQ);
-    if (nb_reader_init(&b->model, &mc, &rng, err) != 0) {
+    if (nb_check_batch_memory(reader_build, &bc, b->B, what, err) != 0 ||
+        nb_reader_init(&b->model, &mc, &rng, err) != 0) {
         free(b);
         return NULL;
     }

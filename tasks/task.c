@@ -1,8 +1,11 @@
 /* tasks/task.c — the task table and small shared helpers. */
 #include "tasks/task.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+#include "nn/mem.h"
 
 extern const nb_task nb_task_mnist;
 extern const nb_task nb_task_cifar;
@@ -45,6 +48,35 @@ const char *nb_status_name(nb_status s) {
         return "failed";
     }
     return "failed";
+}
+
+static void human_bytes(char *buf, size_t n, double b) {
+    if (b >= 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, n, "%.0f MiB", b / (1024.0 * 1024));
+}
+
+int nb_check_batch_memory(int (*build)(void *ctx, int B, nb_err *err), void *ctx, int Bmax,
+                          const char *what, nb_err *err) {
+    if (Bmax <= 256) return 0;
+    double at[2];
+    for (int i = 0; i < 2; i++) {
+        nb_mem_reset();
+        if (build(ctx, 2 + 2 * i, err) != 0) return -1;
+        at[i] = (double)nb_mem_noted();
+    }
+    double per_row = (at[1] - at[0]) / 2, need = at[0] + per_row * (Bmax - 2);
+    const char *which = NULL;
+    double room = nb_mem_room(&which);
+    if (need <= room) return 0;
+    char n1[32], n2[32];
+    human_bytes(n1, sizeof n1, need);
+    human_bytes(n2, sizeof n2, room);
+    nb_errf(err, "%s needs about %s for the model's buffers (%d rows), more than the %s left in %s",
+            what, n1, Bmax, n2, which);
+    return nb_hintf(err, "lower the batch size (about %.0f rows fit)",
+                    per_row > 0 ? (room - at[0]) / per_row : 0);
 }
 
 double nb_now(void) {

@@ -130,6 +130,15 @@ const nb_task *nb_task_find(const char *name);
 /* The i-th task (0-based), or NULL past the end. */
 const nb_task *nb_task_at(int i);
 
+/* Refuses a batch whose buffers cannot fit in memory, before any buffer of that size exists.
+ * build(ctx, B, err) builds and frees the model for batches of B rows (the models' allocators
+ * count their bytes, nn/mem.h; the task notes its own per-row buffers with nb_mem_note); it is
+ * called at B = 2 and B = 4 and the count is extrapolated to Bmax rows, then compared with
+ * nb_mem_room. Bmax up to 256 is not checked (no extra build). what names the option(s) that
+ * set Bmax, e.g. "--batch 100000". Returns 0, or -1 with err set (naming what and the bytes). */
+int nb_check_batch_memory(int (*build)(void *ctx, int B, nb_err *err), void *ctx, int Bmax,
+                          const char *what, nb_err *err);
+
 /* Seconds on a monotonic clock. */
 double nb_now(void);
 

@@ -9,6 +9,8 @@ Serves files under --root. The first path component picks the behaviour, the res
   /e500/F     500 for the first two requests for F, then as /ok/
   /stall/F    sends one byte of the body, then nothing until the client gives up
   /slow/F     as /ok/ but about 1 MiB/s (for interrupting a fetch at a random point)
+  /huge/F     declares a Content-Length of 100 GiB, then sends F and zeros up to 64 MiB; the
+              bytes the client took are counted under "sent:/huge/F" in /count
   /count      JSON: requests seen per path
 Prints "PORT" on the first line of stdout, then serves until --timeout seconds have passed.
 """
@@ -72,6 +74,20 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.send_response(200)
         body = data[start:]
+        if mode == "huge":
+            self.send_header("Content-Length", str(100 << 30))
+            self.end_headers()
+            key = "sent:" + path
+            buf = body + bytes(max(0, (64 << 20) - len(body)))
+            try:
+                for i in range(0, len(buf), 65536):
+                    self.wfile.write(buf[i:i + 65536])
+                    with LOCK:
+                        COUNTS[key] = COUNTS.get(key, 0) + len(buf[i:i + 65536])
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
+            return
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "none" if mode == "norange" else "bytes")
         self.end_headers()

@@ -54,6 +54,19 @@ check "datasets after the import" 0 "$NB" datasets
 has "datasets shows it present" "$tmp/out" "status:   present"
 has "datasets says the digest is recorded" "$tmp/out" "SHA-256 recorded"
 check "a second fetch re-verifies and succeeds" 0 "$NB" fetch cnn-top4
+# --from on the installed copy is never silently ignored: refused, the copy untouched
+cp "$zip" "$tmp/new.zip"
+check "fetch --from on an installed dataset is refused" 1 "$NB" fetch cnn-top4 --from "$tmp/new.zip"
+has "the refusal names the directory and --from" "$tmp/err" "installed already in '$tmp/data/cnn-top4': '--from $tmp/new.zip' was not used"
+has "the refusal says how to replace it" "$tmp/err" "^hint: .*remove '$tmp/data/cnn-top4'"
+valid "the installed copy is untouched" "$tmp/data/cnn-top4"
+# datasets reports a damaged dataset and exits 1
+cp -a "$tmp/data" "$tmp/data-dmg"
+printf 'x' >>"$tmp/data-dmg/cnn-top4/dict.pkl"
+check "datasets --verify exits 1 on a damaged dataset" 1 "$NB" datasets --verify --data-dir "$tmp/data-dmg"
+has "datasets --verify reports it damaged" "$tmp/out" "status:   damaged"
+has "datasets --verify says so on stderr" "$tmp/err" "^error: 1 dataset is damaged"
+check "datasets --verify exits 0 on a sound one" 0 "$NB" datasets --verify
 check "--from a missing file fails" 1 "$NB" fetch cnn-top4 --from "$tmp/nope.zip" --data-dir "$tmp/d-nope"
 has "missing --from file is named" "$tmp/err" "nope.zip"
 printf 'PK\003\004garbage' >"$tmp/bad.zip"
@@ -123,6 +136,18 @@ valid "the resumed dataset matches its manifest" "$dd/cnn-top4"
 cmp -s "$tmp/gen/train4_pass.pkl" "$dd/cnn-top4/train4_pass.pkl" && ok "the resumed dataset holds the archive's bytes" || not_ok "the resumed dataset holds the archive's bytes"
 ls -d "$dd"/.cnn-top4.tmp-* >/dev/null 2>&1 && not_ok "no temporary directory is left" || ok "no temporary directory is left"
 [ ! -e "$dd/.downloads/top4.zip.part" ] && ok "the partial download is gone once installed" || not_ok "the partial download is gone once installed"
+
+# A mirror that declares 100 GiB is refused before anything is written (the declared length is
+# checked against the dataset's size, or for trust-on-first-use datasets its members' caps).
+check "a mirror declaring 100 GiB is refused" 1 env NORMBENCH_TEST_RETRIES=1 "$NB" fetch cnn-top4 \
+    --mirror "http://127.0.0.1:$port/huge" --data-dir "$tmp/d-huge"
+has "the refusal says the file is larger than expected" "$tmp/err" "larger than the [0-9]+ bytes expected"
+sent=$(python3 -c 'import json, sys, urllib.request
+c = json.load(urllib.request.urlopen(sys.argv[1]))
+print(sum(v for k, v in c.items() if k.startswith("sent:")))' "http://127.0.0.1:$port/count")
+[ "$sent" -lt $((16 << 20)) ] && ok "the client stopped reading at once ($sent bytes taken of 64 MiB)" || not_ok "the client stopped reading at once ($sent bytes taken)"
+[ ! -s "$tmp/d-huge/.downloads/top4.zip.part" ] && ok "nothing of the huge download is kept" || not_ok "nothing of the huge download is kept"
+[ ! -e "$tmp/d-huge/cnn-top4" ] && ok "the huge download installs nothing" || not_ok "the huge download installs nothing"
 
 echo "1..$n"
 [ "$fails" -eq 0 ]
