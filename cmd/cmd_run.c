@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cmd/progress.h"
+#include "nn/cuda/nbcuda.h"
 #include "results/query.h"
 #include "results/store.h"
 #include "tasks/checkpoint.h"
@@ -44,6 +45,7 @@ static const char run_usage[] =
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
 static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};
 static const char *const bias_choices[] = {"standard", "none", "kiros", NULL};
+static const char *const device_choices[] = {"cpu", "cuda", NULL};
 static const char *const var_choices[] = {"biased", "unbiased", NULL};
 static const char *const kround_choices[] = {"ceil", "floor", NULL};
 static const char *const epson_choices[] = {"raw", "corrected", NULL};
@@ -231,7 +233,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     double width = 0;                             /* cifar */
     int64_t seed = 1, steps = 0, epochs = 0;
     int batch = 0, subset = 0, threads = 0, quiet = 0, eps_outside = 0, no_wn_init = 0;
-    int no_ftz = 0, no_fetch = 0;
+    int no_ftz = 0, no_fetch = 0, device = 0;
     int unidirectional = 0, dim = 0, eval_every = 0, bn_everywhere = 0; /* reader */
     int adam_eps_inside = 0, adam_eps_on = 0, log_every = 0, eval_batch = 0;
     double lr = 0, p = 0, eps = 0, clip = 0, beta1 = 0, beta2 = 0, adam_eps = 0;
@@ -285,6 +287,8 @@ static int parse_run(int argc, const char **argv, run_args *a) {
          "order, reader: evaluate every N training steps (order 300, reader 1000)", NULL, 1, 1e9},
         {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
          NULL, 1, 1024},
+        {"device", NB_OPT_CHOICE, &device, "D", "cpu, or cuda (mnist: the GPU; 'make cuda')",
+         device_choices},
         {"data-dir", NB_OPT_STR, &data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
         NB_OPT_DB(&db),
         {"tag", NB_OPT_STR, &tag, "K=V",
@@ -340,6 +344,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     }
     cfg.data_dir = data_dir ? data_dir : nb_default_data_dir();
     cfg.seed = (uint64_t)seed;
+    cfg.device = device;
     if (nb_opt_seen(opts, "epochs")) cfg.epochs = (int)epochs;
     if (steps) cfg.steps = steps;
     if (batch) cfg.batch = batch;
@@ -540,6 +545,18 @@ int cmd_run(int argc, const char **argv) {
     }
     nb_note_blas_core();
     nb_train_cfg cfg = a.cfg;
+    if (cfg.device) { /* --device cuda: a GPU first, and a task that has the device path */
+        nb_err derr;
+        nb_err_clear(&derr);
+        if (strcmp(cfg.task, "mnist") != 0) {
+            free(resume_buf);
+            return nb_usage_error("run", "--device cuda is implemented for the mnist task only");
+        }
+        if (nb_cuda_init(&derr) != 0) {
+            free(resume_buf);
+            return nb_report_err(&derr);
+        }
+    }
     const char *tag = a.tag;
     int quiet = a.quiet;
     if (a.threads > 0) {

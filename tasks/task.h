@@ -44,6 +44,7 @@ typedef struct nb_train_cfg {
     double clip;    /* > 0: global gradient-norm clipping threshold */
     int threads;    /* threads in force (recorded; cmd/ sets them) */
     int flush_denormals;         /* FTZ/DAZ on while training (see nb_flush_denormals) */
+    int device;                  /* 0 the CPU, 1 CUDA (nn/cuda/nbcuda.h; mnist only) */
     volatile sig_atomic_t *stop; /* becomes non-zero to ask the loop to stop (Ctrl-C) */
     const char *resume_from;     /* a checkpoint to continue from (tasks/checkpoint.h), or NULL */
     /* cifar (tasks/cifar.c) */
