@@ -24,8 +24,9 @@ def main():
     tol = float(sys.argv[6]) if len(sys.argv) > 6 else 1e-3
     la, da = losses(nb, db, a)
     lb, db_ = losses(nb, db, b)
-    worst, at = 0.0, None
+    worst, at, first_over = 0.0, None, None
     n = 0
+    prof = []
     for s in range(1, steps + 1):
         if s not in la or s not in lb:
             print(f"step {s} missing")
@@ -34,6 +35,12 @@ def main():
         n += 1
         if r > worst:
             worst, at = r, s
+        if r > tol and first_over is None:
+            first_over = s
+        if s in (1, 2, 5, 10, 20, 50, 100):
+            prof.append(f"{s}:{r:.1e}")
+    print("  relative difference by step: " + " ".join(prof) +
+          (f"; first over {tol:g} at step {first_over}" if first_over else ""))
     print(f"runs {a} ({da['params'].get('device', 'cpu')}) and {b} "
           f"({db_['params'].get('device', 'cpu')}), norm {da['norm']}: first {n} losses, "
           f"max relative difference {worst:.2e} at step {at} "
