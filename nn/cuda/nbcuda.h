@@ -1,7 +1,7 @@
 /* nn/cuda/nbcuda.h — the CUDA backend's C interface (no CUDA header is needed to use it).
  *
- * Built by `make cuda` from the .cu files beside it; the plain build links nn/cuda/stub.c instead, whose
- * every function fails with "no CUDA device was found" (and says how to build with CUDA). All
+ * Built by `make cuda` from the .cu files beside it; the plain build links nn/cuda/stub.c instead,
+ * whose every function fails with "no CUDA device was found" (and says how to build with CUDA). All
  * pointers named d_* or documented as device pointers live in GPU memory (nb_cuda_alloc).
  *
  * Norm kernels. Rows of C values, B rows, as in nn/norm.h, with these differences:
