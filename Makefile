@@ -6,6 +6,8 @@
 #   make demo       every norm on Fashion-MNIST, then the report
 #   make lint       -Wall -Wextra -Werror build, cppcheck, clang-format check, banned functions
 #   make install    PREFIX=/usr/local
+#   make cuda       ./normbench with the CUDA backend (nn/cuda/, needs nvcc; see README.md)
+#   make test-cuda  the CUDA kernels against the CPU ones (on a machine with an NVIDIA GPU)
 
 CC      ?= gcc
 BUILD   ?= build
@@ -28,13 +30,32 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GENERIC:%.c=$(BUILD)/%_f64.o)
+
+# The CUDA backend: NB_CUDA=1 (what `make cuda` sets) compiles nn/cuda/*.cu with nvcc for
+# Hopper (sm_90 machine code) plus compute_90 PTX that newer GPUs' drivers compile at load;
+# without it nn/cuda/stub.c says "no CUDA device was found". The flavour is recorded in
+# $(BUILD)/gen/flavour so that switching rebuilds the library and relinks.
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCCFLAGS  = -std=c++17 -O3 -I. $(CUDA_ARCH) -Xcompiler -Wall,-Wno-unused-parameter
+CU_SRC    := $(sort $(wildcard nn/cuda/*.cu))
+ifeq ($(NB_CUDA),1)
+LIB_OBJ   += $(CU_SRC:%.cu=$(BUILD)/%.o)
+LDLIBS_ALL += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -lstdc++ \
+              -ldl -lrt -lpthread
+FLAVOUR    = cuda
+else
+LIB_OBJ   += $(BUILD)/nn/cuda/stub.o
+FLAVOUR    = cpu
+endif
 CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 LIB      := $(BUILD)/libnormbench.a
 BIN      := $(if $(filter build,$(BUILD)),normbench,$(BUILD)/normbench)
 
-.PHONY: all test check unit cli asan demo lint format install deps clean fuzz FORCE
+.PHONY: all test check unit cli asan demo lint format install deps clean fuzz cuda test-cuda FORCE
 .DEFAULT_GOAL := all
 
 all: $(BIN)
@@ -42,9 +63,32 @@ all: $(BIN)
 $(BIN): $(CMD_OBJ) $(LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $(CMD_OBJ) $(LIB) $(LDLIBS_ALL)
 
-$(LIB): $(LIB_OBJ)
+$(LIB): $(LIB_OBJ) $(BUILD)/gen/flavour
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(LIB_OBJ)
+
+$(BUILD)/gen/flavour: FORCE
+	@mkdir -p $(dir $@)
+	@echo $(FLAVOUR) > $@.tmp; cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
+$(BUILD)/%.o: %.cu nn/cuda/nbcuda.h | $(BUILD)/gen/buildinfo.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+
+cuda:
+	@test -x "$(NVCC)" || { echo "make cuda: no nvcc at $(NVCC) (set CUDA_HOME or NVCC)"; exit 2; }
+	@$(MAKE) --no-print-directory NB_CUDA=1 all
+
+# The CUDA kernels against the CPU's (a plain C program, no cmocka); it says SKIP and passes
+# where no GPU is present.
+$(BUILD)/tests/cuda/test_cuda: tests/cuda/test_cuda.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)
+
+test-cuda:
+	@test -x "$(NVCC)" || { echo "make test-cuda: no nvcc at $(NVCC)"; exit 2; }
+	@$(MAKE) --no-print-directory NB_CUDA=1 $(BUILD)/tests/cuda/test_cuda
+	$(BUILD)/tests/cuda/test_cuda
 
 # Build information (git revision, compiler, flags) for the runs' provenance; rewritten only
 # when it changes so that an unchanged tree does not rebuild.
@@ -154,4 +198,4 @@ install: $(BIN)
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/normbench
 
 clean:
-	rm -rf build build-asan build-lint build-fuzz normbench
+	rm -rf build build-asan build-lint build-fuzz build-cuda normbench

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/cuda/nbcuda.h"
 #include "nn/nn.h"
 #include "tasks/task.h"
 #include "util/json.h"
@@ -37,6 +38,8 @@ static const char bench_usage[] =
     "Timings are medians over repetitions; they move run to run, so compare within one run.\n";
 
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
+static const char *const device_choices[] = {"cpu", "cuda", NULL};
+static int g_device; /* --device: 0 cpu, 1 cuda */
 enum { FMT_TABLE, FMT_CSV, FMT_JSON };
 
 /* The settings every timing depends on, in one line. */
@@ -401,6 +404,166 @@ static double time_sgemm(int M, int N, int K, int reps) {
     return med;
 }
 
+/* ---- kernels on the GPU (--device cuda) ------------------------------------------------------ */
+
+typedef struct gbuf {
+    int B, C, k, norm, backward;
+    nb_cuda_dtype dt;
+    nb_norm_cfg cfg;
+    void *x, *y, *dy, *dx;
+    float *g, *b, *dg, *db, *mean, *rstd, *rm, *rv;
+    size_t bytes; /* of one (B, C) array */
+    int failed;
+    nb_err err;
+} gbuf;
+
+static void g_kernel(void *a) {
+    gbuf *k = a;
+    int B = k->B, C = k->C, rc = 0;
+    nb_err *e = &k->err;
+    switch (k->norm) {
+    case NB_NORM_LAYER:
+        rc = nb_cuda_layernorm_forward(k->y, k->mean, k->rstd, k->x, k->g, k->b, B, C, &k->cfg,
+                                       k->dt, e);
+        if (!rc && k->backward)
+            rc = nb_cuda_layernorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean,
+                                            k->rstd, B, C, &k->cfg, k->dt, e);
+        break;
+    case NB_NORM_RMS:
+    case NB_NORM_PRMS:
+        rc =
+            nb_cuda_rmsnorm_forward(k->y, k->rstd, k->x, k->g, k->b, B, C, k->k, &k->cfg, k->dt, e);
+        if (!rc && k->backward)
+            rc = nb_cuda_rmsnorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->rstd, B, C,
+                                          k->k, &k->cfg, k->dt, e);
+        break;
+    case NB_NORM_BATCH:
+        rc = nb_cuda_batchnorm_forward(k->y, k->mean, k->rstd, k->rm, k->rv, k->x, k->g, k->b, B, C,
+                                       1, &k->cfg, k->dt, e);
+        if (!rc && k->backward)
+            rc = nb_cuda_batchnorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean,
+                                            k->rstd, B, C, 1, &k->cfg, k->dt, e);
+        break;
+    case NB_NORM_WEIGHT:
+        rc = nb_cuda_weightnorm_forward(k->y, k->rstd, k->x, k->g, B, C, k->dt, e);
+        if (!rc && k->backward)
+            rc = nb_cuda_weightnorm_backward(k->dx, k->dg, k->dy, k->x, k->g, k->rstd, B, C, k->dt,
+                                             e);
+        break;
+    }
+    if (rc) k->failed = 1;
+}
+
+static void g_copy(void *a) {
+    gbuf *k = a;
+    if (nb_cuda_copy(k->y, k->x, k->bytes, &k->err)) k->failed = 1;
+}
+
+/* The CPU table's shapes plus two LLM-sized ones, fp32 and (--dtype) bf16; each kernel's
+ * repetitions paired with a device-to-device copy of the same (B, C) array, timed with events. */
+static int bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dtype dt) {
+    static const int shapes[][2] = {{128, 1000}, {65536, 1024}, {16384, 4096}, {4096, 8192}};
+    nb_err err;
+    nb_err_clear(&err);
+    if (nb_cuda_init(&err)) return nb_report_err(&err);
+    char desc[512];
+    nb_cuda_describe(desc, sizeof desc);
+    const char *tn = dt == NB_CUDA_F32 ? "fp32" : "bf16";
+    if (fmt == FMT_TABLE) {
+        printf("# %s; %s input/output, fp32 statistics; CUDA-event medians\n", desc, tn);
+        printf("%-12s %-7s %-8s %10s %9s %9s %9s\n", "shape", "norm", "pass", "ms", "GB/s",
+               "copy GB/s", "vs copy");
+    } else if (fmt == FMT_CSV) {
+        printf("shape,norm,pass,ms,gb_per_s,copy_gb_per_s,ratio_to_copy,dtype,device\n");
+    } else {
+        printf("{\"device\": ");
+        nb_json_str(stdout, desc);
+        printf(", \"dtype\": \"%s\", \"results\": [", tn);
+    }
+    nb_rng rng;
+    nb_rng_seed(&rng, 1, NB_STREAM_SYNTH);
+    int first = 1;
+    size_t esz = dt == NB_CUDA_F32 ? 4 : 2;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        gbuf k;
+        memset(&k, 0, sizeof k);
+        k.B = shapes[s][0];
+        k.C = shapes[s][1];
+        k.dt = dt;
+        size_t N = (size_t)k.B * k.C, W = (size_t)(k.B > k.C ? k.B : k.C);
+        k.bytes = N * esz;
+        float *hx = falloc(N, &rng, 1.0, 0.5), *hdy = falloc(N, &rng, 1.0, 0);
+        float *hg = falloc(W, &rng, 0.1, 1), *hb = falloc(W, &rng, 0.1, 0),
+              *hrv = falloc(W, NULL, 0, 0);
+        if (!hx || !hdy || !hg || !hb || !hrv) return nb_die("out of memory");
+        for (size_t i = 0; i < W; i++)
+            hrv[i] = 1;
+        int ok = (k.x = nb_cuda_alloc(k.bytes, &err)) && (k.y = nb_cuda_alloc(k.bytes, &err)) &&
+                 (k.dy = nb_cuda_alloc(k.bytes, &err)) && (k.dx = nb_cuda_alloc(k.bytes, &err));
+        float **fs[] = {&k.g, &k.b, &k.dg, &k.db, &k.mean, &k.rstd, &k.rm, &k.rv};
+        for (size_t i = 0; ok && i < sizeof fs / sizeof fs[0]; i++)
+            ok = (*fs[i] = nb_cuda_alloc(W * sizeof(float), &err)) != NULL;
+        ok = ok && !nb_cuda_upload_as(k.x, hx, N, dt, &err) &&
+             !nb_cuda_upload_as(k.dy, hdy, N, dt, &err) && !nb_cuda_upload(k.g, hg, W * 4, &err) &&
+             !nb_cuda_upload(k.b, hb, W * 4, &err) && !nb_cuda_upload(k.rv, hrv, W * 4, &err);
+        free(hx), free(hdy), free(hg), free(hb), free(hrv);
+        if (!ok) return nb_report_err(&err);
+        char shape[32];
+        snprintf(shape, sizeof shape, "%dx%d", k.B, k.C);
+        for (int i = 0; i < nnorms; i++) {
+            if (norms[i] == NB_NORM_NONE) continue;
+            nb_norm_cfg_default(&k.cfg, (nb_norm_kind)norms[i]);
+            k.norm = norms[i];
+            k.k = norms[i] == NB_NORM_PRMS ? nb_prms_k(k.C, k.cfg.p, k.cfg.p_floor) : k.C;
+            for (int bw = 0; bw <= 1; bw++) {
+                k.backward = bw;
+                enum { REP = 40 };
+                double a[REP], c[REP], r[REP], t0, t1;
+                double bytes = (bw ? 5.0 : 2.0) * (double)k.bytes, cbytes = 2.0 * (double)k.bytes;
+                /* warm-up: module load, workspace allocation, clocks */
+                for (int w = 0; w < 3; w++)
+                    if (nb_cuda_time_ms(g_kernel, &k, &t0, &err) ||
+                        nb_cuda_time_ms(g_copy, &k, &t1, &err))
+                        return nb_report_err(&err);
+                for (int rep = 0; rep < REP; rep++) {
+                    if (nb_cuda_time_ms(g_copy, &k, &c[rep], &err) ||
+                        nb_cuda_time_ms(g_kernel, &k, &a[rep], &err))
+                        return nb_report_err(&err);
+                    r[rep] = (bytes / a[rep]) / (cbytes / c[rep]);
+                }
+                if (k.failed) return nb_report_err(&k.err);
+                double ratio = median(r, REP), t = median(a, REP), ct = median(c, REP);
+                double gbs = bytes / (t * 1e-3) / 1e9, cgbs = cbytes / (ct * 1e-3) / 1e9;
+                const char *pass = bw ? "fwd+bwd" : "fwd";
+                const char *name = nb_norm_name((nb_norm_kind)norms[i]);
+                if (fmt == FMT_TABLE)
+                    printf("%-12s %-7s %-8s %10.4f %9.1f %9.1f %9.2f\n", shape, name, pass, t, gbs,
+                           cgbs, ratio);
+                else if (fmt == FMT_CSV) {
+                    printf("%s,%s,%s,%.5f,%.2f,%.2f,%.4f,%s,", shape, name, pass, t, gbs, cgbs,
+                           ratio, tn);
+                    nb_csv_field(stdout, desc);
+                    putchar('\n');
+                } else {
+                    printf("%s{\"shape\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", "
+                           "\"ms\": %.5f, \"gb_per_s\": %.2f, \"copy_gb_per_s\": %.2f, "
+                           "\"ratio_to_copy\": %.4f}",
+                           first ? "" : ", ", shape, name, pass, t, gbs, cgbs, ratio);
+                    first = 0;
+                }
+            }
+        }
+        void *d[] = {k.x, k.y, k.dy, k.dx, k.g, k.b, k.dg, k.db, k.mean, k.rstd, k.rm, k.rv};
+        for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+            nb_cuda_free(d[i]);
+    }
+    if (fmt == FMT_JSON) printf("]}\n");
+    if (fmt == FMT_TABLE)
+        printf("# PyTorch's norms on the same device: python3 tools/torch_norms.py (not run by "
+               "normbench)\n");
+    return NB_EXIT_OK;
+}
+
 static int bench_step(const nb_task *task, const int *norms, int nnorms, const int *batches,
                       int nbatches, int iters, int fmt) {
     char settings[1024];
@@ -451,6 +614,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
             cfg.task = task->name;
             cfg.seed = 1;
             cfg.batch = batches[bi];
+            cfg.device = g_device;
             inst[i] = task->bench_open(&cfg, &err);
             nb_task_opts_free(&cfg);
             if (!inst[i]) {
@@ -633,7 +797,8 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
 
 int cmd_bench(int argc, const char **argv) {
     const char *norms_arg = NULL, *batch_arg = NULL;
-    int fmt = FMT_TABLE, threads = 0, steps = 30;
+    int fmt = FMT_TABLE, threads = 0, steps = 30, dtype = 0;
+    static const char *const dtype_choices[] = {"fp32", "bf16", NULL};
     nb_opt opts[] = {
         {"norms", NB_OPT_STR, &norms_arg, "LIST", "norms to time, comma-separated, or all (all)"},
         {"batch", NB_OPT_STR, &batch_arg, "LIST", "step: batch sizes (task default; mnist 128,4)"},
@@ -641,6 +806,10 @@ int cmd_bench(int argc, const char **argv) {
         NB_OPT_FORMAT(&fmt, format_choices),
         {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
          NULL, 1, 1024},
+        {"device", NB_OPT_CHOICE, &g_device, "D", "cpu, or cuda (kernels; step mnist)",
+         device_choices},
+        {"dtype", NB_OPT_CHOICE, &dtype, "T", "kernels --device cuda: fp32 or bf16 I/O (fp32)",
+         dtype_choices},
         {NULL},
     };
     const char *pos[2];
@@ -685,6 +854,8 @@ int cmd_bench(int argc, const char **argv) {
     }
     if (strcmp(pos[0], "kernels") == 0) {
         if (npos > 1) return nb_usage_error("bench", "unexpected argument '%s'", pos[1]);
+        if (g_device)
+            return bench_kernels_cuda(norms, nnorms, fmt, dtype ? NB_CUDA_BF16 : NB_CUDA_F32);
         return bench_kernels(norms, nnorms, fmt);
     }
     if (strcmp(pos[0], "step") != 0)
@@ -695,6 +866,14 @@ int cmd_bench(int argc, const char **argv) {
     if (!task) return nb_unknown_task("bench", pos[1]);
     if (!task->bench_open || !task->bench_step || !task->bench_close)
         return nb_die("task '%s' has no step benchmark", task->name);
+    if (g_device) {
+        nb_err derr;
+        nb_err_clear(&derr);
+        if (!task->cuda)
+            return nb_usage_error("bench", "--device cuda is not implemented for 'step %s'",
+                                  task->name);
+        if (nb_cuda_init(&derr)) return nb_report_err(&derr);
+    }
     int batches[16], nbatches = 0;
     for (; nbatches < 16 && task->bench_batches[nbatches]; nbatches++)
         batches[nbatches] = task->bench_batches[nbatches];

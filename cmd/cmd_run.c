@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cmd/progress.h"
+#include "nn/cuda/nbcuda.h"
 #include "results/query.h"
 #include "results/store.h"
 #include "tasks/checkpoint.h"
@@ -37,6 +38,7 @@ static const char run_usage[] =
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
 static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};
 static const char *const bias_choices[] = {"standard", "none", "kiros", NULL};
+static const char *const device_choices[] = {"cpu", "cuda", NULL};
 static const char *const var_choices[] = {"biased", "unbiased", NULL};
 static const char *const kround_choices[] = {"ceil", "floor", NULL};
 static const char *const epson_choices[] = {"raw", "corrected", NULL};
@@ -200,12 +202,12 @@ typedef struct common_vals {
     const char *dataset, *data_dir, *db, *tag, *variant;
     int norm, act, bias, bn_var, kround;
     int64_t seed, steps, epochs;
-    int batch, subset, threads, quiet, eps_outside, no_wn_init, no_ftz, no_fetch;
+    int batch, subset, threads, quiet, eps_outside, no_wn_init, no_ftz, no_fetch, device;
     int adam_eps_inside, adam_eps_on, log_every, eval_batch;
     double lr, p, eps, clip, beta1, beta2, adam_eps;
 } common_vals;
 
-enum { NCOMMON = 32 };
+enum { NCOMMON = 48 }; /* room for the common rows (common_rows) */
 
 /* The rows of the options every task shares, writing into v; returns how many. */
 static int common_rows(nb_opt *o, common_vals *v) {
@@ -248,6 +250,8 @@ static int common_rows(nb_opt *o, common_vals *v) {
          "keep denormal floats (default: flush them to zero, as PyTorch and TF do on x86)"},
         {"threads", NB_OPT_INT, &v->threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
          NULL, 1, 1024},
+        {"device", NB_OPT_CHOICE, &v->device, "D",
+         "cpu, or cuda (the GPU, for tasks that have it: mnist; 'make cuda')", device_choices},
         {"data-dir", NB_OPT_STR, &v->data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
         NB_OPT_DB(&v->db),
         {"tag", NB_OPT_STR, &v->tag, "K=V",
@@ -581,6 +585,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     }
     cfg.data_dir = v.data_dir ? v.data_dir : nb_default_data_dir();
     cfg.seed = (uint64_t)v.seed;
+    cfg.device = v.device;
     if (nb_opt_seen(opts, "epochs")) cfg.epochs = (int)v.epochs;
     if (v.steps) cfg.steps = v.steps;
     if (v.batch) cfg.batch = v.batch;
@@ -758,6 +763,26 @@ int cmd_run(int argc, const char **argv) {
     }
     nb_note_blas_core();
     nb_train_cfg cfg = a.cfg;
+    if (cfg.device) { /* --device cuda: a GPU first, and a task that has the device path */
+        nb_err derr;
+        nb_err_clear(&derr);
+        if (!nb_task_find(cfg.task)->cuda) {
+            char list[128] = "";
+            for (int i = 0, n = 0; nb_task_at(i); i++)
+                if (nb_task_at(i)->cuda)
+                    n += snprintf(list + n, sizeof list - (size_t)n, "%s%s", n ? ", " : "",
+                                  nb_task_at(i)->name);
+            free(resume_buf);
+            nb_task_opts_free(&cfg);
+            return nb_usage_error(
+                "run", "--device cuda is implemented for the task(s) %s, not '%s'", list, cfg.task);
+        }
+        if (nb_cuda_init(&derr) != 0) {
+            free(resume_buf);
+            nb_task_opts_free(&cfg);
+            return nb_report_err(&derr);
+        }
+    }
     const char *tag = a.tag;
     int quiet = a.quiet;
     if (a.threads > 0) {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "datasets/mnist.h"
+#include "nn/cuda/nbcuda.h"
 #include "tasks/train.h"
 
 static const char *const mnist_datasets[] = {"fashion-mnist", "mnist", "synthetic", NULL};
@@ -38,13 +39,18 @@ static void mnist_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
 
 static const int mlp_dims[] = {784, 1000, 1000, 10};
 
-/* Evaluates the model on a split: error rate and mean NLL. */
-static void evaluate(nb_mlp *m, const nb_split *s, int eb, double *err_rate, double *nll) {
+/* Evaluates the model on a split: error rate and mean NLL. With dev, the forward runs on the
+ * GPU and its softmax comes back into m->probs. */
+static void evaluate(nb_mlp *m, nb_cuda_mlp *dev, const nb_split *s, int eb, double *err_rate,
+                     double *nll) {
     long wrong = 0;
     double nll_sum = 0;
     for (int i = 0; i < s->n; i += eb) {
         int B = s->n - i < eb ? s->n - i : eb;
-        double loss = nb_mlp_forward(m, s->x + (size_t)i * s->dim, s->y + i, B, 0);
+        nb_err e;
+        double loss =
+            dev ? nb_cuda_mlp_forward(dev, s->x + (size_t)i * s->dim, s->y + i, B, 0, m->probs, &e)
+                : nb_mlp_forward(m, s->x + (size_t)i * s->dim, s->y + i, B, 0);
         nll_sum += loss * B;
         int V = m->dims[m->nlayers];
         for (int r = 0; r < B; r++) {
@@ -74,6 +80,9 @@ typedef struct mnist_run {
     nb_mnist data;
     float *xb;
     int *yb, *perm;
+    nb_cuda_mlp *dev; /* --device cuda: the model on the GPU (NULL: on the CPU) */
+    nb_err dev_err;   /* the first GPU failure, reported when the loop stops */
+    int dev_failed;
 } mnist_run;
 
 static void mnist_prepare(void *self, nb_rng *init_rng, nb_rng *data_rng) {
@@ -97,17 +106,42 @@ static double mnist_step(void *self, int64_t bi, nb_rng *noise_rng) {
     mnist_run *r = self;
     int B = r->cfg->batch;
     gather(r->xb, r->yb, &r->data.train, r->perm, (int)bi * B, B);
+    if (r->dev) {
+        double loss = nb_cuda_mlp_forward(r->dev, r->xb, r->yb, B, 1, NULL, &r->dev_err);
+        if (isnan(loss) && r->dev_err.msg[0]) r->dev_failed = 1;
+        if (isfinite(loss) && nb_cuda_mlp_backward(r->dev, &r->dev_err) != 0) {
+            r->dev_failed = 1;
+            loss = NAN;
+        }
+        return loss;
+    }
     double loss = nb_mlp_forward(&r->model, r->xb, r->yb, B, 1);
     if (isfinite(loss)) nb_mlp_backward(&r->model, r->yb);
     return loss;
+}
+
+static void mnist_update(void *self, const nb_adam_cfg *adam, int64_t step) {
+    mnist_run *r = self;
+    if (!r->dev_failed && nb_cuda_mlp_adam(r->dev, adam, (long)step, &r->dev_err) != 0)
+        r->dev_failed = 1;
+}
+
+static void mnist_sync(void *self, int to_device) {
+    mnist_run *r = self;
+    if (!r->dev_failed && nb_cuda_mlp_sync(r->dev, &r->model, to_device, &r->dev_err) != 0)
+        r->dev_failed = 1;
 }
 
 static int mnist_evaluate(void *self, int final, nb_metric *out, int max, nb_err *err) {
     mnist_run *r = self;
     if (final) return 0; /* every epoch's evaluation already covers validation and test */
     double ve, vn, te, tn;
-    evaluate(&r->model, &r->data.val, r->cfg->eval_batch, &ve, &vn);
-    evaluate(&r->model, &r->data.test, r->cfg->eval_batch, &te, &tn);
+    evaluate(&r->model, r->dev, &r->data.val, r->cfg->eval_batch, &ve, &vn);
+    evaluate(&r->model, r->dev, &r->data.test, r->cfg->eval_batch, &te, &tn);
+    if (r->dev_failed) {
+        *err = r->dev_err;
+        return -1;
+    }
     nb_metric m[] = {{"val_error", 0, 0, ve},
                      {"val_nll", 0, 0, vn},
                      {"test_error", 0, 0, te},
@@ -174,6 +208,19 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     }
     for (int i = 0; i < tr->n; i++)
         r.perm[i] = i;
+    if (cfg->device) {
+        if (cfg->clip > 0) {
+            nb_errf(err, "--clip is not implemented with --device cuda");
+            nb_hintf(err, "leave --clip out, or train with --device cpu");
+            goto out;
+        }
+        r.dev = nb_cuda_mlp_new(&r.model, err);
+        if (!r.dev) goto out;
+        char desc[512], val[600];
+        nb_cuda_describe(desc, sizeof desc);
+        snprintf(val, sizeof val, "cuda: %s", desc);
+        if (sink->param && sink->param(sink->ctx, "device", val, err) != 0) goto out;
+    }
 
     nb_trainer t = {.self = &r,
                     .params = r.model.params,
@@ -187,12 +234,19 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                     .prepare = mnist_prepare,
                     .epoch_begin = mnist_epoch_begin,
                     .step = mnist_step,
-                    .evaluate = mnist_evaluate};
+                    .evaluate = mnist_evaluate,
+                    .update = r.dev ? mnist_update : NULL,
+                    .sync = r.dev ? mnist_sync : NULL};
     rc = nb_train_loop(cfg, &t, sink, status, err);
+    if (r.dev_failed && rc == 0 && *status != NB_STATUS_FINISHED) {
+        *err = r.dev_err;
+        rc = -1;
+    }
 out:
     free(r.xb);
     free(r.yb);
     free(r.perm);
+    nb_cuda_mlp_free(r.dev);
     if (have_model) nb_mlp_free(&r.model);
     if (have_data) nb_mnist_free(&r.data);
     return rc;
@@ -204,11 +258,13 @@ typedef struct mnist_bench {
     int *y, B;
     long t;
     nb_adam_cfg adam;
+    nb_cuda_mlp *dev; /* --device cuda */
 } mnist_bench;
 
 static void mnist_bench_close(void *p) {
     mnist_bench *b = p;
     if (!b) return;
+    nb_cuda_mlp_free(b->dev);
     nb_mlp_free(&b->model);
     free(b->x);
     free(b->y);
@@ -242,12 +298,24 @@ static void *mnist_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     for (int i = 0; i < b->B; i++)
         b->y[i] = (int)nb_rng_below(&rng, 10);
     nb_mlp_data_init(&b->model, b->x, b->B);
+    if (cfg->device && !(b->dev = nb_cuda_mlp_new(&b->model, err))) {
+        mnist_bench_close(b);
+        return NULL;
+    }
     return b;
 }
 
 static double mnist_bench_step(void *p) {
     mnist_bench *b = p;
     double ts = nb_now();
+    if (b->dev) { /* forward (waits for its loss), backward, Adam, and the wait for them */
+        nb_err e;
+        if (isnan(nb_cuda_mlp_forward(b->dev, b->x, b->y, b->B, 1, NULL, &e)) ||
+            nb_cuda_mlp_backward(b->dev, &e) || nb_cuda_mlp_adam(b->dev, &b->adam, ++b->t, &e) ||
+            nb_cuda_sync(&e))
+            return NAN;
+        return nb_now() - ts;
+    }
     nb_mlp_zero_grad(&b->model);
     nb_mlp_forward(&b->model, b->x, b->y, b->B, 1);
     nb_mlp_backward(&b->model, b->y);
@@ -268,6 +336,7 @@ const nb_task nb_task_mnist = {
     .summary = "MLP 784-1000-1000-10 on MNIST / Fashion-MNIST: LN paper §6.6",
     .default_dataset = "fashion-mnist",
     .datasets = mnist_datasets,
+    .cuda = 1,
     .defaults = mnist_defaults,
     .train = mnist_train,
     .bench_open = mnist_bench_open,

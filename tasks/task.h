@@ -48,6 +48,7 @@ typedef struct nb_train_cfg {
     double clip;    /* > 0: global gradient-norm clipping threshold */
     int threads;    /* threads in force (recorded; cmd/ sets them) */
     int flush_denormals;         /* FTZ/DAZ on while training (see nb_flush_denormals) */
+    int device;                  /* 0 the CPU, 1 CUDA (nn/cuda/nbcuda.h; mnist only) */
     volatile sig_atomic_t *stop; /* becomes non-zero to ask the loop to stop (Ctrl-C) */
     const char *resume_from;     /* a checkpoint to continue from (tasks/checkpoint.h), or NULL */
     /* The task's own options, in the task's own struct (declared by its nb_task_opt rows,
@@ -92,6 +93,7 @@ typedef struct nb_task {
      * the struct they live in (cfg->task_opts). */
     const nb_task_opt *opts;
     size_t opts_size;
+    int cuda; /* the task trains and benchmarks on a GPU too (--device cuda) */
     /* Fills cfg with the task's (paper's) defaults for the given norm: the common options, and
      * the task's own where they differ by norm or by model (cfg->task_opts holds the rows'
      * defaults and the chosen model already). */

@@ -74,6 +74,7 @@ static int evaluate(loop *L, int epoch, int final, nb_err *err) {
         if (better) {
             L->best_state[0] = v;
             L->best_state[1] = 1;
+            if (t->sync) t->sync(t->self, 0);
             memcpy(L->best, t->params, sizeof(float) * t->layout->total);
         }
         snprintf(best_name, sizeof best_name, "best_%s", t->select_metric);
@@ -96,6 +97,10 @@ void nb_train_update(const nb_trainer *t, double clip, const nb_adam_cfg *adam, 
     if (t->clip_per_tensor > 0) nb_clip_per_tensor(t->grads, t->layout, t->clip_per_tensor);
     nb_adam_cfg a = *adam;
     if (t->schedule) t->schedule(t->self, step, planned, &a);
+    if (t->update) {
+        t->update(t->self, &a, step);
+        return;
+    }
     nb_adam_step_layout(t->params, t->grads, t->adam_m, t->adam_v, t->layout, (long)step, &a);
 }
 
@@ -154,6 +159,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
     } else if (t->prepare) {
         t->prepare(t->self, &init_rng, &data_rng);
     }
+    if (t->sync) t->sync(t->self, 1);
     *status = NB_STATUS_FINISHED;
 
     int epoch = first_epoch;
@@ -162,7 +168,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
         double epoch_train0 = L.train_time;
         for (int64_t bi = 0; bi < t->steps_per_epoch && L.step < L.planned; bi++) {
             double ts = nb_now();
-            memset(t->grads, 0, sizeof(float) * P);
+            if (!t->update) memset(t->grads, 0, sizeof(float) * P);
             double loss = t->step(t->self, bi, &noise_rng);
             if (!isfinite(loss)) {
                 L.step++;
@@ -228,6 +234,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
         const char *ck = sink->checkpoint_path ? sink->checkpoint_path(sink->ctx, err) : NULL;
         if (sink->checkpoint_path && !ck) goto out;
         if (ck && L.step < L.planned) {
+            if (t->sync) t->sync(t->self, 0);
             nb_ckpt_state st = {
                 L.step,     epoch,    L.train_time, nb_now() - L.t0,
                 L.loss_acc, L.loss_n, L.last_loss,  {init_rng, data_rng, noise_rng, {{0}}}};
@@ -245,7 +252,10 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
                 goto out;
             }
         }
-        if (L.best && L.best_state[1]) memcpy(t->params, L.best, sizeof(float) * P);
+        if (L.best && L.best_state[1]) {
+            memcpy(t->params, L.best, sizeof(float) * P);
+            if (t->sync) t->sync(t->self, 1);
+        }
         int e = evaluate(&L, last, 1, err);
         if (e < 0) goto out;
         if (e > 0) *status = NB_STATUS_DIVERGED;

@@ -78,6 +78,13 @@ typedef struct nb_trainer {
      * non-finite value of a metric whose name ends in "loss" or "nll" stops the run as
      * diverged. */
     int (*evaluate)(void *self, int final, nb_metric *out, int max, nb_err *err);
+
+    /* A model on another device (--device cuda), or NULL for both: update replaces clipping and
+     * Adam on the host buffers (the step then zeroes its own gradients, and the loop does not);
+     * sync copies parameters and moments to the device (to_device != 0: after prepare or a
+     * resume) or back to the host buffers (before a checkpoint or a copy of the best). */
+    void (*update)(void *self, const nb_adam_cfg *adam, int64_t step);
+    void (*sync)(void *self, int to_device);
 } nb_trainer;
 
 /* The update that follows a step's backward, as the loop does it: clipping (global at clip > 0,
