@@ -448,6 +448,7 @@ void FN(nb_gru_begin)(FN(nb_gru) * g, const real *params, int T, int B, int trai
     g->training = training;
     g->x = NULL;
     g->mask = NULL;
+    g->input_back_done = 0;
     if (g->norm.kind == NB_NORM_WEIGHT) {
         FN(nb_weightnorm_forward)(g->wce, g->wnx, params + g->wc, params + g->wgx, H3, E);
         FN(nb_weightnorm_forward)(g->uce, g->wnh, params + g->uc, params + g->wgh, H3, H);
@@ -625,9 +626,10 @@ void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *p
     }
     if (rowwise) gain_grads(g, dgh, dbh, g->dhn, g->hp, g->sh, TB);
 
-    /* input side */
-    if (rowwise) {
-        gain_grads(g, dgx, dbx, g->dxn, g->xp, g->sx, TB);
+    /* input side (its norm backward and dx already taken step by step: nb_gru_input_back) */
+    if (rowwise) gain_grads(g, dgx, dbx, g->dxn, g->xp, g->sx, TB);
+    if (g->input_back_done) {
+    } else if (rowwise) {
 #pragma omp parallel for schedule(static) if ((size_t)TB * H3 >= GRU_PAR_MIN)
         for (int row = 0; row < TB; row++)
             row_bwd(g, g->dxp + (size_t)row * H3, g->dxn + (size_t)row * H3,
@@ -651,9 +653,33 @@ void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *p
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, E, TB, 1, g->dxp, H3, g->x, E, 1,
                    grads + g->wc, E);
     }
-    if (dx)
+    if (dx && !g->input_back_done)
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, TB, E, H3, 1, g->dxp, H3, Wc, E, 1,
                    dx, E);
+}
+
+void FN(nb_gru_input_back)(FN(nb_gru) * g, real *grads, const real *params, int t, real *dx) {
+    const int H = g->H, E = g->E, H3 = 3 * H, B = g->B;
+    const nb_norm_kind kind = g->norm.kind;
+    const real *Wc = kind == NB_NORM_WEIGHT ? g->wce : params + g->wc;
+    const real *gx = g->gx != NO_OFF ? params + g->gx : NULL;
+    const size_t o3 = (size_t)t * B * H3;
+    g->input_back_done = 1;
+    if (is_rowwise(kind)) {
+#pragma omp parallel for schedule(static) if ((size_t)B * H3 >= GRU_PAR_MIN)
+        for (int b = 0; b < B; b++) {
+            const size_t row = (size_t)t * B + b;
+            row_bwd(g, g->dxp + row * H3, g->dxn + row * H3, g->xp + row * H3, gx, g->sx + row * 4);
+        }
+    } else if (kind == NB_NORM_BATCH) {
+        memset(g->dxp + o3, 0, sizeof(real) * (size_t)B * H3);
+        FN(nb_batchnorm_backward)
+        (g->dxp + o3, g->gx != NO_OFF ? grads + g->gx : NULL,
+         g->bx != NO_OFF ? grads + g->bx : NULL, g->dxn + o3, g->xp + o3, gx,
+         g->bmx + (size_t)t * H3, g->brx + (size_t)t * H3, B, H3, g->training, &g->norm);
+    }
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, E, H3, 1, g->dxp + o3, H3, Wc, E, 1,
+               dx + (size_t)t * B * E, E);
 }
 
 void FN(nb_gru_backward_seq)(FN(nb_gru) * g, real *grads, real *dx, const real *params,

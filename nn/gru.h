@@ -60,9 +60,10 @@ typedef struct NB_FN(nb_gru) {
     NB_REAL *dwce, *duce;           /* WN: gradients of the effective weights */
     const NB_REAL *x, *mask;        /* the last forward's inputs (not owned) */
     int T, B, training;
-    int bias_state; /* 0: bc added on the input side, inside Nx (default); 1: on the recurrent
-                       side, inside Nh (Nematus' nematus_compat, its decoder's second GRU) */
-    int bn_offset;  /* BN: step t uses running-statistics slot t + bn_offset (step-wise decoding) */
+    int bias_state;      /* 0: bc added on the input side, inside Nx (default); 1: on the recurrent
+                            side, inside Nh (Nematus' nematus_compat, its decoder's second GRU) */
+    int input_back_done; /* set by nb_gru_input_back: finish_back leaves the input side's dx */
+    int bn_offset; /* BN: step t uses running-statistics slot t + bn_offset (step-wise decoding) */
 } NB_FN(nb_gru);
 
 /* Sizes the layer (E, H >= 1; Tmax, Bmax: the largest sequence length and batch a forward may
@@ -126,3 +127,9 @@ int NB_FN(nb_gru_init_normal)(NB_FN(nb_gru) * g, NB_REAL *params, nb_rng *rng, d
 
 /* An n x n orthogonal matrix (QR of a Gaussian matrix) into dst with row stride ld. */
 int NB_FN(nb_orthogonal)(NB_REAL *dst, size_t ld, int n, nb_rng *rng, nb_err *err);
+
+/* The input side's backward of step t alone, after its step_back: ACCUMULATES dx rows of step t
+ * (dx is the whole (T, B, E) array) and BN's input-side gains; finish_back then leaves dx (and
+ * those) alone. For a conditional GRU, whose step t input depends on step t's own state. */
+void NB_FN(nb_gru_input_back)(NB_FN(nb_gru) * g, NB_REAL *grads, const NB_REAL *params, int t,
+                              NB_REAL *dx);
