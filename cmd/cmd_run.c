@@ -408,6 +408,8 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     if (bn_everywhere) cfg.bn_everywhere = 1;
     if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2)
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
+    if (nb_check_text_opt("run", "tag", tag) || nb_check_text_opt("run", "variant", variant))
+        return NB_EXIT_USAGE;
     a->cfg = cfg;
     a->db = db ? db : nb_default_db();
     a->tag = tag;
