@@ -455,6 +455,11 @@ static int open_readwrite(nb_store *s, nb_err *err) {
     int rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) return nb_store_fail(s, rc, "open the store", err);
     sqlite3_extended_result_codes(s->db, 1);
+    if (sqlite3_db_readonly(s->db, "main") == 1) { /* SQLite fell back to reading */
+        nb_errf(err, "cannot write to results store '%s': it is read-only", s->path);
+        return nb_hintf(err, "make the file, its directory and its file system writable, or "
+                             "pass --db with a store in a writable place");
+    }
     char to[64];
     snprintf(to, sizeof to, "PRAGMA busy_timeout = %d", BUSY_TIMEOUT_MS);
     char tov[32];
