@@ -4,9 +4,9 @@
  * ("norm"); a database is identified as a store (by that id, or, for a store made before it, by
  * its tables) before anything changes it. Every open for writing then sets WAL,
  * synchronous=NORMAL, busy_timeout, foreign_keys and reads them back; schema changes go through
- * migrations keyed by PRAGMA user_version, and a store newer than this binary is refused. Writes run in
- * BEGIN IMMEDIATE transactions. A NaN or infinite metric is stored with an explicit kind so it
- * stays distinguishable from NULL. Two processes may use one store at once.
+ * migrations keyed by PRAGMA user_version, and a store newer than this binary is refused. Writes
+ * run in BEGIN IMMEDIATE transactions. A NaN or infinite metric is stored with an explicit kind so
+ * it stays distinguishable from NULL. Two processes may use one store at once.
  *
  * All functions return 0 on success and -1 with err filled (message naming the file, and a hint)
  * on failure. Strings passed in are copied; strings returned are owned by the caller (free()). */
