@@ -314,24 +314,36 @@ static char *file_uri(const char *path, const char *query) {
     return u;
 }
 
-/* Opens s->db read-only: SQLITE_OPEN_READONLY, or with immutable (nothing but the database
- * file is read, nothing at all created or locked) when that cannot work because the -shm file of
- * a WAL store cannot be created (a read-only directory or file system) and no -wal holds
- * changes. Reads the schema version into *version. Returns the SQLite code of the failure, with
- * s->db left open for the message, or SQLITE_OK. */
-static int open_ro(nb_store *s, int immutable, long long *version) {
+/* How a reading command opens a store (open_ro). */
+enum {
+    /* the store and its directory are writable: opened for writing but with query_only on, so
+     * that SQL cannot change it, and the last connection to close still merges and removes the
+     * -wal and -shm files as usual (a read-only connection cannot, and would leave them) */
+    RO_QUERY_ONLY,
+    RO_READONLY,  /* SQLITE_OPEN_READONLY */
+    RO_IMMUTABLE, /* immutable=1: only the database file is read; nothing created or locked */
+};
+
+/* Opens s->db for reading as mode says and reads the schema version into *version. Returns the
+ * SQLite code of the failure, with s->db left open for the message, or SQLITE_OK. */
+static int open_ro(nb_store *s, int mode, long long *version) {
     int rc;
-    if (immutable) {
+    if (mode == RO_IMMUTABLE) {
         char *uri = file_uri(s->path, "immutable=1");
         if (!uri) return SQLITE_NOMEM;
         rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
         free(uri);
     } else {
-        rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READONLY, NULL);
+        rc = sqlite3_open_v2(s->path, &s->db,
+                             mode == RO_READONLY ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE,
+                             NULL);
     }
     if (rc != SQLITE_OK) return rc;
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    if (mode == RO_QUERY_ONLY &&
+        (rc = sqlite3_exec(s->db, "PRAGMA query_only = ON", NULL, NULL, NULL)) != SQLITE_OK)
+        return rc;
     sqlite3_stmt *st = NULL;
     rc = sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL);
     if (rc == SQLITE_OK) {
@@ -342,18 +354,34 @@ static int open_ro(nb_store *s, int immutable, long long *version) {
         }
     }
     sqlite3_finalize(st);
+    if (rc == SQLITE_OK && mode == RO_QUERY_ONLY) { /* read back: SQLite ignores what it refuses */
+        rc = sqlite3_prepare_v2(s->db, "PRAGMA query_only", -1, &st, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1 ? SQLITE_OK
+                                                                                  : SQLITE_ERROR;
+        sqlite3_finalize(st);
+    }
     return rc;
 }
 
-/* open_ro, falling back to immutable when the plain read-only open cannot set up WAL's shared
- * memory; on failure fills err. */
-static int open_readonly(nb_store *s, long long *version, nb_err *err) {
-    int rc = open_ro(s, 0, version);
+/* Whether the store and its directory can be written. */
+static int writable(const char *path) {
+    char *dir = dir_of(path);
+    int ok = dir && access(path, W_OK) == 0 && access(dir, W_OK | X_OK) == 0;
+    free(dir);
+    return ok;
+}
+
+/* Opens a store for a reading command: query_only where the store and its directory are
+ * writable, else read-only, falling back to immutable when a WAL store's -shm cannot be created
+ * (a read-only directory or file system) and no -wal holds changes. On failure fills err. */
+static int open_reader(nb_store *s, long long *version, nb_err *err) {
+    int rc = open_ro(s, writable(s->path) ? RO_QUERY_ONLY : RO_READONLY, version);
     int prim = rc & 0xff;
     if ((prim == SQLITE_CANTOPEN || prim == SQLITE_READONLY) && !wal_has_content(s->path)) {
         sqlite3_close(s->db);
         s->db = NULL;
-        rc = open_ro(s, 1, version);
+        rc = open_ro(s, RO_IMMUTABLE, version);
     }
     if (rc != SQLITE_OK) return nb_store_fail(s, rc, "read the store", err);
     return 0;
@@ -418,7 +446,7 @@ static int identify(nb_store *s, int *what, nb_err *err) {
     if (app != 0) return refuse_foreign(s, err);
     /* no id: a store made before it was set, an empty database, or something else */
     long long v = 0, n = 0, tables = 0;
-    int rc = open_ro(s, !wal_has_content(path), &v);
+    int rc = open_ro(s, wal_has_content(path) ? RO_READONLY : RO_IMMUTABLE, &v);
     if (rc != SQLITE_OK) {
         nb_store_fail(s, rc, "read the store", err);
         goto fail;
@@ -471,14 +499,6 @@ static int open_readwrite(nb_store *s, nb_err *err) {
     return migrate(s, err);
 }
 
-/* Whether the store and its directory can be written (to migrate an older store). */
-static int writable(const char *path) {
-    char *dir = dir_of(path);
-    int ok = dir && access(path, W_OK) == 0 && access(dir, W_OK | X_OK) == 0;
-    free(dir);
-    return ok;
-}
-
 int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err) {
     *out = NULL;
     nb_store *s = calloc(1, sizeof *s);
@@ -502,7 +522,7 @@ int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err) {
         return 0;
     }
     long long v = 0;
-    if (open_readonly(s, &v, err)) goto fail;
+    if (open_reader(s, &v, err)) goto fail;
     const int latest = nb_store_schema_version();
     if (v > latest) {
         nb_errf(err,
@@ -526,7 +546,7 @@ int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err) {
         if (open_readwrite(s, err)) goto fail;
         sqlite3_close(s->db);
         s->db = NULL;
-        if (open_readonly(s, &v, err)) goto fail;
+        if (open_reader(s, &v, err)) goto fail;
     }
     *out = s;
     return 0;

@@ -20,14 +20,16 @@ typedef struct nb_store nb_store;
 
 /* Opens (creating and migrating if needed) the store at path. A path that exists must be a
  * regular file (a symbolic link to one is followed); anything else, a link to /dev/null
- * included, is refused before SQLite opens it. readonly opens with SQLITE_OPEN_READONLY and
- * never creates (a missing or empty file is an error "no results store at 'PATH'" with a hint):
- * it works on a read-only file, directory or file system (a WAL store whose -shm cannot be
- * created there is read with immutable=1, unless its -wal holds changes), and migrates an older
- * store only when the file and its directory are writable. Refused with a clear message, and
- * left byte for byte as it was: a store newer than this binary, a file that is not a database,
- * an SQLite database that is not a results store; also an unwritable or missing directory
- * (when creating). */
+ * included, is refused before SQLite opens it. readonly never creates (a missing or empty file
+ * is an error "no results store at 'PATH'" with a hint) and cannot change the store: where the
+ * store and its directory are writable it is opened with PRAGMA query_only (so that SQLite still
+ * removes the -wal and -shm files when the last connection closes), elsewhere with
+ * SQLITE_OPEN_READONLY, so it works on a read-only file, directory or file system (a WAL store
+ * whose -shm cannot be created there is read with immutable=1, unless its -wal holds changes).
+ * An older store is migrated only when the file and its directory are writable. Refused with a
+ * clear message, and left byte for byte as it was: a store newer than this binary, a file that
+ * is not a database, an SQLite database that is not a results store; also an unwritable or
+ * missing directory (when creating). */
 int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err);
 /* Closes the store; s may be NULL. */
 void nb_store_close(nb_store *s);

@@ -649,8 +649,8 @@ static void test_application_id(void **state) {
     assert_int_equal(app_id(path), 0x6e6f726d);
 }
 
-/* A read-only open is SQLite's read-only: a write through it fails, and the database file is
- * not changed by reading. */
+/* A read-only open cannot write: a write through it fails, the database file is not changed by
+ * reading, and nothing is left beside it. */
 static void test_readonly_open(void **state) {
     char path[512];
     path_in_tmp(path, sizeof path, "ro.db");
@@ -672,6 +672,8 @@ static void test_readonly_open(void **state) {
     assert_int_equal(nb_run_create(s, &spec, &id2, &err), -1);
     assert_non_null(strstr(err.msg, "readonly"));
     nb_store_close(s);
+    assert_false(exists_with(path, "-wal")); /* nothing left beside it */
+    assert_false(exists_with(path, "-shm"));
     unsigned char *after = slurp(path, &n1);
     assert_int_equal(n1, n0);
     assert_memory_equal(after, before, n0);

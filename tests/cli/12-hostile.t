@@ -148,7 +148,7 @@ if unshare -rm true 2>/dev/null && unshare -rm sh -c "mount -t tmpfs none '$tmp/
     rm -f ro-src.db-wal ro-src.db-shm
     unshare -rm sh -c "
         mount -t tmpfs none '$tmp/ro' && cp '$tmp/ro-src.db' '$tmp/ro/s.db' &&
-        mount -o remount,ro '$tmp/ro' || exit 99
+        { mount -o remount,ro,bind '$tmp/ro' 2>/dev/null || mount -o remount,ro '$tmp/ro'; } || exit 99
         touch '$tmp/ro/probe' 2>/dev/null && exit 98
         cd '$tmp/ro'
         '$NB' runs --db s.db >'$tmp/ro-runs' 2>&1 || exit 1
