@@ -620,6 +620,10 @@ static int parse_run(int argc, const char **argv, run_args *a) {
         nb_task_opts_free(&cfg);
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
     }
+    if (nb_check_text_opt("run", "tag", v.tag) || nb_check_text_opt("run", "variant", v.variant)) {
+        nb_task_opts_free(&cfg);
+        return NB_EXIT_USAGE;
+    }
     a->cfg = cfg;
     a->db = v.db ? v.db : nb_default_db();
     a->tag = v.tag;

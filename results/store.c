@@ -3,6 +3,7 @@
 #include "results/store_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +172,34 @@ static void rollback(nb_store *s) {
     if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-static int migrate(nb_store *s, int readonly, nb_err *err) {
+/* PRAGMA application_id of every store normbench creates ("norm"); a store made before it was
+ * set is recognised by its schema and stamped when next opened for writing. */
+#define NB_APPLICATION_ID 0x6e6f726d
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+static int refuse_foreign(const nb_store *s, nb_err *err) {
+    nb_errf(err, "'%s' is an SQLite database but not a normbench results store", s->path);
+    return nb_hintf(err, "pass --db with the path of a results store (or a new file); the file "
+                         "was left as it was");
+}
+
+/* Stamps the application id on a store identified by its schema. */
+static int stamp(nb_store *s, nb_err *err) {
+    long long id = 0;
+    if (query_int(s, "PRAGMA application_id", &id, "read the application id", err)) return -1;
+    if (id == NB_APPLICATION_ID) return 0;
+    if (id != 0) return refuse_foreign(s, err);
+    if (exec(s, "BEGIN IMMEDIATE", "mark the store", err)) return -1;
+    if (exec(s, "PRAGMA application_id = " STR(NB_APPLICATION_ID), "mark the store", err) ||
+        exec(s, "COMMIT", "mark the store", err)) {
+        rollback(s);
+        return -1;
+    }
+    return 0;
+}
+
+static int migrate(nb_store *s, nb_err *err) {
     const int latest = nb_store_schema_version();
     for (;;) {
         long long v = 0;
@@ -184,14 +212,7 @@ static int migrate(nb_store *s, int readonly, nb_err *err) {
             return nb_hintf(err, "use a newer normbench with this store, or pass --db with "
                                  "another file");
         }
-        if (v == latest) return 0;
-        if (readonly && sqlite3_db_readonly(s->db, "main") == 1) {
-            nb_errf(err,
-                    "results store '%s' has schema version %lld and needs migrating to %d, "
-                    "but it is read-only",
-                    s->path, v, latest);
-            return nb_hintf(err, "make the file and its directory writable");
-        }
+        if (v == latest) return stamp(s, err);
         /* One step per transaction, re-checked inside it: another process may have migrated. */
         if (exec(s, "BEGIN IMMEDIATE", "migrate the schema", err)) return -1;
         if (query_int(s, "PRAGMA user_version", &v, "read the schema version", err)) goto fail;
@@ -203,11 +224,12 @@ static int migrate(nb_store *s, int readonly, nb_err *err) {
                           &n, "read the schema", err))
                 goto fail;
             if (n > 0) {
-                nb_errf(err, "'%s' is an SQLite database but not a normbench results store",
-                        s->path);
-                nb_hintf(err, "pass --db with the path of a results store (or a new file)");
+                refuse_foreign(s, err);
                 goto fail;
             }
+            /* a new store: marked as normbench's in the same transaction as its tables */
+            if (exec(s, "PRAGMA application_id = " STR(NB_APPLICATION_ID), "create the store", err))
+                goto fail;
         }
         if (v < latest) {
             char set[64];
@@ -222,17 +244,17 @@ fail:
     return -1;
 }
 
+/* The directory part of path ("." when none); caller frees. */
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
 static int check_create_dir(const char *path, nb_err *err) {
-    char *dup = strdup(path);
-    if (!dup) return nb_errf(err, "out of memory");
-    char *slash = strrchr(dup, '/');
-    const char *dir = ".";
-    if (slash == dup)
-        dir = "/";
-    else if (slash) {
-        *slash = '\0';
-        dir = dup;
-    }
+    char *dir = dir_of(path);
+    if (!dir) return nb_errf(err, "out of memory");
     int ret = 0;
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -244,57 +266,288 @@ static int check_create_dir(const char *path, nb_err *err) {
                 dir, strerror(e));
         ret = nb_hintf(err, "pass --db with a path in a writable directory (or set NORMBENCH_DB)");
     }
-    free(dup);
+    free(dir);
     return ret;
+}
+
+/* What the path holds, found out before SQLite opens it for anything but reading. */
+enum { STORE_ABSENT, STORE_EMPTY, STORE_OURS };
+
+static const char *file_kind(mode_t m) {
+    return S_ISCHR(m)    ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a named pipe"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+/* Whether PATH-wal exists and holds something (changes not yet in the database file). */
+static int wal_has_content(const char *path) {
+    char wal[4200];
+    struct stat st;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    return stat(wal, &st) == 0 && st.st_size > 0;
+}
+
+/* "file:PATH?QUERY" with PATH percent-encoded (RFC 3986), for sqlite3_open_v2 with
+ * SQLITE_OPEN_URI. Caller frees. */
+static char *file_uri(const char *path, const char *query) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(path);
+    size_t size = 3 * n + strlen(query) + 16;
+    char *u = malloc(size);
+    if (!u) return NULL;
+    const char *scheme = path[0] == '/' ? "file://" : "file:";
+    memcpy(u, scheme, strlen(scheme));
+    char *p = u + strlen(scheme);
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("-._~/", *c)) {
+            *p++ = (char)*c;
+        } else {
+            *p++ = '%';
+            *p++ = hex[*c >> 4];
+            *p++ = hex[*c & 15];
+        }
+    }
+    snprintf(p, size - (size_t)(p - u), "?%s", query);
+    return u;
+}
+
+/* How a reading command opens a store (open_ro). */
+enum {
+    /* the store and its directory are writable: opened for writing but with query_only on, so
+     * that SQL cannot change it, and the last connection to close still merges and removes the
+     * -wal and -shm files as usual (a read-only connection cannot, and would leave them) */
+    RO_QUERY_ONLY,
+    RO_READONLY,  /* SQLITE_OPEN_READONLY */
+    RO_IMMUTABLE, /* immutable=1: only the database file is read; nothing created or locked */
+};
+
+/* Opens s->db for reading as mode says and reads the schema version into *version. Returns the
+ * SQLite code of the failure, with s->db left open for the message, or SQLITE_OK. */
+static int open_ro(nb_store *s, int mode, long long *version) {
+    int rc;
+    if (mode == RO_IMMUTABLE) {
+        char *uri = file_uri(s->path, "immutable=1");
+        if (!uri) return SQLITE_NOMEM;
+        rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+        free(uri);
+    } else {
+        rc = sqlite3_open_v2(s->path, &s->db,
+                             mode == RO_READONLY ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE,
+                             NULL);
+    }
+    if (rc != SQLITE_OK) return rc;
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    if (mode == RO_QUERY_ONLY &&
+        (rc = sqlite3_exec(s->db, "PRAGMA query_only = ON", NULL, NULL, NULL)) != SQLITE_OK)
+        return rc;
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *version = sqlite3_column_int64(st, 0);
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK && mode == RO_QUERY_ONLY) { /* read back: SQLite ignores what it refuses */
+        rc = sqlite3_prepare_v2(s->db, "PRAGMA query_only", -1, &st, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1 ? SQLITE_OK
+                                                                                  : SQLITE_ERROR;
+        sqlite3_finalize(st);
+    }
+    return rc;
+}
+
+/* Whether the store and its directory can be written. */
+static int writable(const char *path) {
+    char *dir = dir_of(path);
+    int ok = dir && access(path, W_OK) == 0 && access(dir, W_OK | X_OK) == 0;
+    free(dir);
+    return ok;
+}
+
+/* Opens a store for a reading command: query_only where the store and its directory are
+ * writable, else read-only, falling back to immutable when a WAL store's -shm cannot be created
+ * (a read-only directory or file system) and no -wal holds changes. On failure fills err. */
+static int open_reader(nb_store *s, long long *version, nb_err *err) {
+    int rc = open_ro(s, writable(s->path) ? RO_QUERY_ONLY : RO_READONLY, version);
+    int prim = rc & 0xff;
+    if ((prim == SQLITE_CANTOPEN || prim == SQLITE_READONLY) && !wal_has_content(s->path)) {
+        sqlite3_close(s->db);
+        s->db = NULL;
+        rc = open_ro(s, RO_IMMUTABLE, version);
+    }
+    if (rc != SQLITE_OK) return nb_store_fail(s, rc, "read the store", err);
+    return 0;
+}
+
+/* Refuses what is not a regular file (a device such as /dev/null, a pipe, a directory, a link
+ * to nothing) before SQLite sees it, and tells whether the path is absent, empty (a file of no
+ * bytes, or an SQLite database with nothing in it) or a normbench store: application_id set, or
+ * the tables of one (a store made before the id was set). Anything else is refused without
+ * having changed it: it is only read, read-only, and with immutable (nothing created beside it)
+ * unless a -wal file holds changes. */
+static int identify(nb_store *s, int *what, nb_err *err) {
+    const char *path = s->path;
+    struct stat lst, st;
+    if (lstat(path, &lst) != 0) {
+        int e = errno;
+        if (e == ENOENT) {
+            *what = STORE_ABSENT;
+            return 0;
+        }
+        return nb_errf(err, "cannot open results store '%s': %s", path, strerror(e));
+    }
+    if (stat(path, &st) != 0) { /* a symbolic link whose target is missing */
+        int e = errno;
+        nb_errf(err, "results store '%s' is a symbolic link that leads nowhere: %s", path,
+                strerror(e));
+        return nb_hintf(err, "pass --db with the path of a results store or of a new file");
+    }
+    if (S_ISDIR(st.st_mode)) {
+        nb_errf(err, "'%s' is a directory, not a results store", path);
+        return nb_hintf(err, "pass --db with a file name, e.g. --db '%s/normbench.db'", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        nb_errf(err, "'%s' is %s%s, not a results store", path,
+                S_ISLNK(lst.st_mode) ? "a symbolic link to " : "", file_kind(st.st_mode));
+        return nb_hintf(err, "pass --db with the path of a results store file (or of a new one); "
+                             "a symbolic link to a regular file is followed");
+    }
+    if (st.st_size == 0) {
+        *what = STORE_EMPTY;
+        return 0;
+    }
+    unsigned char h[100];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        nb_errf(err, "cannot read results store '%s': %s", path, strerror(e));
+        return nb_hintf(err, "check the file's permissions");
+    }
+    ssize_t got = pread(fd, h, sizeof h, 0);
+    close(fd);
+    if (got != (ssize_t)sizeof h || memcmp(h, "SQLite format 3", 16) != 0) {
+        nb_errf(err, "'%s' is not a normbench results store: file is not a database", path);
+        return nb_hintf(err, "pass --db with the path of a results store (or set NORMBENCH_DB), "
+                             "or move the file aside");
+    }
+    uint32_t app = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 | (uint32_t)h[70] << 8 | h[71];
+    if (app == NB_APPLICATION_ID) {
+        *what = STORE_OURS;
+        return 0;
+    }
+    if (app != 0) return refuse_foreign(s, err);
+    /* no id: a store made before it was set, an empty database, or something else */
+    long long v = 0, n = 0, tables = 0;
+    int rc = open_ro(s, wal_has_content(path) ? RO_READONLY : RO_IMMUTABLE, &v);
+    if (rc != SQLITE_OK) {
+        nb_store_fail(s, rc, "read the store", err);
+        goto fail;
+    }
+    if (query_int(s,
+                  "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' "
+                  "ESCAPE '\\'",
+                  &n, "read the schema", err) ||
+        query_int(s,
+                  "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
+                  "('runs', 'params', 'metrics', 'tags')",
+                  &tables, "read the schema", err))
+        goto fail;
+    sqlite3_close(s->db);
+    s->db = NULL;
+    if (v == 0 && n == 0) {
+        *what = STORE_EMPTY;
+        return 0;
+    }
+    if (v >= 1 && tables == 4) {
+        *what = STORE_OURS;
+        return 0;
+    }
+    return refuse_foreign(s, err);
+fail:
+    sqlite3_close(s->db);
+    s->db = NULL;
+    return -1;
+}
+
+/* Opens s->db for writing (creating the file when absent), switches to WAL and migrates. Only
+ * for a path identify() found absent, empty or a normbench store. */
+static int open_readwrite(nb_store *s, nb_err *err) {
+    int rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) return nb_store_fail(s, rc, "open the store", err);
+    sqlite3_extended_result_codes(s->db, 1);
+    if (sqlite3_db_readonly(s->db, "main") == 1) { /* SQLite fell back to reading */
+        nb_errf(err, "cannot write to results store '%s': it is read-only", s->path);
+        return nb_hintf(err, "make the file, its directory and its file system writable, or "
+                             "pass --db with a store in a writable place");
+    }
+    char to[64];
+    snprintf(to, sizeof to, "PRAGMA busy_timeout = %d", BUSY_TIMEOUT_MS);
+    char tov[32];
+    snprintf(tov, sizeof tov, "%d", BUSY_TIMEOUT_MS);
+    if (pragma_set(s, to, "PRAGMA busy_timeout", tov, err)) return -1;
+    if (pragma_set(s, "PRAGMA journal_mode = WAL", "PRAGMA journal_mode", "wal", err)) return -1;
+    if (pragma_set(s, "PRAGMA synchronous = NORMAL", "PRAGMA synchronous", "1", err)) return -1;
+    if (pragma_set(s, "PRAGMA foreign_keys = ON", "PRAGMA foreign_keys", "1", err)) return -1;
+    return migrate(s, err);
 }
 
 int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err) {
     *out = NULL;
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        if (errno != ENOENT) {
-            int e = errno;
-            return nb_errf(err, "cannot open results store '%s': %s", path, strerror(e));
-        }
-        if (readonly) {
-            nb_errf(err, "no results store at '%s'", path);
-            return nb_hintf(err, "run 'normbench run ...' first to create one, or pass --db FILE "
-                                 "(or set NORMBENCH_DB)");
-        }
-        if (check_create_dir(path, err)) return -1;
-    } else if (S_ISDIR(st.st_mode)) {
-        nb_errf(err, "'%s' is a directory, not a results store", path);
-        return nb_hintf(err, "pass --db with a file name, e.g. --db '%s/normbench.db'", path);
-    }
-
     nb_store *s = calloc(1, sizeof *s);
     if (!s || !(s->path = strdup(path))) {
         free(s);
         return nb_errf(err, "out of memory");
     }
-    int flags = SQLITE_OPEN_READWRITE | (readonly ? 0 : SQLITE_OPEN_CREATE);
-    int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
-    if (rc != SQLITE_OK) {
-        nb_store_fail(s, rc, "open the store", err);
+    int what = STORE_ABSENT;
+    if (identify(s, &what, err)) goto fail;
+    if (what != STORE_OURS && readonly) {
+        nb_errf(err, "no results store at '%s'%s", path,
+                what == STORE_EMPTY ? " (the file is empty)" : "");
+        nb_hintf(err, "run 'normbench run ...' first to create one, or pass --db FILE "
+                      "(or set NORMBENCH_DB)");
         goto fail;
     }
-    sqlite3_extended_result_codes(s->db, 1);
-    char to[64];
-    snprintf(to, sizeof to, "PRAGMA busy_timeout = %d", BUSY_TIMEOUT_MS);
-    char tov[32];
-    snprintf(tov, sizeof tov, "%d", BUSY_TIMEOUT_MS);
-    if (pragma_set(s, to, "PRAGMA busy_timeout", tov, err)) goto fail;
-    if (sqlite3_db_readonly(s->db, "main") == 1) {
-        char mode[32];
-        if (query_text(s, "PRAGMA journal_mode", mode, sizeof mode, "open the store", err))
-            goto fail;
-    } else {
-        if (pragma_set(s, "PRAGMA journal_mode = WAL", "PRAGMA journal_mode", "wal", err))
-            goto fail;
+    if (what == STORE_ABSENT && check_create_dir(path, err)) goto fail;
+    if (!readonly) {
+        if (open_readwrite(s, err)) goto fail;
+        *out = s;
+        return 0;
     }
-    if (pragma_set(s, "PRAGMA synchronous = NORMAL", "PRAGMA synchronous", "1", err)) goto fail;
-    if (pragma_set(s, "PRAGMA foreign_keys = ON", "PRAGMA foreign_keys", "1", err)) goto fail;
-    if (migrate(s, readonly, err)) goto fail;
+    long long v = 0;
+    if (open_reader(s, &v, err)) goto fail;
+    const int latest = nb_store_schema_version();
+    if (v > latest) {
+        nb_errf(err,
+                "results store '%s' has schema version %lld, newer than this normbench "
+                "understands (%d)",
+                path, v, latest);
+        nb_hintf(err, "use a newer normbench with this store, or pass --db with another file");
+        goto fail;
+    }
+    if (v < latest) { /* an older store: migrated where it can be written, else refused */
+        if (!writable(path)) {
+            nb_errf(err,
+                    "results store '%s' has schema version %lld and needs migrating to %d, "
+                    "but it is read-only",
+                    path, v, latest);
+            nb_hintf(err, "make the file and its directory writable");
+            goto fail;
+        }
+        sqlite3_close(s->db);
+        s->db = NULL;
+        if (open_readwrite(s, err)) goto fail;
+        sqlite3_close(s->db);
+        s->db = NULL;
+        if (open_reader(s, &v, err)) goto fail;
+    }
     *out = s;
     return 0;
 fail:

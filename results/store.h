@@ -1,10 +1,12 @@
 /* results/store.h — the SQLite results store (DESIGN.md "Results store", RECIPES.md).
  *
- * Tables (STRICT): runs, params, metrics, tags. Every open sets WAL, synchronous=NORMAL,
- * busy_timeout, foreign_keys and reads them back; schema changes go through migrations keyed by
- * PRAGMA user_version, and a store newer than this binary is refused. Writes run in
- * BEGIN IMMEDIATE transactions. A NaN or infinite metric is stored with an explicit kind so it
- * stays distinguishable from NULL. Two processes may use one store at once.
+ * Tables (STRICT): runs, params, metrics, tags. A store is marked by PRAGMA application_id
+ * ("norm"); a database is identified as a store (by that id, or, for a store made before it, by
+ * its tables) before anything changes it. Every open for writing then sets WAL,
+ * synchronous=NORMAL, busy_timeout, foreign_keys and reads them back; schema changes go through
+ * migrations keyed by PRAGMA user_version, and a store newer than this binary is refused. Writes
+ * run in BEGIN IMMEDIATE transactions. A NaN or infinite metric is stored with an explicit kind so
+ * it stays distinguishable from NULL. Two processes may use one store at once.
  *
  * All functions return 0 on success and -1 with err filled (message naming the file, and a hint)
  * on failure. Strings passed in are copied; strings returned are owned by the caller (free()). */
@@ -16,11 +18,18 @@
 
 typedef struct nb_store nb_store;
 
-/* Opens (creating and migrating if needed) the store at path. readonly opens without creating
- * (a missing file is an error "no results store at 'PATH'" with a hint); it still sets WAL and
- * migrates an older store when the file is writable. Refused with a clear message: a store
- * newer than this binary, a file that is not a database, an SQLite database that is not a
- * results store, an unwritable or missing directory (when creating). */
+/* Opens (creating and migrating if needed) the store at path. A path that exists must be a
+ * regular file (a symbolic link to one is followed); anything else, a link to /dev/null
+ * included, is refused before SQLite opens it. readonly never creates (a missing or empty file
+ * is an error "no results store at 'PATH'" with a hint) and cannot change the store: where the
+ * store and its directory are writable it is opened with PRAGMA query_only (so that SQLite still
+ * removes the -wal and -shm files when the last connection closes), elsewhere with
+ * SQLITE_OPEN_READONLY, so it works on a read-only file, directory or file system (a WAL store
+ * whose -shm cannot be created there is read with immutable=1, unless its -wal holds changes).
+ * An older store is migrated only when the file and its directory are writable. Refused with a
+ * clear message, and left byte for byte as it was: a store newer than this binary, a file that
+ * is not a database, an SQLite database that is not a results store; also an unwritable or
+ * missing directory (when creating). */
 int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err);
 /* Closes the store; s may be NULL. */
 void nb_store_close(nb_store *s);
