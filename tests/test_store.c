@@ -320,7 +320,7 @@ static void test_crashed(void **state) {
     nb_report_free(r);
     nb_store_close(s);
     /* a run on another host is never declared crashed from here */
-    assert_string_equal(nb_effective_status("running", 1, "some-other-host.invalid"), "running");
+    assert_string_equal(nb_effective_status("running", 1, 0, "some-other-host.invalid"), "running");
 }
 
 static void test_two_processes(void **state) {
