@@ -608,6 +608,16 @@ int cmd_run(int argc, const char **argv) {
         return nb_report_err(&err);
     }
     remove_stale_checkpoints(dbpath);
+    /* From here a signal stops the run at its next step, recorded as interrupted (a resume's
+     * claim included: a run left claimed by a killed process shows as crashed). */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session */
+
     char *json = config_json(&cfg);
     if (!json) {
         nb_store_close(ctx.store);
@@ -654,14 +664,6 @@ int cmd_run(int argc, const char **argv) {
                         (long long)resume_id, (long long)resume_step);
         }
     }
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session */
 
     nb_status status = NB_STATUS_FAILED;
     int trc = nb_task_find(cfg.task)->train(&cfg, &sink, &status, &err);
