@@ -56,6 +56,8 @@ static void info_free(nb_run_info *r) {
     "FROM runs r LEFT JOIN metrics te ON te.rowid = (SELECT rowid FROM metrics WHERE run = r.id "  \
     "AND name = 'test_error' ORDER BY step DESC, rowid DESC LIMIT 1) "
 
+enum { RUN_NCOLS = 15 }; /* the columns of RUN_COLUMNS */
+
 static int read_info(sqlite3_stmt *st, nb_run_info *r) {
     memset(r, 0, sizeof *r);
     r->id = sqlite3_column_int64(st, 0);
@@ -213,8 +215,8 @@ int nb_run_get(nb_store *s, int64_t id, nb_run_detail **out, nb_err *err) {
         return -1;
     }
     int bad = read_info(st, &d->info);
-    d->config = dup_col(st, 14);
-    d->provenance = dup_col(st, 15);
+    d->config = dup_col(st, RUN_NCOLS);
+    d->provenance = dup_col(st, RUN_NCOLS + 1);
     sqlite3_finalize(st);
     if (bad || !d->config || !d->provenance) {
         nb_run_detail_free(d);
