@@ -78,14 +78,15 @@ typedef struct job {
 
 /* A job's state in this sweep. */
 enum {
-    J_TODO,            /* to start: as a new run, or by resuming (or restarting) its run */
-    J_WAIT,            /* held by another live process: looked at again later */
-    J_RUNNING,         /* a child of this sweep runs it */
-    J_FINISHED_BEFORE, /* finished before this sweep began */
-    J_FINISHED_NOW,    /* finished by this sweep */
-    J_FINISHED_ELSEWHERE /* finished by another process while this sweep ran */,
-    J_FAILED,          /* did not finish here */
-    J_FAILED_ELSEWHERE /* did not finish in the process that held it */
+    J_TODO,               /* to start: as a new run, or by resuming (or restarting) its run */
+    J_WAIT,               /* held by another live process: looked at again later */
+    J_RUNNING,            /* a child of this sweep runs it */
+    J_FINISHED_BEFORE,    /* finished before this sweep began */
+    J_FINISHED_NOW,       /* finished by this sweep */
+    J_FINISHED_ELSEWHERE, /* finished by another process while this sweep ran */
+    J_FAILED,             /* did not finish here */
+    J_FAILED_ELSEWHERE,   /* did not finish in the process that held it */
+    J_NSTATES
 };
 
 /* The sweep's children, for the signal handler: it forwards the stop to them. */
@@ -376,7 +377,7 @@ static int run_jobs(job *jobs, long total, const char *db, int dry, int jobs_n, 
     free(pids);
     free(which);
     nb_store_close(store);
-    long n[J_FAILED_ELSEWHERE + 1] = {0};
+    long n[J_NSTATES] = {0};
     for (long j = 0; j < total; j++)
         n[jobs[j].state]++;
     long bad = n[J_FAILED] + n[J_FAILED_ELSEWHERE];
