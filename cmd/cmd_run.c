@@ -293,6 +293,21 @@ int nb_run_opt_is_flag(const char *name, int *known) {
 
 /* ---- help ---------------------------------------------------------------------------------- */
 
+/* The norms in the order help shows defaults: layer (run's default, the base) first. */
+static const int help_norms[NB_NORM_COUNT] = {NB_NORM_LAYER,  NB_NORM_NONE, NB_NORM_BATCH,
+                                              NB_NORM_WEIGHT, NB_NORM_RMS,  NB_NORM_PRMS};
+
+/* cfg configured for task t with the given norm and options, as `run` would (its own struct
+ * allocated: free with nb_task_opts_free). Returns 0, or -1 when that combination is refused. */
+static int configure_for(const nb_task *t, int norm, const nb_given *g, int ng, nb_train_cfg *cfg) {
+    nb_err err;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->norm.kind = (nb_norm_kind)norm;
+    if (nb_task_configure(t, cfg, norm, g, ng, &err) == 0) return 0;
+    nb_task_opts_free(cfg);
+    return -1;
+}
+
 /* The default of a task's option row as "X", or "X; none: Y, batch: Y" where the task's
  * defaults differ by norm, and per model where the task has models. */
 static void opt_default(const nb_task *t, const nb_task_opt *o, char *out, size_t size) {
@@ -310,25 +325,17 @@ static void opt_default(const nb_task *t, const nb_task_opt *o, char *out, size_
         nb_given g = {sel ? sel->name : NULL, sel ? sel->choices[m] : NULL};
         char diff[512] = "";
         size_t dn = 0;
-        for (int k = -1; k < NB_NORM_COUNT; k++) {
-            /* k = -1: the default norm (layer) gives the base value */
-            int norm = k < 0 ? NB_NORM_LAYER : k;
-            if (k == NB_NORM_LAYER) continue;
+        for (int k = 0; k < NB_NORM_COUNT; k++) {
+            int norm = help_norms[k];
             nb_train_cfg cfg;
-            nb_err err;
-            memset(&cfg, 0, sizeof cfg);
-            cfg.norm.kind = (nb_norm_kind)norm;
-            if (nb_task_configure(t, &cfg, norm, &g, sel ? 1 : 0, &err) != 0) {
-                nb_task_opts_free(&cfg);
-                continue;
-            }
+            if (configure_for(t, norm, &g, sel ? 1 : 0, &cfg) != 0) continue;
             if (o->models && sel && !strstr(o->models, sel->choices[m])) {
                 nb_task_opts_free(&cfg);
                 break;
             }
             nb_task_opt_format(o, cfg.task_opts, val, sizeof val);
             nb_task_opts_free(&cfg);
-            if (k < 0) {
+            if (k == 0) {
                 snprintf(base, sizeof base, "%s", val);
             } else if (strcmp(val, base) != 0 && dn < sizeof diff) {
                 dn += (size_t)snprintf(diff + dn, sizeof diff - dn, "%s%s: %s", dn ? ", " : "",
@@ -423,18 +430,14 @@ static void print_task_opts(FILE *f, const nb_task *t) {
     nb_buf d = {0};
     for (int which = 0; which < 9; which++) {
         char base[96] = "", val[96];
-        for (int k = -1; k < NB_NORM_COUNT; k++) {
-            int norm = k < 0 ? NB_NORM_LAYER : k;
-            if (k == NB_NORM_LAYER) continue;
+        for (int k = 0; k < NB_NORM_COUNT; k++) {
+            int norm = help_norms[k];
             nb_train_cfg cfg;
-            nb_err err;
-            memset(&cfg, 0, sizeof cfg);
-            cfg.norm.kind = (nb_norm_kind)norm;
-            int ok = nb_task_configure(t, &cfg, norm, NULL, 0, &err) == 0;
+            int ok = configure_for(t, norm, NULL, 0, &cfg) == 0;
             if (ok) common_default(&cfg, which, val, sizeof val);
             nb_task_opts_free(&cfg);
             if (!ok) continue;
-            if (k < 0) {
+            if (k == 0) {
                 snprintf(base, sizeof base, "%s", val);
                 nb_buf_printf(&d, "%s%s", d.len ? ", " : "", val);
             } else if (strcmp(val, base) != 0) {
