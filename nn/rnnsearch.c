@@ -56,9 +56,8 @@ static const real *wmat(const FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d) {
 }
 
 static void dense_begin(FN(nb_rnnsearch) * m, FN(nb_rs_dense) * d) {
-    if (d->weff)
-        FN(nb_weightnorm_forward)
-        (d->weff, d->vn, m->params + d->w, m->params + d->wg, d->out, d->in);
+    if (d->weff) FN(nb_weightnorm_forward)
+    (d->weff, d->vn, m->params + d->w, m->params + d->wg, d->out, d->in);
 }
 
 /* y (rows, out) = x (rows, in) W^T (+ b) */
@@ -71,14 +70,21 @@ static void dense_fwd(const FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d, rea
                wmat(m, d), d->in, d->b != NO_OFF ? 1 : 0, y, d->out);
 }
 
-/* db[c] += sum_rows dy[r, c] in double */
+/* db[c] += sum_rows dy[r, c], in double, 64 columns at a time (rows read in order) */
 static void col_sums(real *db, const real *dy, int rows, int C) {
+    const int nblk = (C + 63) / 64;
 #pragma omp parallel for schedule(static) if ((size_t)rows * C >= PAR_MIN)
-    for (int c = 0; c < C; c++) {
-        double a = 0;
-        for (int r = 0; r < rows; r++)
-            a += (double)dy[(size_t)r * C + c];
-        db[c] += (real)a;
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
+        double a[64] = {0};
+        for (int r = 0; r < rows; r++) {
+            const real *d = dy + (size_t)r * C;
+#pragma omp simd
+            for (int c = c0; c < c1; c++)
+                a[c - c0] += (double)d[c];
+        }
+        for (int c = c0; c < c1; c++)
+            db[c] += (real)a[c - c0];
     }
 }
 
@@ -697,6 +703,7 @@ static void attend_back(FN(nb_rnnsearch) * m, int t, const real *dct_t, real *dh
             const real de = (real)(aj * (da - sdot));
             const real *hc = m->hc + row * A;
             real *dhc = m->dhc + row * A;
+#pragma omp simd
             for (int i = 0; i < A; i++) {
                 const real th = vm_tanh(hc[i] + h[i]);
                 const real dp = de * v[i] * (1 - th * th);
