@@ -17,9 +17,12 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-    int E = argc > 1 ? atoi(argv[1]) : 512, H = argc > 2 ? atoi(argv[2]) : 1024;
-    int B = argc > 3 ? atoi(argv[3]) : 80, T = argc > 4 ? atoi(argv[4]) : 30;
-    int V = argc > 5 ? atoi(argv[5]) : 8000, rounds = argc > 6 ? atoi(argv[6]) : 3;
+    int E = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 512,
+        H = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 1024;
+    int B = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 80,
+        T = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 30;
+    int V = argc > 5 ? (int)strtol(argv[5], NULL, 10) : 8000,
+        rounds = argc > 6 ? (int)strtol(argv[6], NULL, 10) : 3;
     const nb_norm_kind kinds[] = {NB_NORM_NONE, NB_NORM_LAYER, NB_NORM_RMS};
     nb_rnnsearch m[3];
     int *src = malloc(sizeof(int) * T * B), *tgt = malloc(sizeof(int) * T * B);
