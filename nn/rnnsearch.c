@@ -649,6 +649,8 @@ double FN(nb_rnnsearch_forward)(FN(nb_rnnsearch) * m, const int *src, const int 
             p[k] = e;
             z += e;
         }
+        /* z >= 1: the largest logit contributes exp(0) */
+        // cppcheck-suppress invalidFunctionArg
         const double lz = log(z);
         for (int k = 0; k < Vt; k++)
             p[k] = (real)(p[k] / z);
@@ -880,6 +882,8 @@ void FN(nb_rnnsearch_dec_step)(FN(nb_rnnsearch) * m, int R, const int *srow, con
         double z = 0;
         for (int k = 0; k < Vt; k++)
             z += exp((double)(l[k] - mxv));
+        /* z >= 1: the largest logit contributes exp(0) */
+        // cppcheck-suppress invalidFunctionArg
         const real lz = (real)log(z);
         for (int k = 0; k < Vt; k++)
             l[k] = l[k] - mxv - lz;
