@@ -614,7 +614,8 @@ static char *slurp(const char *path, size_t max, size_t *len, nb_err *err) {
     }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
-    while (buf) {
+    int bad = !buf;
+    while (!bad) {
         if (n == cap) {
             if (cap >= max) {
                 nb_errf(err, "'%s' is larger than %zu bytes", path, max);
@@ -623,7 +624,10 @@ static char *slurp(const char *path, size_t max, size_t *len, nb_err *err) {
                 return NULL;
             }
             char *b = realloc(buf, cap * 2);
-            if (!b) break;
+            if (!b) {
+                bad = 1;
+                break;
+            }
             buf = b;
             cap *= 2;
         }
@@ -631,7 +635,7 @@ static char *slurp(const char *path, size_t max, size_t *len, nb_err *err) {
         n += k;
         if (k == 0) break;
     }
-    if (!buf || ferror(f)) {
+    if (bad || ferror(f)) {
         nb_errf(err, "cannot read '%s'", path);
         free(buf);
         fclose(f);
