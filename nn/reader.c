@@ -359,7 +359,7 @@ double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend
     const size_t BD = (size_t)B * TD, BQ = (size_t)B * TQ;
     /* embedding dropout: each direction's masks from a stream keyed by one draw of noise and
      * the direction (nn/reader.h) */
-    const int drop = training && m->cfg.keep < 1;
+    const int drop = training && noise && m->cfg.keep < 1;
     nb_rng dir[2];
     if (drop) {
         const uint64_t base = nb_rng_u64(noise);
