@@ -34,6 +34,7 @@
 #include "oe.h"
 #include "lstm.h"
 #include "reader.h"
+#include "transformer.h"
 #undef NB_REAL
 #undef NB_FN
 
@@ -49,6 +50,7 @@
 #include "oe.h"
 #include "lstm.h"
 #include "reader.h"
+#include "transformer.h"
 #undef NB_REAL
 #undef NB_FN
 
