@@ -18,6 +18,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1528,3 +1529,64 @@ double nb_tf_bench_step(nb_tf_bench *b) {
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 #endif
+
+/* ---- the tensor table ----------------------------------------------------------------------- */
+
+typedef struct tlist {
+    nb_tf_tensor_info *o;
+    int n, max;
+} tlist;
+
+static void tl_add(tlist *t, const char *pfx, const char *name, size_t off, size_t n) {
+    if (off == NO_OFF) return;
+    if (t->n < t->max) {
+        snprintf(t->o[t->n].name, sizeof t->o[t->n].name, "%s%s", pfx, name);
+        t->o[t->n].off = off;
+        t->o[t->n].n = n;
+    }
+    t->n++;
+}
+
+static void tl_lin(tlist *t, const char *pfx, const char *nm, const lin *l) {
+    char b[64];
+    snprintf(b, sizeof b, "%s.w", nm);
+    tl_add(t, pfx, b, l->w, (size_t)l->out * l->in);
+    snprintf(b, sizeof b, "%s.b", nm);
+    tl_add(t, pfx, b, l->b, (size_t)l->out);
+    snprintf(b, sizeof b, "%s.g", nm);
+    tl_add(t, pfx, b, l->g, (size_t)l->out);
+}
+
+static void tl_norm(tlist *t, const char *pfx, const nsite *ns, size_t d) {
+    tl_add(t, pfx, "norm.g", ns->g, d);
+    tl_add(t, pfx, "norm.b", ns->b, d);
+    tl_add(t, pfx, "norm.rm", ns->rm, d);
+    tl_add(t, pfx, "norm.rv", ns->rv, d);
+}
+
+int FN(nb_tf_tensors)(const model *m, nb_tf_tensor_info *out, int max) {
+    tlist t = {out, 0, max};
+    const size_t d = (size_t)m->d, VD = (size_t)m->V * d;
+    tl_add(&t, "", "emb", m->emb_src, VD);
+    if (m->emb_tgt != m->emb_src) tl_add(&t, "", "emb_tgt", m->emb_tgt, VD);
+    tl_add(&t, "", "emb_b", m->emb_b, d);
+    if (m->out_w != m->emb_tgt) tl_add(&t, "", "out", m->out_w, VD);
+    const stack *sts[2] = {&m->enc, &m->dec};
+    static const char *kn[3] = {"self", "cross", "ffn"};
+    for (int k = 0; k < 2; k++) {
+        const int per = k ? 3 : 2;
+        for (int i = 0; i < sts[k]->nsub; i++) {
+            const sub *s = &sts[k]->s[i];
+            char pfx[48];
+            snprintf(pfx, sizeof pfx, "%s.%d.%s.", k ? "dec" : "enc", i / per, kn[s->kind]);
+            tl_norm(&t, pfx, &s->ns, d);
+            tl_lin(&t, pfx, "a", &s->a);
+            if (s->kind == 1) tl_lin(&t, pfx, "kv", &s->kv);
+            tl_lin(&t, pfx, "o", &s->o);
+        }
+        const char *fp = k ? "dec.fin." : "enc.fin.";
+        tl_add(&t, fp, "g", sts[k]->fin.g, d);
+        tl_add(&t, fp, "b", sts[k]->fin.b, d);
+    }
+    return t.n;
+}

@@ -83,6 +83,17 @@ typedef struct nb_tf_stats {
     long ncorrect;  /* tokens whose argmax is the target */
 } nb_tf_stats;
 
+/* One named tensor of the model (for tests, checkpoints' inspection): names are "emb" (the
+ * source embedding, also the target's when shared), "emb_tgt", "emb_b", "out", and
+ * "enc.I.self|ffn.X" / "dec.I.self|cross|ffn.X" with X one of norm.g, norm.b, a.w, a.b, kv.w,
+ * kv.b, o.w, o.b, a.g, kv.g, o.g (WeightNorm gains), norm.rm, norm.rv (BatchNorm), and
+ * "enc.fin.g|b", "dec.fin.g|b" (pre-norm). a is the first map (q,k,v (3d, d); cross q; ffn W1),
+ * kv cross-attention's k,v (2d, d), o the last map; weights are (out, in). */
+typedef struct nb_tf_tensor_info {
+    char name[48];
+    size_t off, n;
+} nb_tf_tensor_info;
+
 /* Benchmark of training steps (float): a model of cfg on generated sentences of seq_len
  * tokens each side, as many as fit batch_tokens per side, Adam (0.9, 0.98, 1e-9). step runs
  * forward, backward and the update and returns its seconds. */
@@ -138,6 +149,9 @@ int NB_FN(nb_tf_translate)(NB_FN(nb_tf) * m, const NB_REAL *params, const int *s
 int NB_FN(nb_tf_incremental_logprobs)(NB_FN(nb_tf) * m, const NB_REAL *params, const int *src,
                                       const int *tgt, int B, int S, int T, NB_REAL *logp,
                                       nb_err *err);
+
+/* Writes at most max tensors' names and places; returns how many the model has. */
+int NB_FN(nb_tf_tensors)(const NB_FN(nb_tf) * m, nb_tf_tensor_info *out, int max);
 
 /* The GEMMs (m, n, k, how many per step) of one training step at the last forward's shapes
  * (attention counted per sentence and head); returns how many were written (<= max). */
