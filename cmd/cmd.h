@@ -107,6 +107,11 @@ int nb_parse_opts(const char *cmd, const char *usage, int argc, const char **arg
 /* Decimal numbers as a person writes them: util/num.h (nb_parse_int, nb_parse_double). */
 #include "util/num.h"
 
+/* A text option that is stored and shown later (a run's --tag, --variant): NULL or valid UTF-8
+ * without control characters passes (0); otherwise prints a usage error naming the option, with
+ * the value escaped, and returns NB_EXIT_USAGE. */
+int nb_check_text_opt(const char *cmd, const char *opt, const char *value);
+
 /* Whether the option called name was given on the command line. */
 int nb_opt_seen(const nb_opt *opts, const char *name);
 

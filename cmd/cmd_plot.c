@@ -8,6 +8,7 @@
 #include "results/query.h"
 #include "tasks/task.h"
 #include "util/json.h"
+#include "util/text.h"
 
 static const char usage[] =
     "usage: normbench plot [--task T] [--dataset NAME] [--variant TEXT] [--metric LIST]\n"
@@ -71,8 +72,10 @@ static int default_metrics(const nb_plot_figure *f, const char **m) {
 
 /* "task", "task / dataset" or "task / dataset [variant]" for messages. */
 static void fig_name(const nb_plot_figure *f, char *buf, size_t size) {
-    snprintf(buf, size, "%s / %s%s%s%s", f->task, f->dataset, f->variant ? " [" : "",
+    char raw[1024];
+    snprintf(raw, sizeof raw, "%s / %s%s%s%s", f->task, f->dataset, f->variant ? " [" : "",
              f->variant ? f->variant : "", f->variant ? "]" : "");
+    nb_escape(buf, size, raw); /* stored strings: never raw to the terminal */
 }
 
 /* The default file base: normbench-TASK, or normbench-TASK-DATASET[-VARIANT] when the task has
@@ -95,11 +98,11 @@ static void default_base(const nb_plot_set *set, int k, char *buf, size_t size) 
     }
 }
 
-/* The command line, for the script's header. */
+/* The command line, for the script's header (where it is a quoted gnuplot string). */
 static void command_line(int argc, const char **argv, char *buf, size_t size) {
     size_t len = (size_t)snprintf(buf, size, "normbench");
     for (int i = 0; i < argc && len < size; i++) {
-        int quote = strpbrk(argv[i], " \t'\"$") != NULL;
+        int quote = strpbrk(argv[i], " \t\n'\"$") != NULL;
         int w = snprintf(buf + len, size - len, quote ? " '%s'" : " %s", argv[i]);
         if (w < 0) break;
         len += (size_t)w;
@@ -228,6 +231,14 @@ int cmd_plot(int argc, const char **argv) {
         if (term == T_DUMB)
             return nb_usage_error("plot", "--out and --term dumb do not go together: dumb prints "
                                           "the figure on stdout");
+        /* the name goes into the gnuplot script: refused before anything is written */
+        if (!nb_text_clean(out)) {
+            char shown[512];
+            return nb_usage_error("plot",
+                                  "invalid --out '%s': control characters and bytes that are not "
+                                  "UTF-8 are not allowed in a file name here",
+                                  nb_escape(shown, sizeof shown, out));
+        }
         const char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
         const char *name = slash ? slash + 1 : out;
         if (!*name) return nb_usage_error("plot", "invalid --out '%s': give a file name", out);
@@ -291,8 +302,9 @@ int cmd_plot(int argc, const char **argv) {
         for (int i = 0; i < nmetric; i++)
             if (!nb_plot_has_metric(f, metrics[i])) {
                 fprintf(stderr, "error: no metric '%s' in the runs of %s\n", metrics[i], nm);
-                fprintf(stderr, "hint: the metrics they recorded are: %s\n",
-                        nb_plot_metric_names(f, names, sizeof names));
+                fprintf(stderr, "hint: the metrics they recorded are: ");
+                nb_fputs_escaped(stderr, nb_plot_metric_names(f, names, sizeof names));
+                fputc('\n', stderr);
                 nb_plot_set_free(set);
                 return NB_EXIT_USAGE;
             }
@@ -300,8 +312,10 @@ int cmd_plot(int argc, const char **argv) {
         if (nmetric == 0 && default_metrics(f, dm) == 0) {
             fprintf(stderr,
                     "error: the runs of %s recorded no training loss or evaluation "
-                    "metric\nhint: choose one with --metric; they recorded: %s\n",
-                    nm, nb_plot_metric_names(f, names, sizeof names));
+                    "metric\nhint: choose one with --metric; they recorded: ",
+                    nm);
+            nb_fputs_escaped(stderr, nb_plot_metric_names(f, names, sizeof names));
+            fputc('\n', stderr);
             nb_plot_set_free(set);
             return NB_EXIT_USAGE;
         }

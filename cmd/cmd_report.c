@@ -8,6 +8,7 @@
 #include "results/query.h"
 #include "tasks/task.h"
 #include "util/json.h"
+#include "util/text.h"
 
 static const char usage[] =
     "usage: normbench report [--task T] [--target METRIC<=X|METRIC>=X] [--paper] [--db FILE]\n"
@@ -67,6 +68,21 @@ static const nb_stat *find_metric(const nb_report_group *g, const char *name) {
 
 enum { MAXM = 32, CELL = 96 };
 
+/* "task / dataset" of a block, as stored strings are shown: escaped. */
+static void print_heading(const nb_report_group *g) {
+    nb_fputs_escaped(stdout, g->task);
+    fputs(" / ", stdout);
+    nb_fputs_escaped(stdout, g->dataset);
+}
+
+/* A Markdown table cell: a '|' in it would end the cell. */
+static void md_cell(const char *x) {
+    for (; *x; x++) {
+        if (*x == '|') putchar('\\');
+        putchar(*x);
+    }
+}
+
 /* One task/dataset block [a, b) as an aligned text table or a Markdown table. */
 static void print_block(const nb_report *r, int a, int b, int md, const nb_target *user_target,
                         int paper) {
@@ -92,13 +108,13 @@ static void print_block(const nb_report *r, int a, int b, int md, const nb_targe
     snprintf(cell[0], CELL, "norm");
     snprintf(cell[1], CELL, "runs");
     for (int m = 0; m < nm; m++)
-        snprintf(cell[2 + m], CELL, "%s", names[m]);
+        nb_escape(cell[2 + m], CELL, names[m]);
     for (int k = 0; k < 9; k++)
         snprintf(cell[2 + nm + k], CELL, "%s", fixed_tail[k]);
     for (int i = a; i < b; i++) {
         const nb_report_group *g = &r->groups[i];
         char(*row)[CELL] = cell + (size_t)(i - a + 1) * ncol;
-        snprintf(row[0], CELL, "%s", g->norm);
+        nb_escape(row[0], CELL, g->norm);
         snprintf(row[1], CELL, "%d", g->finished);
         for (int m = 0; m < nm; m++) {
             const nb_stat *st = find_metric(g, names[m]);
@@ -127,10 +143,15 @@ static void print_block(const nb_report *r, int a, int b, int md, const nb_targe
             snprintf(row[7 + nm + k], CELL, "%d", counts[k]);
     }
     if (md) {
-        printf("### %s / %s\n\n", r->groups[a].task, r->groups[a].dataset);
+        fputs("### ", stdout);
+        print_heading(&r->groups[a]);
+        fputs("\n\n", stdout);
         for (int i = 0; i < nrow; i++) {
-            for (int c = 0; c < ncol; c++)
-                printf("| %s ", cell[i * ncol + c]);
+            for (int c = 0; c < ncol; c++) {
+                fputs("| ", stdout);
+                md_cell(cell[i * ncol + c]);
+                putchar(' ');
+            }
             puts("|");
             if (i == 0) {
                 for (int c = 0; c < ncol; c++)
@@ -139,7 +160,8 @@ static void print_block(const nb_report *r, int a, int b, int md, const nb_targe
             }
         }
     } else {
-        printf("%s / %s\n", r->groups[a].task, r->groups[a].dataset);
+        print_heading(&r->groups[a]);
+        putchar('\n');
         int w[2 + MAXM + 9] = {0};
         for (int i = 0; i < nrow; i++)
             for (int c = 0; c < ncol; c++)
@@ -167,7 +189,8 @@ static void print_block(const nb_report *r, int a, int b, int md, const nb_targe
         if (!s[0]) continue;
         if (!any && md) putchar('\n');
         any = 1;
-        printf(md ? "- %s\n" : "  %s\n", s);
+        char shown[4 * sizeof s];
+        printf(md ? "- %s\n" : "  %s\n", nb_escape(shown, sizeof shown, s));
     }
     if (paper) {
         const char *text =

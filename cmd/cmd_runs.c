@@ -8,6 +8,7 @@
 
 #include "results/query.h"
 #include "util/json.h"
+#include "util/text.h"
 
 static const char usage[] =
     "usage: normbench runs [--db FILE] [--format table|csv|json]\n\n"
@@ -56,11 +57,11 @@ static void print_table(const nb_run_info *v, int n) {
     for (int i = 0; i < n; i++) {
         char(*row)[64] = cells[i + 1];
         snprintf(row[0], 64, "%lld", (long long)v[i].id);
-        snprintf(row[1], 64, "%s", v[i].task);
-        snprintf(row[2], 64, "%s", v[i].dataset);
-        snprintf(row[3], 64, "%s", v[i].norm);
+        nb_escape(row[1], 64, v[i].task);
+        nb_escape(row[2], 64, v[i].dataset);
+        nb_escape(row[3], 64, v[i].norm);
         snprintf(row[4], 64, "%lld", (long long)v[i].seed);
-        snprintf(row[5], 64, "%s", v[i].status);
+        nb_escape(row[5], 64, v[i].status);
         fmt_time(row[6], 64, v[i].started);
         fmt_duration(row[7], 64, v[i].duration);
         if (v[i].has_test_error)

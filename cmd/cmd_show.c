@@ -9,6 +9,7 @@
 
 #include "results/query.h"
 #include "util/json.h"
+#include "util/text.h"
 
 static const char usage[] =
     "usage: normbench show RUN [--db FILE] [--format table|json]\n\n"
@@ -27,42 +28,60 @@ static void fmt_time(char *buf, size_t size, double t) {
         snprintf(buf, size, "-");
 }
 
+/* "LABEL" then the stored string v escaped (never raw to the terminal) and a newline. */
+static void line(const char *label, const char *v) {
+    fputs(label, stdout);
+    nb_fputs_escaped(stdout, v);
+    putchar('\n');
+}
+
 static void print_table(const nb_run_detail *d) {
     const nb_run_info *r = &d->info;
     char t0[40], t1[40], num[40];
     fmt_time(t0, sizeof t0, r->started);
     fmt_time(t1, sizeof t1, r->finished);
     printf("run         %lld\n", (long long)r->id);
-    printf("task        %s\n", r->task);
-    printf("dataset     %s\n", r->dataset);
-    printf("norm        %s\n", r->norm);
+    line("task        ", r->task);
+    line("dataset     ", r->dataset);
+    line("norm        ", r->norm);
     printf("seed        %lld\n", (long long)r->seed);
-    printf("status      %s\n", r->status);
-    if (r->message) printf("message     %s\n", r->message);
+    line("status      ", r->status);
+    if (r->message) line("message     ", r->message);
     printf("started     %s\n", t0);
     printf("finished    %s\n", t1);
     if (!isnan(r->duration)) printf("duration    %.3fs\n", r->duration);
-    printf("process     %lld on %s\n", (long long)r->pid, r->host);
-    printf("config      %s\n", d->config);
-    printf("provenance  %s\n", d->provenance);
+    printf("process     %lld on ", (long long)r->pid);
+    line("", r->host);
+    line("config      ", d->config);
+    line("provenance  ", d->provenance);
     if (d->nparams) {
         puts("\nparams:");
-        for (int i = 0; i < d->nparams; i++)
-            printf("  %s = %s\n", d->params[i].key, d->params[i].value);
+        for (int i = 0; i < d->nparams; i++) {
+            fputs("  ", stdout);
+            nb_fputs_escaped(stdout, d->params[i].key);
+            line(" = ", d->params[i].value);
+        }
     }
     if (d->ntags) {
         puts("\ntags:");
-        for (int i = 0; i < d->ntags; i++)
-            printf("  %s = %s\n", d->tags[i].key, d->tags[i].value);
+        for (int i = 0; i < d->ntags; i++) {
+            fputs("  ", stdout);
+            nb_fputs_escaped(stdout, d->tags[i].key);
+            line(" = ", d->tags[i].value);
+        }
     }
     if (d->nseries) {
         int w = 6;
-        for (int i = 0; i < d->nseries; i++)
-            if ((int)strlen(d->series[i].name) > w) w = (int)strlen(d->series[i].name);
+        char name[256];
+        for (int i = 0; i < d->nseries; i++) {
+            int len = (int)strlen(nb_escape(name, sizeof name, d->series[i].name));
+            if (len > w) w = len;
+        }
         printf("\n%-*s  %8s  %10s  %s\n", w, "metric", "points", "last_step", "last_value");
         for (int i = 0; i < d->nseries; i++) {
             const nb_series *m = &d->series[i];
-            printf("%-*s  %8d  %10lld  %s\n", w, m->name, m->n, (long long)m->step[m->n - 1],
+            printf("%-*s  %8d  %10lld  %s\n", w, nb_escape(name, sizeof name, m->name), m->n,
+                   (long long)m->step[m->n - 1],
                    nb_fmt_double(num, sizeof num, m->value[m->n - 1]));
         }
     }

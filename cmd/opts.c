@@ -11,6 +11,7 @@
 #include "nn/nn.h"
 #include "tasks/task.h"
 #include "util/num.h"
+#include "util/text.h"
 
 int nb_report_err(const nb_err *e) {
     fprintf(stderr, "error: %s\n", e->msg[0] ? e->msg : "unknown failure");
@@ -37,6 +38,15 @@ int nb_usage_error(const char *cmd, const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "hint: see 'normbench %s --help'\n", cmd);
     return NB_EXIT_USAGE;
+}
+
+int nb_check_text_opt(const char *cmd, const char *opt, const char *value) {
+    if (!value || nb_text_clean(value)) return 0;
+    char shown[256];
+    return nb_usage_error(cmd,
+                          "invalid --%s '%s': control characters and bytes that are not UTF-8 "
+                          "are not allowed in it",
+                          opt, nb_escape(shown, sizeof shown, value));
 }
 
 void nb_print_help(FILE *f, const char *usage, const nb_opt *opts) {

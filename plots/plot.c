@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/json.h"
+#include "util/text.h"
 
 /* ---- the numbers ------------------------------------------------------------------------ */
 
@@ -345,18 +346,25 @@ static void safe_name(char *out, size_t size, const char *name) {
     if (size) out[i] = '\0';
 }
 
-/* Appends s as a gnuplot single-quoted string ('' for a quote; control characters as spaces). */
+/* Appends s as a gnuplot single-quoted string. Inside single quotes gnuplot expands nothing (no
+ * backquote command, no @macro, no backslash escape) and '' stands for a quote; the string is
+ * first escaped (util/text.h) so that no control character, above all no newline that would end
+ * the command and start another, reaches the script: a stored label "a<newline>b" is drawn as
+ * the text a\nb. The string never ends a line of the script with a backslash either (the
+ * closing quote follows). */
 static void gp_str(nb_buf *b, const char *s) {
+    nb_buf e = {0};
+    nb_buf_escaped(&e, s);
     nb_buf_puts(b, "'");
-    for (; *s; s++) {
-        if (*s == '\'')
+    for (const char *p = e.p ? e.p : ""; *p; p++) {
+        if (*p == '\'')
             nb_buf_puts(b, "''");
-        else if ((unsigned char)*s < 0x20)
-            nb_buf_puts(b, " ");
         else
-            nb_buf_printf(b, "%c", *s);
+            nb_buf_printf(b, "%c", *p);
     }
     nb_buf_puts(b, "'");
+    if (e.oom) b->oom = 1;
+    nb_buf_free(&e);
 }
 
 /* ---- one line of one panel -------------------------------------------------------------- */
@@ -501,13 +509,24 @@ static int write_line(const nb_plot_figure *f, int a, int b, const char *metric,
     safe_name(nname, sizeof nname, li->norm);
     snprintf(li->file, sizeof li->file, "%s/%s-%s-%s.dat", datadir, mname,
              axis == AX_STEP ? "step" : "time", nname);
-    nb_buf_printf(&out, "# normbench plot: %s / %s, norm %s, %s against %s\n", f->task, f->dataset,
-                  li->norm, metric, axis == AX_STEP ? "training step" : "seconds");
+    /* the stored strings escaped: a newline in one would start a line of data */
+    nb_buf_puts(&out, "# normbench plot: ");
+    nb_buf_escaped(&out, f->task);
+    nb_buf_puts(&out, " / ");
+    nb_buf_escaped(&out, f->dataset);
+    nb_buf_puts(&out, ", norm ");
+    nb_buf_escaped(&out, li->norm);
+    nb_buf_puts(&out, ", ");
+    nb_buf_escaped(&out, metric);
+    nb_buf_printf(&out, " against %s\n", axis == AX_STEP ? "training step" : "seconds");
     nb_buf_printf(&out, "# runs:");
     for (int i = a; i < b; i++)
-        if (find_series(f->runs[i], metric))
-            nb_buf_printf(&out, " %lld(seed %lld, %s)", (long long)f->runs[i]->info.id,
-                          (long long)f->runs[i]->info.seed, f->runs[i]->info.status);
+        if (find_series(f->runs[i], metric)) {
+            nb_buf_printf(&out, " %lld(seed %lld, ", (long long)f->runs[i]->info.id,
+                          (long long)f->runs[i]->info.seed);
+            nb_buf_escaped(&out, f->runs[i]->info.status);
+            nb_buf_puts(&out, ")");
+        }
     nb_buf_printf(&out, "\n# smoothing: %s\n",
                   is_smoothed(metric) ? "debiased EMA, see the weight in the script" : "none");
     nb_buf_puts(&out, "# x  smoothed_mean  smoothed_mean-sd  smoothed_mean+sd  raw_mean  runs\n");
@@ -599,8 +618,8 @@ static int log_scale_for(const char *m) {
 static void panel(nb_buf *g, const nb_plot_opts *o, const char *metric, int axis,
                   const line_info *lines, int nl, int first, int logy) {
     char b1[128], b2[128];
-    nb_buf_printf(g, "\n# ---- %s against %s\n", metric, axis == AX_STEP ? "steps" : "time");
-    nb_buf_puts(g, "set title ");
+    /* the metric's name is in the title (quoted), not in this comment */
+    nb_buf_printf(g, "\n# ---- a panel against %s\nset title ", axis == AX_STEP ? "steps" : "time");
     char title[300];
     snprintf(title, sizeof title, "%s against %s", metric_title(metric, b1, sizeof b1),
              axis == AX_STEP ? "training steps" : "wall-clock time");
@@ -805,8 +824,20 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
     line_info *lines = NULL;
     nb_buf g = {0};
     int nline_total = o->nmetrics * naxes * f->nruns;
-    if (naxes == 0 || o->nmetrics <= 0 || f->nruns == 0)
-        return nb_errf(err, "nothing to plot for %s / %s", f->task, f->dataset);
+    if (naxes == 0 || o->nmetrics <= 0 || f->nruns == 0) {
+        char t[256], d[256];
+        return nb_errf(err, "nothing to plot for %s / %s", nb_escape(t, sizeof t, f->task),
+                       nb_escape(d, sizeof d, f->dataset));
+    }
+    /* the file names go into the script (quoted) and its comments: no control characters */
+    const char *names[3] = {o->base, o->png, o->svg};
+    for (int i = 0; i < 3; i++)
+        if (!o->dumb && names[i] && !nb_text_clean(names[i])) {
+            char shown[512];
+            nb_errf(err, "invalid file name '%s': control characters are not allowed in it",
+                    nb_escape(shown, sizeof shown, names[i]));
+            return nb_hintf(err, "choose another --out");
+        }
     if (o->dumb) {
         if (!mkdtemp(tmpdir))
             return nb_errf(err, "cannot create a temporary directory: %s", strerror(errno));
@@ -859,9 +890,20 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
     int nnorm = nl / (o->nmetrics * naxes);
 
     /* the script */
-    nb_buf_printf(&g, "# normbench plot: %s / %s%s%s%s\n", f->task, f->dataset,
-                  f->variant ? " [" : "", f->variant ? f->variant : "", f->variant ? "]" : "");
-    if (o->command) nb_buf_printf(&g, "# made by: %s\n", o->command);
+    /* Stored strings (task, dataset, variant, norms, metrics) and the command line appear only
+     * as quoted gnuplot strings (gp_str), never in a comment or a command: a newline in a
+     * comment would end it, and a comment that ends in a backslash swallows the next line. */
+    char fig[1024];
+    snprintf(fig, sizeof fig, "%s / %s%s%s%s", f->task, f->dataset, f->variant ? " [" : "",
+             f->variant ? f->variant : "", f->variant ? "]" : "");
+    nb_buf_puts(&g,
+                "# normbench plot: the figure, and the command line that made it\nnb_figure = ");
+    gp_str(&g, fig);
+    if (o->command) {
+        nb_buf_puts(&g, "\nnb_command = ");
+        gp_str(&g, o->command);
+    }
+    nb_buf_puts(&g, "\n");
     nb_buf_printf(&g,
                   "# Edit and rerun from this directory: gnuplot %s\n"
                   "# Data: %s/METRIC-step|time-NORM.dat, columns: x (training step, or seconds\n"
@@ -968,8 +1010,11 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
         snprintf(setvars, sizeof setvars, "%s", v.p ? v.p : "");
         nb_buf_free(&v);
     }
-    const char *argv[] = {o->gnuplot, o->dumb ? script : "-e", o->dumb ? NULL : setvars,
-                          o->dumb ? NULL : script, NULL};
+    /* "./NAME": a script named like an option ("-p.gp") is still read as the script */
+    char script_arg[4200];
+    snprintf(script_arg, sizeof script_arg, "./%s", script);
+    const char *argv[] = {o->gnuplot, o->dumb ? script_arg : "-e", o->dumb ? NULL : setvars,
+                          o->dumb ? NULL : script_arg, NULL};
     if (run_gnuplot(o, dir, script, argv, err)) goto done;
 
     if (o->dumb) {

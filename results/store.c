@@ -3,6 +3,7 @@
 #include "results/store_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "results/proc.h"
 #include "results/provenance.h"
 
 #define BUSY_TIMEOUT_MS 10000
@@ -59,6 +61,23 @@ static const char *const migrations[] = {
     "  key TEXT NOT NULL,"
     "  value TEXT NOT NULL,"
     "  PRIMARY KEY (run, key)"
+    ") STRICT;",
+    /* 2: who holds what. The store's own random id (checkpoints name it: a checkpoint from
+     * another store, or from a deleted one, is refused); the start time of the process that
+     * runs a run, next to its pid, so that a reused pid is not taken for it; and the claims of
+     * sweep jobs (a job is the text of its runs' "sweep" tag). */
+    "CREATE TABLE meta ("
+    "  key TEXT PRIMARY KEY,"
+    "  value TEXT NOT NULL"
+    ") STRICT;"
+    "INSERT INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))));"
+    "ALTER TABLE runs ADD COLUMN pid_start INTEGER;" /* ticks since boot, NULL: not recorded */
+    "CREATE TABLE claims ("
+    "  job TEXT PRIMARY KEY,"
+    "  host TEXT NOT NULL,"
+    "  pid INTEGER NOT NULL,"
+    "  pid_start INTEGER,"
+    "  claimed REAL NOT NULL"
     ") STRICT;",
 };
 
@@ -171,7 +190,34 @@ static void rollback(nb_store *s) {
     if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-static int migrate(nb_store *s, int readonly, nb_err *err) {
+/* PRAGMA application_id of every store normbench creates ("norm"); a store made before it was
+ * set is recognised by its schema and stamped when next opened for writing. */
+#define NB_APPLICATION_ID 0x6e6f726d
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+static int refuse_foreign(const nb_store *s, nb_err *err) {
+    nb_errf(err, "'%s' is an SQLite database but not a normbench results store", s->path);
+    return nb_hintf(err, "pass --db with the path of a results store (or a new file); the file "
+                         "was left as it was");
+}
+
+/* Stamps the application id on a store identified by its schema. */
+static int stamp(nb_store *s, nb_err *err) {
+    long long id = 0;
+    if (query_int(s, "PRAGMA application_id", &id, "read the application id", err)) return -1;
+    if (id == NB_APPLICATION_ID) return 0;
+    if (id != 0) return refuse_foreign(s, err);
+    if (exec(s, "BEGIN IMMEDIATE", "mark the store", err)) return -1;
+    if (exec(s, "PRAGMA application_id = " STR(NB_APPLICATION_ID), "mark the store", err) ||
+        exec(s, "COMMIT", "mark the store", err)) {
+        rollback(s);
+        return -1;
+    }
+    return 0;
+}
+
+static int migrate(nb_store *s, nb_err *err) {
     const int latest = nb_store_schema_version();
     for (;;) {
         long long v = 0;
@@ -184,14 +230,7 @@ static int migrate(nb_store *s, int readonly, nb_err *err) {
             return nb_hintf(err, "use a newer normbench with this store, or pass --db with "
                                  "another file");
         }
-        if (v == latest) return 0;
-        if (readonly && sqlite3_db_readonly(s->db, "main") == 1) {
-            nb_errf(err,
-                    "results store '%s' has schema version %lld and needs migrating to %d, "
-                    "but it is read-only",
-                    s->path, v, latest);
-            return nb_hintf(err, "make the file and its directory writable");
-        }
+        if (v == latest) return stamp(s, err);
         /* One step per transaction, re-checked inside it: another process may have migrated. */
         if (exec(s, "BEGIN IMMEDIATE", "migrate the schema", err)) return -1;
         if (query_int(s, "PRAGMA user_version", &v, "read the schema version", err)) goto fail;
@@ -203,11 +242,12 @@ static int migrate(nb_store *s, int readonly, nb_err *err) {
                           &n, "read the schema", err))
                 goto fail;
             if (n > 0) {
-                nb_errf(err, "'%s' is an SQLite database but not a normbench results store",
-                        s->path);
-                nb_hintf(err, "pass --db with the path of a results store (or a new file)");
+                refuse_foreign(s, err);
                 goto fail;
             }
+            /* a new store: marked as normbench's in the same transaction as its tables */
+            if (exec(s, "PRAGMA application_id = " STR(NB_APPLICATION_ID), "create the store", err))
+                goto fail;
         }
         if (v < latest) {
             char set[64];
@@ -222,17 +262,17 @@ fail:
     return -1;
 }
 
+/* The directory part of path ("." when none); caller frees. */
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
 static int check_create_dir(const char *path, nb_err *err) {
-    char *dup = strdup(path);
-    if (!dup) return nb_errf(err, "out of memory");
-    char *slash = strrchr(dup, '/');
-    const char *dir = ".";
-    if (slash == dup)
-        dir = "/";
-    else if (slash) {
-        *slash = '\0';
-        dir = dup;
-    }
+    char *dir = dir_of(path);
+    if (!dir) return nb_errf(err, "out of memory");
     int ret = 0;
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -244,57 +284,304 @@ static int check_create_dir(const char *path, nb_err *err) {
                 dir, strerror(e));
         ret = nb_hintf(err, "pass --db with a path in a writable directory (or set NORMBENCH_DB)");
     }
-    free(dup);
+    free(dir);
     return ret;
+}
+
+/* What the path holds, found out before SQLite opens it for anything but reading. */
+enum { STORE_ABSENT, STORE_EMPTY, STORE_OURS };
+
+static const char *file_kind(mode_t m) {
+    return S_ISCHR(m)    ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a named pipe"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+/* Whether PATH-wal exists and holds something (changes not yet in the database file). */
+static int wal_has_content(const char *path) {
+    char wal[4200];
+    struct stat st;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    return stat(wal, &st) == 0 && st.st_size > 0;
+}
+
+/* "file:PATH?QUERY" with PATH percent-encoded (RFC 3986), for sqlite3_open_v2 with
+ * SQLITE_OPEN_URI. Caller frees. */
+static char *file_uri(const char *path, const char *query) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(path);
+    size_t size = 3 * n + strlen(query) + 16;
+    char *u = malloc(size);
+    if (!u) return NULL;
+    const char *scheme = path[0] == '/' ? "file://" : "file:";
+    memcpy(u, scheme, strlen(scheme));
+    char *p = u + strlen(scheme);
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("-._~/", *c)) {
+            *p++ = (char)*c;
+        } else {
+            *p++ = '%';
+            *p++ = hex[*c >> 4];
+            *p++ = hex[*c & 15];
+        }
+    }
+    snprintf(p, size - (size_t)(p - u), "?%s", query);
+    return u;
+}
+
+/* How a reading command opens a store (open_ro). */
+enum {
+    /* the store and its directory are writable: opened for writing but with query_only on, so
+     * that SQL cannot change it, and the last connection to close still merges and removes the
+     * -wal and -shm files as usual (a read-only connection cannot, and would leave them) */
+    RO_QUERY_ONLY,
+    RO_READONLY,  /* SQLITE_OPEN_READONLY */
+    RO_IMMUTABLE, /* immutable=1: only the database file is read; nothing created or locked */
+};
+
+/* Opens s->db for reading as mode says and reads the schema version into *version. Returns the
+ * SQLite code of the failure, with s->db left open for the message, or SQLITE_OK. */
+static int open_ro(nb_store *s, int mode, long long *version) {
+    int rc;
+    if (mode == RO_IMMUTABLE) {
+        char *uri = file_uri(s->path, "immutable=1");
+        if (!uri) return SQLITE_NOMEM;
+        rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+        free(uri);
+    } else {
+        rc = sqlite3_open_v2(s->path, &s->db,
+                             mode == RO_READONLY ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE,
+                             NULL);
+    }
+    if (rc != SQLITE_OK) return rc;
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    if (mode == RO_QUERY_ONLY &&
+        (rc = sqlite3_exec(s->db, "PRAGMA query_only = ON", NULL, NULL, NULL)) != SQLITE_OK)
+        return rc;
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *version = sqlite3_column_int64(st, 0);
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK && mode == RO_QUERY_ONLY) { /* read back: SQLite ignores what it refuses */
+        rc = sqlite3_prepare_v2(s->db, "PRAGMA query_only", -1, &st, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1 ? SQLITE_OK
+                                                                                  : SQLITE_ERROR;
+        sqlite3_finalize(st);
+    }
+    return rc;
+}
+
+/* Whether the store and its directory can be written. */
+static int writable(const char *path) {
+    char *dir = dir_of(path);
+    int ok = dir && access(path, W_OK) == 0 && access(dir, W_OK | X_OK) == 0;
+    free(dir);
+    return ok;
+}
+
+/* Opens a store for a reading command: query_only where the store and its directory are
+ * writable, else read-only, falling back to immutable when a WAL store's -shm cannot be created
+ * (a read-only directory or file system) and no -wal holds changes. On failure fills err. */
+static int open_reader(nb_store *s, long long *version, nb_err *err) {
+    int rc = open_ro(s, writable(s->path) ? RO_QUERY_ONLY : RO_READONLY, version);
+    int prim = rc & 0xff;
+    if ((prim == SQLITE_CANTOPEN || prim == SQLITE_READONLY) && !wal_has_content(s->path)) {
+        sqlite3_close(s->db);
+        s->db = NULL;
+        rc = open_ro(s, RO_IMMUTABLE, version);
+    }
+    if (rc != SQLITE_OK) return nb_store_fail(s, rc, "read the store", err);
+    return 0;
+}
+
+/* Refuses what is not a regular file (a device such as /dev/null, a pipe, a directory, a link
+ * to nothing) before SQLite sees it, and tells whether the path is absent, empty (a file of no
+ * bytes, or an SQLite database with nothing in it) or a normbench store: application_id set, or
+ * the tables of one (a store made before the id was set). Anything else is refused without
+ * having changed it: it is only read, read-only, and with immutable (nothing created beside it)
+ * unless a -wal file holds changes. */
+static int identify(nb_store *s, int *what, nb_err *err) {
+    const char *path = s->path;
+    struct stat lst, st;
+    if (lstat(path, &lst) != 0) {
+        int e = errno;
+        if (e == ENOENT) {
+            *what = STORE_ABSENT;
+            return 0;
+        }
+        return nb_errf(err, "cannot open results store '%s': %s", path, strerror(e));
+    }
+    if (stat(path, &st) != 0) { /* a symbolic link whose target is missing */
+        int e = errno;
+        nb_errf(err, "results store '%s' is a symbolic link that leads nowhere: %s", path,
+                strerror(e));
+        return nb_hintf(err, "pass --db with the path of a results store or of a new file");
+    }
+    if (S_ISDIR(st.st_mode)) {
+        nb_errf(err, "'%s' is a directory, not a results store", path);
+        return nb_hintf(err, "pass --db with a file name, e.g. --db '%s/normbench.db'", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        nb_errf(err, "'%s' is %s%s, not a results store", path,
+                S_ISLNK(lst.st_mode) ? "a symbolic link to " : "", file_kind(st.st_mode));
+        return nb_hintf(err, "pass --db with the path of a results store file (or of a new one); "
+                             "a symbolic link to a regular file is followed");
+    }
+    if (st.st_size == 0) {
+        *what = STORE_EMPTY;
+        return 0;
+    }
+    unsigned char h[100];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        nb_errf(err, "cannot read results store '%s': %s", path, strerror(e));
+        return nb_hintf(err, "check the file's permissions");
+    }
+    ssize_t got = pread(fd, h, sizeof h, 0);
+    close(fd);
+    if (got != (ssize_t)sizeof h || memcmp(h, "SQLite format 3", 16) != 0) {
+        nb_errf(err, "'%s' is not a normbench results store: file is not a database", path);
+        return nb_hintf(err, "pass --db with the path of a results store (or set NORMBENCH_DB), "
+                             "or move the file aside");
+    }
+    uint32_t app = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 | (uint32_t)h[70] << 8 | h[71];
+    if (app == NB_APPLICATION_ID) {
+        *what = STORE_OURS;
+        return 0;
+    }
+    if (app != 0) return refuse_foreign(s, err);
+    /* no id: a store made before it was set, an empty database, or something else */
+    long long v = 0, n = 0, tables = 0;
+    int rc = open_ro(s, wal_has_content(path) ? RO_READONLY : RO_IMMUTABLE, &v);
+    if (rc != SQLITE_OK) {
+        nb_store_fail(s, rc, "read the store", err);
+        goto fail;
+    }
+    if (query_int(s,
+                  "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' "
+                  "ESCAPE '\\'",
+                  &n, "read the schema", err) ||
+        query_int(s,
+                  "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
+                  "('runs', 'params', 'metrics', 'tags')",
+                  &tables, "read the schema", err))
+        goto fail;
+    sqlite3_close(s->db);
+    s->db = NULL;
+    if (v == 0 && n == 0) {
+        *what = STORE_EMPTY;
+        return 0;
+    }
+    if (v >= 1 && tables == 4) {
+        *what = STORE_OURS;
+        return 0;
+    }
+    return refuse_foreign(s, err);
+fail:
+    sqlite3_close(s->db);
+    s->db = NULL;
+    return -1;
+}
+
+/* Opens s->db for writing (creating the file when absent), switches to WAL and migrates. Only
+ * for a path identify() found absent, empty or a normbench store. */
+static int open_readwrite(nb_store *s, nb_err *err) {
+    int rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) return nb_store_fail(s, rc, "open the store", err);
+    sqlite3_extended_result_codes(s->db, 1);
+    if (sqlite3_db_readonly(s->db, "main") == 1) { /* SQLite fell back to reading */
+        nb_errf(err, "cannot write to results store '%s': it is read-only", s->path);
+        return nb_hintf(err, "make the file, its directory and its file system writable, or "
+                             "pass --db with a store in a writable place");
+    }
+    char to[64];
+    snprintf(to, sizeof to, "PRAGMA busy_timeout = %d", BUSY_TIMEOUT_MS);
+    char tov[32];
+    snprintf(tov, sizeof tov, "%d", BUSY_TIMEOUT_MS);
+    if (pragma_set(s, to, "PRAGMA busy_timeout", tov, err)) return -1;
+    if (pragma_set(s, "PRAGMA journal_mode = WAL", "PRAGMA journal_mode", "wal", err)) return -1;
+    if (pragma_set(s, "PRAGMA synchronous = NORMAL", "PRAGMA synchronous", "1", err)) return -1;
+    if (pragma_set(s, "PRAGMA foreign_keys = ON", "PRAGMA foreign_keys", "1", err)) return -1;
+    return migrate(s, err);
 }
 
 int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err) {
     *out = NULL;
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        if (errno != ENOENT) {
-            int e = errno;
-            return nb_errf(err, "cannot open results store '%s': %s", path, strerror(e));
-        }
-        if (readonly) {
-            nb_errf(err, "no results store at '%s'", path);
-            return nb_hintf(err, "run 'normbench run ...' first to create one, or pass --db FILE "
-                                 "(or set NORMBENCH_DB)");
-        }
-        if (check_create_dir(path, err)) return -1;
-    } else if (S_ISDIR(st.st_mode)) {
-        nb_errf(err, "'%s' is a directory, not a results store", path);
-        return nb_hintf(err, "pass --db with a file name, e.g. --db '%s/normbench.db'", path);
-    }
-
     nb_store *s = calloc(1, sizeof *s);
     if (!s || !(s->path = strdup(path))) {
         free(s);
         return nb_errf(err, "out of memory");
     }
-    int flags = SQLITE_OPEN_READWRITE | (readonly ? 0 : SQLITE_OPEN_CREATE);
-    int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
-    if (rc != SQLITE_OK) {
-        nb_store_fail(s, rc, "open the store", err);
+    int what = STORE_ABSENT;
+    if (identify(s, &what, err)) goto fail;
+    if (what != STORE_OURS && readonly) {
+        nb_errf(err, "no results store at '%s'%s", path,
+                what == STORE_EMPTY ? " (the file is empty)" : "");
+        nb_hintf(err, "run 'normbench run ...' first to create one, or pass --db FILE "
+                      "(or set NORMBENCH_DB)");
         goto fail;
     }
-    sqlite3_extended_result_codes(s->db, 1);
-    char to[64];
-    snprintf(to, sizeof to, "PRAGMA busy_timeout = %d", BUSY_TIMEOUT_MS);
-    char tov[32];
-    snprintf(tov, sizeof tov, "%d", BUSY_TIMEOUT_MS);
-    if (pragma_set(s, to, "PRAGMA busy_timeout", tov, err)) goto fail;
-    if (sqlite3_db_readonly(s->db, "main") == 1) {
-        char mode[32];
-        if (query_text(s, "PRAGMA journal_mode", mode, sizeof mode, "open the store", err))
-            goto fail;
-    } else {
-        if (pragma_set(s, "PRAGMA journal_mode = WAL", "PRAGMA journal_mode", "wal", err))
-            goto fail;
+    if (what == STORE_ABSENT && check_create_dir(path, err)) goto fail;
+    if (!readonly) {
+        if (open_readwrite(s, err)) goto fail;
+        *out = s;
+        return 0;
     }
-    if (pragma_set(s, "PRAGMA synchronous = NORMAL", "PRAGMA synchronous", "1", err)) goto fail;
-    if (pragma_set(s, "PRAGMA foreign_keys = ON", "PRAGMA foreign_keys", "1", err)) goto fail;
-    if (migrate(s, readonly, err)) goto fail;
+    long long v = 0;
+    if (open_reader(s, &v, err)) goto fail;
+    const int latest = nb_store_schema_version();
+    if (v > latest) {
+        nb_errf(err,
+                "results store '%s' has schema version %lld, newer than this normbench "
+                "understands (%d)",
+                path, v, latest);
+        nb_hintf(err, "use a newer normbench with this store, or pass --db with another file");
+        goto fail;
+    }
+    if (v == 1 && latest == 2 && !writable(path)) {
+        /* a store of schema 1 that cannot be migrated: read through temporary objects (in
+         * memory, never in the file) that show it as schema 2 — no process start times, no
+         * store id, no claims */
+        int rc = sqlite3_exec(s->db,
+                              "CREATE TEMP VIEW runs AS SELECT *, NULL AS pid_start FROM main.runs;"
+                              "CREATE TEMP TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+                              "CREATE TEMP TABLE claims (job TEXT PRIMARY KEY, host TEXT, pid "
+                              "INTEGER, pid_start INTEGER, claimed REAL);",
+                              NULL, NULL, NULL);
+        if (rc != SQLITE_OK) {
+            nb_store_fail(s, rc, "read the older store", err);
+            goto fail;
+        }
+        v = latest;
+    }
+    if (v < latest) { /* an older store: migrated where it can be written, else refused */
+        if (!writable(path)) {
+            nb_errf(err,
+                    "results store '%s' has schema version %lld and needs migrating to %d, "
+                    "but it is read-only",
+                    path, v, latest);
+            nb_hintf(err, "make the file and its directory writable");
+            goto fail;
+        }
+        sqlite3_close(s->db);
+        s->db = NULL;
+        if (open_readwrite(s, err)) goto fail;
+        sqlite3_close(s->db);
+        s->db = NULL;
+        if (open_reader(s, &v, err)) goto fail;
+    }
     *out = s;
     return 0;
 fail:
@@ -350,7 +637,8 @@ int nb_run_create(nb_store *s, const nb_run_spec *spec, int64_t *run_id, nb_err 
     int ret = -1;
     if (nb_store_prepare(s,
                          "INSERT INTO runs (task, dataset, norm, seed, status, started, pid, host, "
-                         "config, provenance) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                         "config, provenance, pid_start) "
+                         "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                          &st, "create a run", err))
         goto out;
     bind_text(st, 1, spec->task);
@@ -362,6 +650,7 @@ int nb_run_create(nb_store *s, const nb_run_spec *spec, int64_t *run_id, nb_err 
     bind_text(st, 7, host);
     bind_text(st, 8, spec->config_json && *spec->config_json ? spec->config_json : "{}");
     bind_text(st, 9, prov);
+    sqlite3_bind_int64(st, 10, nb_proc_start_time(getpid()));
     /* last_insert_rowid is per connection, so read it before anything else runs on it. */
     if (exec(s, "BEGIN IMMEDIATE", "create a run", err)) goto out;
     int rc = sqlite3_step(st);
@@ -492,6 +781,33 @@ int nb_run_finish(nb_store *s, int64_t run, const char *status, const char *mess
     return 0;
 }
 
+/* Reads who runs `run`: its stored status and process. Returns 1 with a row, 0 without, -1 on
+ * error. */
+static int run_holder(nb_store *s, int64_t run, char *status, size_t ssize, char *host,
+                      size_t hsize, int64_t *pid, int64_t *pid_start, const char *what,
+                      nb_err *err) {
+    sqlite3_stmt *st = NULL;
+    if (nb_store_prepare(s, "SELECT status, host, pid, pid_start FROM runs WHERE id = ?", &st, what,
+                         err))
+        return -1;
+    sqlite3_bind_int64(st, 1, run);
+    int rc = sqlite3_step(st);
+    int ret = 0;
+    if (rc == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(status, ssize, "%s", t ? (const char *)t : "");
+        t = sqlite3_column_text(st, 1);
+        snprintf(host, hsize, "%s", t ? (const char *)t : "");
+        *pid = sqlite3_column_int64(st, 2);
+        *pid_start = sqlite3_column_int64(st, 3); /* 0 when NULL */
+        ret = 1;
+    } else if (rc != SQLITE_DONE) {
+        ret = nb_store_fail(s, rc, what, err);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
 int nb_run_resume(nb_store *s, int64_t run, int64_t from_step, nb_err *err) {
     const char *what = "resume a run";
     char host[256];
@@ -501,35 +817,194 @@ int nb_run_resume(nb_store *s, int64_t run, int64_t from_step, nb_err *err) {
     if (nb_store_prepare(s, "DELETE FROM metrics WHERE run = ? AND step > ?", &del, what, err) ||
         nb_store_prepare(s,
                          "UPDATE runs SET status = 'running', message = NULL, finished = NULL, "
-                         "pid = ?, host = ? WHERE id = ?",
+                         "pid = ?, host = ?, pid_start = ? WHERE id = ?",
                          &upd, what, err))
         goto out;
     sqlite3_bind_int64(del, 1, run);
-    sqlite3_bind_int64(del, 2, from_step);
+    sqlite3_bind_int64(del, 2, from_step < 0 ? INT64_MIN : from_step);
     sqlite3_bind_int64(upd, 1, (sqlite3_int64)getpid());
     bind_text(upd, 2, host);
-    sqlite3_bind_int64(upd, 3, run);
+    sqlite3_bind_int64(upd, 3, nb_proc_start_time(getpid()));
+    sqlite3_bind_int64(upd, 4, run);
+    /* The check and the claim in one write transaction: of two processes resuming one run, the
+     * second sees the first's claim. */
     if (exec(s, "BEGIN IMMEDIATE", what, err)) goto out;
+    char status[32], holder[256];
+    int64_t pid = 0, pid_start = 0;
+    int found = run_holder(s, run, status, sizeof status, holder, sizeof holder, &pid, &pid_start,
+                           what, err);
+    if (found < 0) goto fail;
+    if (found == 0) {
+        nb_errf(err, "cannot resume run %lld: no such run in results store '%s'", (long long)run,
+                s->path);
+        goto fail;
+    }
+    if (strcmp(status, "finished") == 0) {
+        nb_errf(err, "run %lld finished already: there is nothing to resume", (long long)run);
+        goto fail;
+    }
+    if (strcmp(status, "running") == 0 && nb_proc_alive(holder, pid, pid_start)) {
+        nb_errf(err, "run %lld is running in process %lld on %s: it cannot be resumed twice",
+                (long long)run, (long long)pid, holder);
+        nb_hintf(err, "wait for that process to end (or stop it), then resume the run");
+        goto fail;
+    }
     int rc = sqlite3_step(del);
     if (rc == SQLITE_DONE) rc = sqlite3_step(upd);
     if (rc != SQLITE_DONE) {
         nb_store_fail(s, rc, what, err);
-        rollback(s);
-        goto out;
+        goto fail;
     }
-    if (sqlite3_changes(s->db) == 0) {
-        rollback(s);
-        nb_errf(err, "cannot resume run %lld: no such run in results store '%s'", (long long)run,
-                s->path);
-        goto out;
-    }
-    if (exec(s, "COMMIT", what, err)) {
-        rollback(s);
-        goto out;
-    }
+    if (exec(s, "COMMIT", what, err)) goto fail;
     ret = 0;
+    goto out;
+fail:
+    rollback(s);
 out:
     sqlite3_finalize(del);
     sqlite3_finalize(upd);
     return ret;
+}
+
+int nb_store_id(nb_store *s, char *out, size_t size, nb_err *err) {
+    sqlite3_stmt *st = NULL;
+    const char *what = "read the store's id";
+    if (nb_store_prepare(s, "SELECT value FROM meta WHERE key = 'store_id'", &st, what, err))
+        return -1;
+    int rc = sqlite3_step(st);
+    int ret = 0;
+    if (rc == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(out, size, "%s", t ? (const char *)t : "");
+    } else if (rc == SQLITE_DONE) {
+        nb_errf(err, "results store '%s' has no store id", s->path);
+        ret = nb_hintf(err, "the store is damaged; restore it from a backup, or pass --db to "
+                            "start a new one");
+    } else {
+        ret = nb_store_fail(s, rc, what, err);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* The newest run of a job (tagged sweep=job) and whether any of its runs finished. */
+static int job_runs(nb_store *s, const char *job, nb_job_state *js, int64_t *pid_start,
+                    const char *what, nb_err *err) {
+    sqlite3_stmt *st = NULL;
+    if (nb_store_prepare(s,
+                         "SELECT r.id, r.status, r.host, r.pid, r.pid_start, "
+                         "(SELECT count(*) FROM runs f JOIN tags g ON g.run = f.id WHERE "
+                         "g.key = 'sweep' AND g.value = ?1 AND f.status = 'finished') "
+                         "FROM runs r JOIN tags t ON t.run = r.id "
+                         "WHERE t.key = 'sweep' AND t.value = ?1 ORDER BY r.id DESC LIMIT 1",
+                         &st, what, err))
+        return -1;
+    sqlite3_bind_text(st, 1, job, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    int ret = 0;
+    if (rc == SQLITE_ROW) {
+        js->run = sqlite3_column_int64(st, 0);
+        const unsigned char *t = sqlite3_column_text(st, 1);
+        snprintf(js->status, sizeof js->status, "%s", t ? (const char *)t : "");
+        t = sqlite3_column_text(st, 2);
+        snprintf(js->host, sizeof js->host, "%s", t ? (const char *)t : "");
+        js->pid = sqlite3_column_int64(st, 3);
+        *pid_start = sqlite3_column_int64(st, 4);
+        js->finished = sqlite3_column_int64(st, 5) > 0;
+    } else if (rc != SQLITE_DONE) {
+        ret = nb_store_fail(s, rc, what, err);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
+int nb_job_claim(nb_store *s, const char *job, int claim, nb_job_state *js, nb_err *err) {
+    const char *what = "claim a sweep job";
+    memset(js, 0, sizeof *js);
+    char me[256];
+    nb_hostname(me, sizeof me);
+    int64_t my_pid = (int64_t)getpid(), my_start = nb_proc_start_time(my_pid);
+    sqlite3_stmt *st = NULL;
+    if (claim && exec(s, "BEGIN IMMEDIATE", what, err)) return -1;
+    /* 1. a claim by another live process */
+    if (nb_store_prepare(s, "SELECT host, pid, pid_start FROM claims WHERE job = ?", &st, what,
+                         err))
+        goto fail;
+    sqlite3_bind_text(st, 1, job, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *h = sqlite3_column_text(st, 0);
+        int64_t pid = sqlite3_column_int64(st, 1), start = sqlite3_column_int64(st, 2);
+        int mine = h && strcmp((const char *)h, me) == 0 && pid == my_pid;
+        if (!mine && nb_proc_alive((const char *)h, pid, start)) {
+            js->state = NB_JOB_BUSY;
+            snprintf(js->host, sizeof js->host, "%s", h ? (const char *)h : "");
+            js->pid = pid;
+        }
+    } else if (rc != SQLITE_DONE) {
+        nb_store_fail(s, rc, what, err);
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (js->state == NB_JOB_BUSY) {
+        if (claim) rollback(s);
+        return 0;
+    }
+    /* 2. the job's runs: finished, or running in a live process (a `run --resume` by hand) */
+    int64_t run_start = 0;
+    if (job_runs(s, job, js, &run_start, what, err)) goto fail;
+    if (js->finished) {
+        js->state = NB_JOB_DONE;
+    } else if (js->run && strcmp(js->status, "running") == 0 &&
+               nb_proc_alive(js->host, js->pid, run_start)) {
+        js->state = NB_JOB_BUSY;
+    } else {
+        js->state = NB_JOB_FREE;
+    }
+    if (!claim || js->state != NB_JOB_FREE) {
+        if (claim) rollback(s);
+        return 0;
+    }
+    /* 3. claim it */
+    if (nb_store_prepare(s,
+                         "INSERT INTO claims (job, host, pid, pid_start, claimed) "
+                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job) DO UPDATE SET host = "
+                         "excluded.host, pid = excluded.pid, pid_start = excluded.pid_start, "
+                         "claimed = excluded.claimed",
+                         &st, what, err))
+        goto fail;
+    sqlite3_bind_text(st, 1, job, -1, SQLITE_TRANSIENT);
+    bind_text(st, 2, me);
+    sqlite3_bind_int64(st, 3, my_pid);
+    sqlite3_bind_int64(st, 4, my_start);
+    sqlite3_bind_double(st, 5, nb_store_now());
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_DONE) {
+        nb_store_fail(s, rc, what, err);
+        goto fail;
+    }
+    if (exec(s, "COMMIT", what, err)) goto fail;
+    js->state = NB_JOB_CLAIMED;
+    return 0;
+fail:
+    sqlite3_finalize(st);
+    if (claim) rollback(s);
+    return -1;
+}
+
+int nb_job_release(nb_store *s, const char *job, nb_err *err) {
+    char me[256];
+    nb_hostname(me, sizeof me);
+    sqlite3_stmt *st = NULL;
+    const char *what = "release a sweep job";
+    if (nb_store_prepare(s, "DELETE FROM claims WHERE job = ? AND host = ? AND pid = ?", &st, what,
+                         err))
+        return -1;
+    bind_text(st, 1, job);
+    bind_text(st, 2, me);
+    sqlite3_bind_int64(st, 3, (sqlite3_int64)getpid());
+    return write_one(s, st, what, err);
 }

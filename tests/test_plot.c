@@ -349,6 +349,73 @@ static void test_render_missing_gnuplot(void **state) {
     nb_run_detail_free(r);
 }
 
+/* Stored strings reach the script only as quoted gnuplot strings with control characters
+ * escaped: a variant, norm and metric with newlines, a quote and a '!' shell escape give a
+ * script whose every line is a command normbench wrote (none starts with '!', none holds a
+ * control character), with the label quoted in the title. A file name with a newline is refused
+ * before anything is written. gnuplot itself is not needed: the script is written before it
+ * runs. */
+static void test_render_quotes_stored_strings(void **state) {
+    double a[2] = {1, 2};
+    nb_run_detail *r = mem_run(1, "x\n!touch /tmp/nb-plot-injected\n#'", 1, "finished",
+                               "train_loss\n!touch /tmp/nb-plot-injected", a, 2, 0.1);
+    char variant[] = "v\n!touch /tmp/nb-plot-injected\n#\\";
+    nb_plot_figure fig = {"mnist", "synthetic", variant, &r, 1};
+    char base[512], png[600];
+    snprintf(base, sizeof base, "%s/q", tmpdir);
+    snprintf(png, sizeof png, "%s/q.png", tmpdir);
+    const char *metrics[1] = {"train_loss\n!touch /tmp/nb-plot-injected"};
+    nb_plot_opts o = {.metrics = metrics,
+                      .nmetrics = 1,
+                      .x_step = 1,
+                      .smooth = 0.6,
+                      .max_points = 1000,
+                      .png = png,
+                      .base = base,
+                      .gnuplot = "normbench-no-such-gnuplot",
+                      .command = "normbench plot --variant 'v\n!touch /tmp/nb-plot-injected'"};
+    nb_err err;
+    nb_err_clear(&err);
+    char *text = NULL;
+    assert_int_equal(nb_plot_render(&fig, &o, &text, &err), -1); /* no gnuplot */
+    char path[700];
+    snprintf(path, sizeof path, "%s/q.gp", tmpdir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096];
+    int lines = 0, title = 0, key = 0;
+    while (fgets(line, sizeof line, f)) {
+        lines++;
+        size_t n = strlen(line);
+        assert_true(n > 0 && line[n - 1] == '\n');
+        for (size_t i = 0; i + 1 < n; i++)
+            if ((unsigned char)line[i] < 0x20 && line[i] != '\t')
+                fail_msg("control char: %s", line);
+        const char *p = line + strspn(line, " \t");
+        if (*p == '!') fail_msg("a shell escape reached the script: %s", line);
+        /* the only continued lines are normbench's own plot commands ("..., \\") */
+        if (n >= 2 && line[n - 2] == '\\' && !(n >= 4 && strcmp(line + n - 4, ", \\\n") == 0))
+            fail_msg("a line ends in a backslash: %s", line);
+        title |=
+            strstr(line, "'mnist / synthetic [v\\n!touch /tmp/nb-plot-injected\\n#\\]'") != NULL;
+        key |= strstr(line, "'x\\n!touch /tmp/nb-plot-injected\\n#'' (1 run)'") != NULL;
+    }
+    fclose(f);
+    assert_true(lines > 10);
+    assert_true(title);
+    assert_true(key);
+
+    /* a file name with a control character: refused, nothing written */
+    snprintf(base, sizeof base, "%s/bad\nname", tmpdir);
+    snprintf(png, sizeof png, "%s/bad\nname.png", tmpdir);
+    nb_err_clear(&err);
+    assert_int_equal(nb_plot_render(&fig, &o, &text, &err), -1);
+    assert_non_null(strstr(err.msg, "control characters"));
+    snprintf(path, sizeof path, "%s/bad\nname-data", tmpdir);
+    assert_int_equal(access(path, F_OK), -1);
+    nb_run_detail_free(r);
+}
+
 /* ---- the fixture store for tests/cli/70-plot.t ------------------------------------------ */
 
 static int fixture_run(nb_store *s, const char *dataset, const char *norm, int64_t seed,
@@ -410,6 +477,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_render_smooths_before_thinning),
         cmocka_unit_test(test_render_diverged_and_eval),
         cmocka_unit_test(test_render_missing_gnuplot),
+        cmocka_unit_test(test_render_quotes_stored_strings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "results/proc.h"
+#include "results/provenance.h"
 #include "results/query.h"
 #include "results/store.h"
 
@@ -323,7 +325,7 @@ static void test_crashed(void **state) {
     nb_report_free(r);
     nb_store_close(s);
     /* a run on another host is never declared crashed from here */
-    assert_string_equal(nb_effective_status("running", 1, "some-other-host.invalid"), "running");
+    assert_string_equal(nb_effective_status("running", 1, 0, "some-other-host.invalid"), "running");
 }
 
 static void test_two_processes(void **state) {
@@ -541,6 +543,304 @@ static void test_report_aggregation(void **state) {
                         "batch ran 2.00 ± 0.20× slower per step than layer");
 }
 
+/* ---- what a database must be before anything changes it (issue 12) ---------------------- */
+
+/* The whole file, or NULL when it does not exist; *n its size. */
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *b = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (;;) {
+        if (*n + 4096 > cap) {
+            cap = 2 * cap + 4096;
+            b = realloc(b, cap);
+            assert_non_null(b);
+        }
+        size_t got = fread(b + *n, 1, 4096, f);
+        *n += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    return b;
+}
+
+static int exists_with(const char *path, const char *suffix) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s%s", path, suffix);
+    return access(p, F_OK) == 0;
+}
+
+static void sql(const char *path, const char *text) {
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    int rc = sqlite3_exec(db, text, NULL, NULL, NULL);
+    if (rc != SQLITE_OK) fail_msg("%s: %s", text, sqlite3_errmsg(db));
+    sqlite3_close(db);
+}
+
+static long long app_id(const char *path) {
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    long long v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+/* A foreign SQLite database (rollback or WAL journal, or another program's application_id on
+ * normbench's table names) is refused by a writing and a reading open alike, and stays byte for
+ * byte as it was, with no -wal, -shm or -journal beside it. */
+static void test_foreign_database_unchanged(void **state) {
+    static const char *const kinds[] = {
+        "CREATE TABLE t(x); INSERT INTO t VALUES (1)",
+        "PRAGMA journal_mode = WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1)",
+        "PRAGMA application_id = 305419896; CREATE TABLE runs(x); CREATE TABLE params(x); "
+        "CREATE TABLE metrics(x); CREATE TABLE tags(x); PRAGMA user_version = 1",
+    };
+    for (int k = 0; k < 3; k++) {
+        char path[512], name[32];
+        snprintf(name, sizeof name, "foreign%d.db", k);
+        path_in_tmp(path, sizeof path, name);
+        sql(path, kinds[k]);
+        size_t n0, n1;
+        unsigned char *before = slurp(path, &n0);
+        assert_non_null(before);
+        for (int ro = 0; ro < 2; ro++) {
+            nb_err err;
+            nb_store *s = NULL;
+            assert_int_equal(nb_store_open(&s, path, ro, &err), -1);
+            assert_null(s);
+            assert_non_null(strstr(err.msg, "not a normbench results store"));
+            unsigned char *after = slurp(path, &n1);
+            assert_non_null(after);
+            assert_int_equal(n1, n0);
+            assert_memory_equal(after, before, n0);
+            free(after);
+            assert_false(exists_with(path, "-wal"));
+            assert_false(exists_with(path, "-shm"));
+            assert_false(exists_with(path, "-journal"));
+        }
+        free(before);
+    }
+}
+
+/* A new store carries normbench's application_id; a store made before it (id 0, normbench's
+ * tables) is read as it is by a read-only open and marked by the next writing one. */
+static void test_application_id(void **state) {
+    char path[512];
+    path_in_tmp(path, sizeof path, "mark.db");
+    nb_err err;
+    nb_store *s = NULL;
+    CHECK_OK(nb_store_open(&s, path, 0, &err));
+    add_run(s, "mnist", "synthetic", "rms", 1);
+    nb_store_close(s);
+    assert_int_equal(app_id(path), 0x6e6f726d);
+    sql(path, "PRAGMA application_id = 0");
+    CHECK_OK(nb_store_open(&s, path, 1, &err));
+    nb_run_info *v = NULL;
+    int n = 0;
+    CHECK_OK(nb_runs_list(s, &v, &n, &err));
+    assert_int_equal(n, 1);
+    nb_runs_free(v, n);
+    nb_store_close(s);
+    assert_int_equal(app_id(path), 0);
+    CHECK_OK(nb_store_open(&s, path, 0, &err));
+    nb_store_close(s);
+    assert_int_equal(app_id(path), 0x6e6f726d);
+}
+
+/* A read-only open cannot write: a write through it fails, the database file is not changed by
+ * reading, and nothing is left beside it. */
+static void test_readonly_open(void **state) {
+    char path[512];
+    path_in_tmp(path, sizeof path, "ro.db");
+    nb_err err;
+    nb_store *s = NULL;
+    CHECK_OK(nb_store_open(&s, path, 0, &err));
+    int64_t id = add_run(s, "mnist", "synthetic", "rms", 1);
+    add_metric(s, id, "train_loss", 1, 2.5);
+    nb_store_close(s);
+    size_t n0, n1;
+    unsigned char *before = slurp(path, &n0);
+    CHECK_OK(nb_store_open(&s, path, 1, &err));
+    nb_run_detail *d = NULL;
+    CHECK_OK(nb_run_get(s, id, &d, &err));
+    assert_int_equal(d->nseries, 1);
+    nb_run_detail_free(d);
+    nb_run_spec spec = {"mnist", "synthetic", "rms", 2, "{}"};
+    int64_t id2 = 0;
+    assert_int_equal(nb_run_create(s, &spec, &id2, &err), -1);
+    assert_non_null(strstr(err.msg, "readonly"));
+    nb_store_close(s);
+    assert_false(exists_with(path, "-wal")); /* nothing left beside it */
+    assert_false(exists_with(path, "-shm"));
+    unsigned char *after = slurp(path, &n1);
+    assert_int_equal(n1, n0);
+    assert_memory_equal(after, before, n0);
+    free(before);
+    free(after);
+
+    if (geteuid() != 0) { /* modes bind: a read-only directory and file are still readable */
+        char dir[512], p2[600];
+        path_in_tmp(dir, sizeof dir, "rodir");
+        assert_int_equal(mkdir(dir, 0755), 0);
+        snprintf(p2, sizeof p2, "%s/s.db", dir);
+        assert_int_equal(rename(path, p2), 0);
+        assert_int_equal(chmod(p2, 0444), 0);
+        assert_int_equal(chmod(dir, 0555), 0);
+        CHECK_OK(nb_store_open(&s, p2, 1, &err));
+        CHECK_OK(nb_run_get(s, id, &d, &err));
+        nb_run_detail_free(d);
+        nb_store_close(s);
+        assert_false(exists_with(p2, "-shm"));
+        assert_int_equal(nb_store_open(&s, p2, 0, &err), -1);
+        assert_non_null(strstr(err.msg, "read-only"));
+    }
+}
+
+/* --db must be a regular file: a link to /dev/null, a named pipe (opening it would block), a
+ * link to nothing are refused before SQLite sees them; a link to a store is followed. */
+static void test_not_a_regular_file(void **state) {
+    char path[512], target[512];
+    nb_err err;
+    nb_store *s = NULL;
+    int journal_before = access("/dev/null-journal", F_OK) == 0;
+    path_in_tmp(path, sizeof path, "null.db");
+    assert_int_equal(symlink("/dev/null", path), 0);
+    for (int ro = 0; ro < 2; ro++) {
+        assert_int_equal(nb_store_open(&s, path, ro, &err), -1);
+        assert_non_null(strstr(err.msg, "symbolic link to a character device"));
+        assert_true(err.hint[0]);
+    }
+    if (!journal_before) assert_int_equal(access("/dev/null-journal", F_OK), -1);
+
+    path_in_tmp(path, sizeof path, "pipe.db");
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(nb_store_open(&s, path, 0, &err), -1);
+    assert_non_null(strstr(err.msg, "named pipe"));
+
+    path_in_tmp(path, sizeof path, "dangling.db");
+    path_in_tmp(target, sizeof target, "nowhere.db");
+    assert_int_equal(symlink(target, path), 0);
+    assert_int_equal(nb_store_open(&s, path, 0, &err), -1);
+    assert_non_null(strstr(err.msg, "leads nowhere"));
+    assert_int_equal(access(target, F_OK), -1);
+
+    path_in_tmp(target, sizeof target, "real.db");
+    CHECK_OK(nb_store_open(&s, target, 0, &err));
+    nb_store_close(s);
+    path_in_tmp(path, sizeof path, "link.db");
+    assert_int_equal(symlink(target, path), 0);
+    CHECK_OK(nb_store_open(&s, path, 1, &err));
+    nb_store_close(s);
+}
+
+/* Process identity: a pid with another start time is not the recorded process. */
+static void test_proc_identity(void **state) {
+    char host[256];
+    nb_hostname(host, sizeof host);
+    int64_t me = (int64_t)getpid(), start = nb_proc_start_time(me);
+    assert_true(start > 0);
+    assert_int_equal(nb_proc_alive(host, me, start), 1);
+    assert_int_equal(nb_proc_alive(host, me, 0), 1);         /* not recorded: pid only */
+    assert_int_equal(nb_proc_alive(host, me, start + 1), 0); /* a reused pid */
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    assert_int_equal(nb_proc_alive(host, child, 0), 0);                      /* gone */
+    assert_int_equal(nb_proc_alive("some-other-host.invalid", child, 0), 1); /* cannot tell */
+    assert_int_equal(nb_proc_start_time(child), -1);
+}
+
+/* Every store has its own id; a resume claims the run, refused while a live process holds it;
+ * a sweep job is claimed once. */
+static void test_store_id_and_claims(void **state) {
+    char a[512], b[512], ida[40], idb[40];
+    path_in_tmp(a, sizeof a, "ida.db");
+    path_in_tmp(b, sizeof b, "idb.db");
+    nb_err err;
+    nb_store *s = NULL, *t = NULL;
+    CHECK_OK(nb_store_open(&s, a, 0, &err));
+    CHECK_OK(nb_store_open(&t, b, 0, &err));
+    CHECK_OK(nb_store_id(s, ida, sizeof ida, &err));
+    CHECK_OK(nb_store_id(t, idb, sizeof idb, &err));
+    assert_int_equal(strlen(ida), 32);
+    assert_string_not_equal(ida, idb);
+    nb_store_close(t);
+
+    /* the run is held by this (live) process: a resume is refused, naming it */
+    int64_t id = add_run(s, "mnist", "synthetic", "rms", 1);
+    add_metric(s, id, "train_loss", 10, 1.0);
+    add_metric(s, id, "train_loss", 20, 0.5);
+    nb_err_clear(&err);
+    assert_int_equal(nb_run_resume(s, id, 10, &err), -1);
+    assert_non_null(strstr(err.msg, "is running in process"));
+    /* once its process is gone (a pid of a process that ended), it can be resumed */
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    char sql[128];
+    snprintf(sql, sizeof sql, "UPDATE runs SET pid = %lld, pid_start = 1", (long long)child);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(a, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    CHECK_OK(nb_run_resume(s, id, 10, &err));
+    nb_run_detail *d = NULL;
+    CHECK_OK(nb_run_get(s, id, &d, &err));
+    assert_int_equal(d->info.pid, (int64_t)getpid());
+    assert_int_equal(d->info.pid_start, nb_proc_start_time(getpid()));
+    assert_int_equal(d->nseries, 1);
+    assert_int_equal(d->series[0].n, 1); /* the metric after step 10 deleted */
+    assert_string_equal(d->config, "{\"lr\": 0.1}");
+    nb_run_detail_free(d);
+    CHECK_OK(nb_run_finish(s, id, "finished", NULL, &err));
+    nb_err_clear(&err);
+    assert_int_equal(nb_run_resume(s, id, 10, &err), -1);
+    assert_non_null(strstr(err.msg, "finished already"));
+
+    /* sweep jobs */
+    nb_job_state js;
+    CHECK_OK(nb_job_claim(s, "job-a", 0, &js, &err));
+    assert_int_equal(js.state, NB_JOB_FREE);
+    assert_int_equal(js.run, 0);
+    CHECK_OK(nb_job_claim(s, "job-a", 1, &js, &err));
+    assert_int_equal(js.state, NB_JOB_CLAIMED);
+    CHECK_OK(nb_job_claim(s, "job-a", 1, &js, &err)); /* its own claim again */
+    assert_int_equal(js.state, NB_JOB_CLAIMED);
+    /* another process sees it held */
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        nb_store *c = NULL;
+        nb_job_state cj;
+        int ok = nb_store_open(&c, a, 0, &err) == 0 &&
+                 nb_job_claim(c, "job-a", 1, &cj, &err) == 0 && cj.state == NB_JOB_BUSY &&
+                 cj.pid == (int64_t)getppid();
+        nb_store_close(c);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_OK(nb_job_release(s, "job-a", &err));
+    /* a job with a finished run is done */
+    int64_t r = add_run(s, "mnist", "synthetic", "layer", 1);
+    CHECK_OK(nb_run_tag(s, r, "sweep", "job-b", &err));
+    CHECK_OK(nb_run_finish(s, r, "finished", NULL, &err));
+    CHECK_OK(nb_job_claim(s, "job-b", 1, &js, &err));
+    assert_int_equal(js.state, NB_JOB_DONE);
+    assert_int_equal(js.run, r);
+    nb_store_close(s);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--fixture") == 0) {
         build_fixture(argv[2]);
@@ -558,6 +858,12 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_not_a_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_locked_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_aggregation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_database_unchanged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_application_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_readonly_open, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_a_regular_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_proc_identity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_id_and_claims, setup, teardown),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

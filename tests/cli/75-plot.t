@@ -47,7 +47,7 @@ ok "one data file per metric, axis and norm" test "$(ls "$T/fig-data" | wc -l)" 
 ok "no temporary file is left" no_tmp_left "$T"
 ok "finished runs only by default" grep -q "'rms (3 runs)'" "$T/fig.gp"
 ok "the default rows: train_loss and val_error" \
-    test "$(grep -c '^# ---- \(train_loss\|val_error\) against' "$T/fig.gp")" -eq 4
+    test "$(grep -c "^set title '\(training loss\|validation error\) against" "$T/fig.gp")" -eq 4
 ok "the band is drawn" grep -q 'using 1:3:4 with filledcurves' "$T/fig.gp"
 ok "the unsmoothed mean is drawn faintly" grep -q "using 1:5 with lines lc rgb '#a0" "$T/fig.gp"
 ok "fixed colors per norm (layer blue, rms red)" \
