@@ -949,6 +949,8 @@ double FN(nb_tf_forward)(model *m, real *P, const int *src, const int *tgt, int 
             se += exp((double)z[j] - mx);
             sz += z[j];
         }
+        /* se >= 1: the maximum's own term */
+        // cppcheck-suppress invalidFunctionArg
         const double lse = mx + log(se), lpy = (double)z[y] - lse;
         const double sum_lp = sz - (double)V * lse;
         const double ce = -pt * lpy - q * (sum_lp - lpy) - ent;
@@ -1195,6 +1197,7 @@ static void dec_step(model *m, real *P, dstate *s, const int *tok, int t) {
             mx = z[j] > mx ? z[j] : mx;
         for (int j = 0; j < V; j++)
             se += exp((double)z[j] - mx);
+        // cppcheck-suppress invalidFunctionArg
         const double lse = mx + log(se);
         for (int j = 0; j < V; j++)
             z[j] = (real)((double)z[j] - lse);
