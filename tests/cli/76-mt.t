@@ -70,6 +70,12 @@ a=$(metrics "$ref"); b=$(metrics "$id")
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "the resumed run recorded the same metrics" || not_ok "the resumed run recorded the same metrics" "$a
 $b"
 
+# bench step takes the task's own options
+check "bench step mt with mt's options" 0 "$NB" bench step mt --dim-word 8 --dim 16 --norms rms,layer --steps 2 --batch 4 --threads 1
+has "it times both norms" "$tmp/out" '^mt +layer +4 '
+check "a task option without a step benchmark is a usage error" 2 "$NB" bench kernels --dim 8
+check "an mt option on bench step mnist is a usage error" 2 "$NB" bench step mnist --dim-word 8 --steps 1
+
 # The real Multi30k text, imported as a user without internet would.
 m30k=$root/../shared/data/multi30k
 if [ -d "$m30k" ] && [ $asan = 0 ]; then
