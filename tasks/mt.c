@@ -35,30 +35,48 @@ static const char *const mt_datasets[] = {"multi30k", "wmt14-en-de", "synthetic"
 
 /* mt's own options (tasks/taskopt.h). */
 typedef struct mt_opts {
-    int model;        /* 0 rnnsearch */
-    int dim_word;     /* embedding width (512) */
-    int dim;          /* GRU state width (1024) */
-    int bpe_merges;   /* joint BPE merges (multi30k 8,000, wmt14 32,000) */
-    int max_len;      /* training pairs longer than this many pieces are dropped, counted (80) */
-    int maxibatch;    /* batches sorted together by length (20) */
-    int beam;         /* beam width of test_bleu and translate (5) */
-    int eval_every;   /* training steps between validations */
-    int val_bleu_max; /* validation sentences translated for val_bleu (0: all) */
-    int test_max;     /* sentences of each test set translated for its BLEU (0: all) */
+    int model;         /* 0 rnnsearch, 1 transformer */
+    int preset;        /* transformer: 0 small, 1 base */
+    int norm_position; /* transformer: 0 post (zero's, the original), 1 pre (with a final norm) */
+    int warmup;        /* transformer: steps of the noam schedule's warm-up (0: the preset's) */
+    int dim_word;      /* embedding width (512) */
+    int dim;           /* GRU state width (1024) */
+    int bpe_merges;    /* joint BPE merges (multi30k 8,000, wmt14 32,000) */
+    int max_len;       /* training pairs longer than this many pieces are dropped, counted (80) */
+    int maxibatch;     /* batches sorted together by length (20) */
+    int beam;          /* beam width of test_bleu and translate (5) */
+    int eval_every;    /* training steps between validations */
+    int val_bleu_max;  /* validation sentences translated for val_bleu (0: all) */
+    int test_max;      /* sentences of each test set translated for its BLEU (0: all) */
     double label_smoothing;                /* 0.1 */
     double dropout_source, dropout_target; /* word dropout */
     double init_scale, init_center;        /* N(center, scale^2) weights; Fig. 4: center 0.2 */
 } mt_opts;
 
-static const char *const model_choices[] = {"rnnsearch", NULL};
+static const char *const model_choices[] = {"rnnsearch", "transformer", NULL};
+static const char *const preset_choices[] = {"small", "base", NULL};
+static const char *const position_choices[] = {"post", "pre", NULL};
 
 static const nb_task_opt mt_opts_decl[] = {
     {"model", NB_TOPT_CHOICE, offsetof(mt_opts, model), "M",
-     "the translation model (rnnsearch: Nematus v0.3's, RMS paper A.1)", model_choices,
-     .selector = 1},
+     "the translation model: rnnsearch (Nematus v0.3's, RMS paper A.1) or transformer (the "
+     "zero toolkit's, RMS paper Table 4)",
+     model_choices, .selector = 1},
     {"dim-word", NB_TOPT_INT, offsetof(mt_opts, dim_word), "N", "embedding width", NULL, 1, 8192,
-     512},
-    {"dim", NB_TOPT_INT, offsetof(mt_opts, dim), "N", "GRU state width", NULL, 1, 8192, 1024},
+     512, .models = "rnnsearch"},
+    {"dim", NB_TOPT_INT, offsetof(mt_opts, dim), "N", "GRU state width", NULL, 1, 8192, 1024,
+     .models = "rnnsearch"},
+    {"preset", NB_TOPT_CHOICE, offsetof(mt_opts, preset), "P",
+     "layers, width, heads, feed-forward and dropout: small (3+3, d 256, 4 heads, ff 1024, "
+     "dropout 0.3: Multi30k) or base (6+6, d 512, 8 heads, ff 2048, dropout 0.1: the paper's)",
+     preset_choices, .models = "transformer"},
+    {"norm-position", NB_TOPT_CHOICE, offsetof(mt_opts, norm_position), "W",
+     "where the norm sits: post (x = N(x + F(x)), zero's and the original Transformer's) or "
+     "pre (x = x + F(N(x)), with a final norm)",
+     position_choices, .models = "transformer"},
+    {"warmup", NB_TOPT_INT, offsetof(mt_opts, warmup), "N",
+     "warm-up steps of the noam learning-rate schedule (0: the preset's, small 1000, base 4000)",
+     NULL, 0, 1e9, 0, .models = "transformer"},
     {"bpe-merges", NB_TOPT_INT, offsetof(mt_opts, bpe_merges), "N",
      "joint BPE merges learned on the training text (multi30k 8000, wmt14 32000)", NULL, 0, 1e6,
      8000},
@@ -108,6 +126,157 @@ static void mt_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     cfg->flush_denormals = 1;
     mt_opts *o = cfg->task_opts;
     if (cfg->dataset) o->bpe_merges = nb_mt_defaults(cfg->dataset).bpe_merges;
+    if (o->model == 1) {    /* the Transformer as zero trains it */
+        cfg->adam.lr = 1.0; /* scaled by the noam schedule: lr·d^-1/2·min(t·w^-1.5, t^-1/2) */
+        cfg->adam.beta2 = 0.98;
+        cfg->adam.eps = 1e-9;
+        cfg->clip = 5; /* zero's clip_grad_norm */
+        cfg->act = NB_ACT_RELU;
+        o->beam = 4; /* zero's beam, with the GNMT length penalty alpha 0.6 */
+    }
+}
+
+/* ---- the model: RNNSearch or the Transformer behind one set of calls ----------------------- */
+
+typedef struct mt_model {
+    int kind; /* 0 rnnsearch, 1 transformer */
+    nb_rnnsearch rs;
+    nb_tf *tf;
+    nb_layout tl;
+    float *params, *grads; /* the model's flat state (both kinds) */
+    const nb_layout *layout;
+    int *bs, *bt; /* transformer: batch-major copies of a batch */
+    int Bmax, Txmax, Tymax, warmup, dim;
+    double alpha; /* transformer beam: GNMT length penalty */
+} mt_model;
+
+static void model_free(mt_model *mm) {
+    if (mm->kind == 0 && mm->layout) nb_rnnsearch_free(&mm->rs);
+    if (mm->kind == 1) {
+        if (mm->tf) nb_tf_free(mm->tf);
+        free(mm->params), free(mm->grads);
+    }
+    free(mm->bs), free(mm->bt);
+    memset(mm, 0, sizeof *mm);
+}
+
+/* Builds the configured model for vocabularies Vs, Vt, batches of Bmax sentences, sources of Tx
+ * and targets of Ty tokens (eos included), beams of `beam`, drawing its initial values from
+ * init. Returns 0, or -1 with err set. */
+static int model_open(mt_model *mm, const nb_train_cfg *cfg, int Vs, int Vt, int Bmax, int Tx,
+                      int Ty, int beam, nb_rng *init, nb_err *err) {
+    const mt_opts *o = opts_of(cfg);
+    memset(mm, 0, sizeof *mm);
+    mm->kind = o->model;
+    mm->Bmax = Bmax, mm->Txmax = Tx, mm->Tymax = Ty;
+    if (o->model == 0) {
+        nb_rnnsearch_cfg mc;
+        nb_rnnsearch_cfg_default(&mc, Vs, Vt, NB_EOS, cfg->norm.kind);
+        mc.norm = cfg->norm;
+        mc.E = o->dim_word;
+        mc.H = o->dim;
+        mc.Bmax = Bmax;
+        mc.Txmax = Tx;
+        mc.Tymax = Ty;
+        mc.beam_max = beam > 1 ? beam : 1;
+        mc.label_smoothing = o->label_smoothing;
+        mc.dropout_source = o->dropout_source;
+        mc.dropout_target = o->dropout_target;
+        mc.init_scale = o->init_scale;
+        mc.init_center = o->init_center;
+        if (nb_rnnsearch_init(&mm->rs, &mc, init, err) != 0) return -1;
+        mm->layout = &mm->rs.layout;
+        mm->params = mm->rs.params;
+        mm->grads = mm->rs.grads;
+        return 0;
+    }
+    const nb_tf_preset *pr = nb_tf_preset_find(preset_choices[o->preset]);
+    if (!pr) return nb_errf(err, "no Transformer preset '%s'", preset_choices[o->preset]);
+    nb_tf_cfg tc;
+    /* one vocabulary size for both sides, the embeddings not shared: normbench's BPE keeps a
+     * vocabulary per language (zero shares one joint vocabulary; docs/papers.md#mt) */
+    nb_tf_cfg_from_preset(&tc, pr, Vs > Vt ? Vs : Vt, cfg->norm.kind);
+    tc.norm = cfg->norm;
+    tc.pad = NB_PAD;
+    tc.bos = -1; /* zero's shift: the decoder starts from the zero vector */
+    tc.eos = NB_EOS;
+    tc.share_emb = 0;
+    tc.tie_out = 1;
+    tc.pre_norm = o->norm_position == 1;
+    tc.label_smooth = o->label_smoothing;
+    int T = Tx > Ty ? Tx : Ty;
+    tc.max_pos = T + 64;
+    mm->warmup = o->warmup > 0 ? o->warmup : pr->warmup;
+    mm->dim = tc.dim;
+    mm->alpha = 0.6;
+    memset(&mm->tl, 0, sizeof mm->tl);
+    if (!(mm->tf = nb_tf_new(&tc, &mm->tl, Bmax * T, err))) return -1;
+    mm->layout = &mm->tl;
+    mm->params = calloc(mm->tl.total, sizeof(float));
+    mm->grads = calloc(mm->tl.total, sizeof(float));
+    mm->bs = calloc((size_t)Bmax * T, sizeof(int));
+    mm->bt = calloc((size_t)Bmax * T, sizeof(int));
+    if (!mm->params || !mm->grads || !mm->bs || !mm->bt) return nb_errf(err, "out of memory");
+    nb_tf_init_params(mm->tf, mm->params, init);
+    return 0;
+}
+
+/* Batch-major (B, T) copy of a time-major (T, B) array (padding 0 stays 0). */
+static void to_batch_major(int *dst, const int *src, int T, int B) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            dst[b * T + t] = src[t * B + b];
+}
+
+/* The loss of a batch (time-major src (Tx, B), tgt (Ty, B) with eos). training: dropout from
+ * noise and the backward pass (gradients ACCUMULATED); else evaluation, adding the per-token
+ * negative log-likelihood and token count to *nll, *ntok (and, RNNSearch, Table 5's sums). */
+static double model_loss(mt_model *mm, const int *src, const int *srclen, int Tx, const int *tgt,
+                         const int *tgtlen, int Ty, int B, int training, nb_rng *noise, double *nll,
+                         long *ntok, nb_rnnsearch_stats *st) {
+    double loss;
+    if (mm->kind == 0) {
+        loss = nb_rnnsearch_forward(&mm->rs, (int *)src, (int *)srclen, Tx, (int *)tgt,
+                                    (int *)tgtlen, Ty, B, training, noise, st);
+        if (training) nb_rnnsearch_backward(&mm->rs);
+        if (nll) *nll += mm->rs.nll;
+        if (ntok) *ntok += mm->rs.ntok;
+        return loss;
+    }
+    to_batch_major(mm->bs, src, Tx, B);
+    to_batch_major(mm->bt, tgt, Ty, B);
+    nb_tf_stats ts;
+    uint64_t seed = training && noise ? nb_rng_u64(noise) : 0;
+    loss =
+        nb_tf_forward(mm->tf, mm->params, mm->bs, mm->bt, B, Tx, Ty, training, training, seed, &ts);
+    if (training) nb_tf_backward(mm->tf, mm->grads, mm->params);
+    if (nll) *nll += ts.nll_sum;
+    if (ntok) *ntok += ts.ntok;
+    return loss;
+}
+
+/* Translates B sources (time-major (Tx, B)): greedy when K <= 1, else beam search of K (the
+ * model's length normalization); out (B, maxlen) without eos, out_len (B). */
+static int model_decode(mt_model *mm, const int *src, const int *srclen, int Tx, int B, int K,
+                        int maxlen, int *out, int *out_len, nb_err *err) {
+    if (mm->kind == 0) {
+        if (K <= 1) {
+            nb_rnnsearch_greedy(&mm->rs, (int *)src, (int *)srclen, Tx, B, maxlen, out, out_len);
+            return 0;
+        }
+        return nb_rnnsearch_beam(&mm->rs, (int *)src, (int *)srclen, Tx, B, K, maxlen, out, out_len,
+                                 NULL, err);
+    }
+    to_batch_major(mm->bs, src, Tx, B);
+    return nb_tf_translate(mm->tf, mm->params, mm->bs, B, Tx, K <= 1 ? 1 : K,
+                           K <= 1 ? 0 : mm->alpha, 50, maxlen, out, out_len, NULL, err);
+}
+
+/* The noam schedule of the Transformer (zero): lr·d^-1/2·min(t·w^-1.5, t^-1/2). */
+static void noam(double base, int dim, int warmup, int64_t t, nb_adam_cfg *adam) {
+    double tt = (double)t, w = warmup > 0 ? warmup : 1;
+    double f = fmin(tt * pow(w, -1.5), 1.0 / sqrt(tt));
+    adam->lr = base * f / sqrt((double)dim);
 }
 
 /* ---- the run ------------------------------------------------------------------------------- */
@@ -117,7 +286,7 @@ typedef struct mt_run {
     const mt_opts *o;
     nb_mt_data d;
     int have_data, have_model;
-    nb_rnnsearch m;
+    mt_model m;
     float *adam_m, *adam_v;
     nb_mt_batcher bt;
     int have_bt;
@@ -169,6 +338,11 @@ static void mt_epoch_begin(void *self, int epoch, nb_rng *data) {
         nb_mt_batcher_init(&r->bt, &r->d.train, r->cfg->batch, r->o->maxibatch, data, &err) == 0;
 }
 
+static void mt_schedule(void *self, int64_t t, int64_t planned, nb_adam_cfg *adam) {
+    mt_run *r = self;
+    if (r->m.kind == 1) noam(adam->lr, r->m.dim, r->m.warmup, t, adam);
+}
+
 static double mt_step(void *self, int64_t bi, nb_rng *noise) {
     mt_run *r = self;
     if (!r->have_bt) return NAN;
@@ -176,10 +350,8 @@ static double mt_step(void *self, int64_t bi, nb_rng *noise) {
     if (n <= 0) return NAN;
     int Tx, Ty;
     fill_batch(r, &r->d.train, r->idx, n, &Tx, &Ty);
-    double loss = nb_rnnsearch_forward(&r->m, r->src, r->srclen, Tx, r->tgt, r->tgtlen, Ty, n, 1,
-                                       noise, NULL);
-    nb_rnnsearch_backward(&r->m);
-    return loss;
+    return model_loss(&r->m, r->src, r->srclen, Tx, r->tgt, r->tgtlen, Ty, n, 1, noise, NULL, NULL,
+                      NULL);
 }
 
 /* Translates sentences first..first+n of split s (greedy when K == 0, else beam K) into
@@ -193,12 +365,8 @@ static int translate_split(mt_run *r, const nb_mt_split *s, int n, int K, nb_err
         int Tx, Ty;
         fill_batch(r, s, r->idx, b, &Tx, &Ty);
         int maxlen = r->Tymax;
-        if (K == 0) {
-            nb_rnnsearch_greedy(&r->m, r->src, r->srclen, Tx, b, maxlen, r->out, r->outlen);
-        } else if (nb_rnnsearch_beam(&r->m, r->src, r->srclen, Tx, b, K, maxlen, r->out, r->outlen,
-                                     NULL, err) != 0) {
+        if (model_decode(&r->m, r->src, r->srclen, Tx, b, K, maxlen, r->out, r->outlen, err) != 0)
             return -1;
-        }
         for (int k = 0; k < b; k++) {
             free(r->hyp[i0 + k]);
             r->hyp[i0 + k] =
@@ -234,10 +402,8 @@ static int mt_evaluate(void *self, int final, nb_metric *out, int max, nb_err *e
                 r->idx[j] = i0 + j;
             int Tx, Ty;
             fill_batch(r, v, r->idx, b, &Tx, &Ty);
-            nb_rnnsearch_forward(&r->m, r->src, r->srclen, Tx, r->tgt, r->tgtlen, Ty, b, 0, NULL,
-                                 &st);
-            nll += r->m.nll;
-            ntok += r->m.ntok;
+            model_loss(&r->m, r->src, r->srclen, Tx, r->tgt, r->tgtlen, Ty, b, 0, NULL, &nll, &ntok,
+                       &st);
         }
         out[k++] = (nb_metric){"val_xent", 0, 0, ntok ? nll / (double)ntok : NAN};
         int nv = r->o->val_bleu_max > 0 && r->o->val_bleu_max < v->n ? r->o->val_bleu_max : v->n;
@@ -311,7 +477,7 @@ static int write_atomic(const char *path, const void *a, size_t na, const void *
 
 static int save_model(mt_run *r, const char *dir, nb_err *err) {
     char path[4200];
-    size_t n = r->m.layout.total;
+    size_t n = r->m.layout->total;
     char head[128];
     uint64_t h = fnv1a(r->m.params, sizeof(float) * n, 1469598103934665603ULL);
     int hl = snprintf(head, sizeof head, "%s%zu %016llx\n", MODEL_MAGIC, n, (unsigned long long)h);
@@ -325,7 +491,7 @@ static int save_model(mt_run *r, const char *dir, nb_err *err) {
     return nb_vocab_write(r->d.tgt_vocab, path, err);
 }
 
-static int load_params(nb_rnnsearch *m, const char *dir, nb_err *err) {
+static int load_params(mt_model *m, const char *dir, nb_err *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/params", dir);
     FILE *f = fopen(path, "rb");
@@ -339,7 +505,7 @@ static int load_params(nb_rnnsearch *m, const char *dir, nb_err *err) {
     int ok = fread(magic, 1, sizeof MODEL_MAGIC - 1, f) == sizeof MODEL_MAGIC - 1;
     magic[sizeof MODEL_MAGIC - 1] = '\0';
     ok = ok && strcmp(magic, MODEL_MAGIC) == 0 && fscanf(f, "%zu %llx", &n, &h) == 2 &&
-         fgetc(f) == '\n' && n == m->layout.total && fread(m->params, sizeof(float), n, f) == n &&
+         fgetc(f) == '\n' && n == m->layout->total && fread(m->params, sizeof(float), n, f) == n &&
          fgetc(f) == EOF;
     fclose(f);
     if (!ok || fnv1a(m->params, sizeof(float) * n, 1469598103934665603ULL) != h) {
@@ -352,7 +518,7 @@ static int load_params(nb_rnnsearch *m, const char *dir, nb_err *err) {
 /* ---- training ------------------------------------------------------------------------------ */
 
 static void run_free(mt_run *r) {
-    if (r->have_model) nb_rnnsearch_free(&r->m);
+    if (r->have_model) model_free(&r->m);
     if (r->have_bt) nb_mt_batcher_free(&r->bt);
     for (int i = 0; r->hyp && i < r->nhyp; i++)
         free(r->hyp[i]);
@@ -375,26 +541,6 @@ static void longest(const nb_mt_data *d, int *tx, int *ty) {
     }
 }
 
-/* The model's configuration from the run's. */
-static void model_cfg(const nb_train_cfg *cfg, const nb_mt_data *d, int Bmax, int Tx, int Ty,
-                      nb_rnnsearch_cfg *mc) {
-    const mt_opts *o = opts_of(cfg);
-    nb_rnnsearch_cfg_default(mc, nb_vocab_size(d->src_vocab), nb_vocab_size(d->tgt_vocab), NB_EOS,
-                             cfg->norm.kind);
-    mc->norm = cfg->norm;
-    mc->E = o->dim_word;
-    mc->H = o->dim;
-    mc->Bmax = Bmax;
-    mc->Txmax = Tx;
-    mc->Tymax = Ty;
-    mc->beam_max = o->beam;
-    mc->label_smoothing = o->label_smoothing;
-    mc->dropout_source = o->dropout_source;
-    mc->dropout_target = o->dropout_target;
-    mc->init_scale = o->init_scale;
-    mc->init_center = o->init_center;
-}
-
 /* Loads the data and builds the model with room for every split and the largest batch. */
 static int run_open(mt_run *r, const nb_train_cfg *cfg, int translations, nb_err *err) {
     r->cfg = cfg;
@@ -409,11 +555,13 @@ static int run_open(mt_run *r, const nb_train_cfg *cfg, int translations, nb_err
         return nb_errf(err, "'%s' has no training pair to learn from", cfg->dataset);
     longest(&r->d, &r->Txmax, &r->Tymax);
     r->Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
-    nb_rnnsearch_cfg mc;
-    model_cfg(cfg, &r->d, r->Bmax, r->Txmax, r->Tymax, &mc);
     nb_rng init;
     nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
-    if (nb_rnnsearch_init(&r->m, &mc, &init, err) != 0) return -1;
+    if (model_open(&r->m, cfg, nb_vocab_size(r->d.src_vocab), nb_vocab_size(r->d.tgt_vocab),
+                   r->Bmax, r->Txmax, r->Tymax, r->o->beam, &init, err) != 0) {
+        model_free(&r->m);
+        return -1;
+    }
     r->have_model = 1;
     size_t B = (size_t)r->Bmax;
     r->idx = malloc(sizeof(int) * B);
@@ -462,7 +610,7 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
         if (sink->param(sink->ctx, "bleu_signature", sig, err) != 0) goto out;
     }
     nb_flush_denormals(cfg->flush_denormals);
-    size_t P = r.m.layout.total;
+    size_t P = r.m.layout->total;
     r.adam_m = calloc(P, sizeof(float));
     r.adam_v = calloc(P, sizeof(float));
     if (!r.adam_m || !r.adam_v) {
@@ -474,13 +622,14 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
                     .grads = r.m.grads,
                     .adam_m = r.adam_m,
                     .adam_v = r.adam_v,
-                    .layout = &r.m.layout,
+                    .layout = r.m.layout,
                     .steps_per_epoch = (r.d.train.n + cfg->batch - 1) / cfg->batch,
                     .eval_every = r.o->eval_every,
                     .select_metric = "val_xent",
                     .select_max = 0,
                     .epoch_begin = mt_epoch_begin,
                     .step = mt_step,
+                    .schedule = mt_schedule,
                     .evaluate = mt_evaluate};
     rc = nb_train_loop(cfg, &t, sink, status, err);
     if (rc == 0 && *status == NB_STATUS_FINISHED && sink->model_dir) {
@@ -501,7 +650,8 @@ static int mt_translate(const nb_train_cfg *cfg, const char *dir, char *const *l
     nb_bpe *bpe = NULL;
     nb_vocab *sv = NULL, *tv = NULL;
     int rc = -1, have_model = 0;
-    nb_rnnsearch m;
+    mt_model m;
+    memset(&m, 0, sizeof m);
     int *ids = NULL, cap = 0, *src = NULL, *srclen = NULL, *o = NULL, *olen = NULL;
     snprintf(path, sizeof path, "%s/codes", dir);
     if (!(bpe = nb_bpe_read(path, err))) goto out;
@@ -536,15 +686,10 @@ static int mt_translate(const nb_train_cfg *cfg, const char *dir, char *const *l
     int B = cfg->eval_batch > 0 ? cfg->eval_batch : 80;
     if (B > n) B = n > 0 ? n : 1;
     int Ty = 2 * Tx + 10; /* Nematus' translate: up to twice the source, and a margin */
-    nb_mt_data shape;
-    memset(&shape, 0, sizeof shape);
-    shape.src_vocab = sv;
-    shape.tgt_vocab = tv;
-    nb_rnnsearch_cfg mc;
-    model_cfg(cfg, &shape, B, Tx, Ty, &mc);
     nb_rng init;
     nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
-    if (nb_rnnsearch_init(&m, &mc, &init, err) != 0 || (have_model = 1, 0) ||
+    if ((have_model = model_open(&m, cfg, nb_vocab_size(sv), nb_vocab_size(tv), B, Tx, Ty, mo->beam,
+                                 &init, err) == 0) == 0 ||
         load_params(&m, dir, err) != 0) {
         for (int j = 0; j < n; j++)
             free(enc[j]);
@@ -568,7 +713,7 @@ static int mt_translate(const nb_train_cfg *cfg, const char *dir, char *const *l
             if (l == 0) src[k] = NB_UNK, l = 1;
             srclen[k] = l;
         }
-        if (nb_rnnsearch_beam(&m, src, srclen, tx, b, mo->beam, Ty, o, olen, NULL, err) != 0) {
+        if (model_decode(&m, src, srclen, tx, b, mo->beam, Ty, o, olen, err) != 0) {
             ok = 0;
             break;
         }
@@ -589,7 +734,7 @@ static int mt_translate(const nb_train_cfg *cfg, const char *dir, char *const *l
     }
     rc = 0;
 out:
-    if (have_model) nb_rnnsearch_free(&m);
+    model_free(&m);
     nb_bpe_free(bpe);
     nb_vocab_free(sv);
     nb_vocab_free(tv);
@@ -600,6 +745,7 @@ out:
 /* ---- bench ---------------------------------------------------------------------------------- */
 
 typedef struct mt_bench {
+    nb_tf_bench *tf; /* --model transformer: the model's own benchmark */
     nb_rnnsearch m;
     float *adam_m, *adam_v;
     nb_adam_cfg adam;
@@ -621,6 +767,19 @@ static void *mt_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     const mt_opts *o = opts_of(cfg);
     b->B = cfg->batch;
     b->Tx = b->Ty = BENCH_LEN;
+    if (o->model == 1) {
+        nb_tf_cfg tc;
+        const nb_tf_preset *pr = nb_tf_preset_find(preset_choices[o->preset]);
+        nb_tf_cfg_from_preset(&tc, pr, BENCH_V, cfg->norm.kind);
+        tc.norm = cfg->norm;
+        tc.pre_norm = o->norm_position == 1;
+        tc.label_smooth = o->label_smoothing;
+        if (!(b->tf = nb_tf_bench_open(&tc, b->B * BENCH_LEN, BENCH_LEN, cfg->seed, err))) {
+            free(b);
+            return NULL;
+        }
+        return b;
+    }
     b->adam = cfg->adam;
     b->clip = cfg->clip;
     nb_rnnsearch_cfg mc;
@@ -668,6 +827,7 @@ static void *mt_bench_open(const nb_train_cfg *cfg, nb_err *err) {
 
 static double mt_bench_step(void *p) {
     mt_bench *b = p;
+    if (b->tf) return nb_tf_bench_step(b->tf);
     double t0 = nb_now();
     memset(b->m.grads, 0, sizeof(float) * b->m.layout.total);
     nb_rnnsearch_forward(&b->m, b->src, b->srclen, b->Tx, b->tgt, b->tgtlen, b->Ty, b->B, 1,
@@ -684,6 +844,11 @@ static double mt_bench_step(void *p) {
 
 static void mt_bench_close(void *p) {
     mt_bench *b = p;
+    if (b->tf) {
+        nb_tf_bench_close(b->tf);
+        free(b);
+        return;
+    }
     nb_rnnsearch_free(&b->m);
     free(b->adam_m), free(b->adam_v), free(b->src), free(b->tgt), free(b->srclen), free(b->tgtlen);
     free(b);
@@ -702,7 +867,8 @@ static const char mt_paper[] =
 
 const nb_task nb_task_mt = {
     .name = "mt",
-    .summary = "RNNSearch (Nematus v0.3) translation, Multi30k En-De: RMS paper Tables 2-5",
+    .summary = "translation, RNNSearch (Nematus v0.3) or the Transformer (zero), Multi30k En-De: "
+               "RMS paper Tables 2-5",
     .default_dataset = "multi30k",
     .datasets = mt_datasets,
     .opts = mt_opts_decl,

@@ -70,6 +70,17 @@ a=$(metrics "$ref"); b=$(metrics "$id")
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "the resumed run recorded the same metrics" || not_ok "the resumed run recorded the same metrics" "$a
 $b"
 
+# The Transformer through the same pipeline (a few steps: it runs, records, keeps, translates)
+check "--dim is RNNSearch's, not the Transformer's" 2 "$NB" run mt --model transformer --dim 8
+has "it says which model takes it" "$tmp/err" '--dim is an option of mt --model rnnsearch, not of --model transformer'
+check "a short Transformer run (pre-norm, rms)" 0 "$NB" run mt --model transformer --norm rms --norm-position pre --dataset synthetic --batch 8 --steps 4 --eval-every 2 --val-bleu-max 8 --test-max 8 --threads 2 --quiet
+tid=$(sqlite3 "$NORMBENCH_DB" "select max(id) from runs")
+cfg=$(sqlite3 "$NORMBENCH_DB" "select config from runs where id = $tid")
+if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["model"] == "transformer" and d["norm_position"] == "pre" and d["preset"] == "small" and d["beam"] == 4 and "dim" not in d, d' "$cfg"; then
+    ok "its configuration has the Transformer's options"; else not_ok "its configuration has the Transformer's options" "$cfg"; fi
+check "it translates" 0 sh -c "printf 'a b
+' | '$NB' translate $tid"
+
 # bench step takes the task's own options
 check "bench step mt with mt's options" 0 "$NB" bench step mt --dim-word 8 --dim 16 --norms rms,layer --steps 2 --batch 4 --threads 1
 has "it times both norms" "$tmp/out" '^mt +layer +4 '
