@@ -35,6 +35,7 @@
 #include "lstm.h"
 #include "reader.h"
 #include "rnnsearch.h"
+#include "transformer.h"
 #undef NB_REAL
 #undef NB_FN
 
@@ -51,6 +52,7 @@
 #include "lstm.h"
 #include "reader.h"
 #include "rnnsearch.h"
+#include "transformer.h"
 #undef NB_REAL
 #undef NB_FN
 
