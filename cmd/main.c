@@ -14,8 +14,6 @@
 
 #include "buildinfo.h"
 
-#define NB_VERSION "0.1.0"
-
 typedef struct nb_command {
     const char *name;
     int (*fn)(int argc, const char **argv);
