@@ -121,7 +121,7 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c $(LIB)
 # ---- tests -----------------------------------------------------------------------------------
 # Threads pinned so that reproducibility checks compare like with like.
 TEST_ENV = OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive NORMBENCH_BIN=$(CURDIR)/$(BIN) \
-           NORMBENCH_REF=$(CURDIR)/tests/ref
+           NORMBENCH_REF=$(CURDIR)/tests/ref NORMBENCH_ARTIFACTS=$(CURDIR)/$(BUILD)/artifacts
 
 test check: deps
 	@$(MAKE) --no-print-directory unit cli
