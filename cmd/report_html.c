@@ -647,7 +647,11 @@ static const char css[] =
     "table{border-collapse:collapse;margin:6px 0 10px;font-variant-numeric:tabular-nums}\n"
     "th,td{padding:4px 9px;border-bottom:1px solid #d8dee4;text-align:right;white-space:nowrap;"
     "vertical-align:top}\n"
-    "th{background:#f0f3f6;font-weight:600;border-bottom:2px solid #afb8c1}\n"
+    "th{background:#f0f3f6;font-weight:600;border-bottom:2px solid #afb8c1;white-space:normal;"
+    "vertical-align:bottom}\n"
+    "table.report{font-size:13px}\n"
+    "table.report th{max-width:8em}\n"
+    "table.report th,table.report td{padding:4px 7px}\n"
     "th:first-child,td:first-child,.l{text-align:left}\n"
     "tbody tr:nth-child(even) td{background:#f8fafb}\n"
     "td.cfg{white-space:normal;text-align:left;min-width:24em;max-width:60em}\n"
@@ -695,7 +699,18 @@ static void print_table(FILE *f, const nb_report *r, int a, const nb_report_tabl
     fputs("<div class=\"scroll\"><table class=\"report\">\n<thead><tr>", f);
     for (int c = 0; c < t->ncol; c++) {
         fputs(c == 0 ? "<th class=\"l\">" : "<th>", f);
-        h(f, t->cell[c]);
+        /* "steps to METRIC<=X" may break before its comparison */
+        const char *x = t->cell[c], *cmp = strstr(x, "<=");
+        if (!cmp) cmp = strstr(x, ">=");
+        if (cmp) {
+            char head[NB_REPORT_CELL];
+            snprintf(head, sizeof head, "%.*s", (int)(cmp - x), x);
+            h(f, head);
+            fputs("<wbr>", f);
+            h(f, cmp);
+        } else {
+            h(f, x);
+        }
         fputs("</th>", f);
     }
     fputs("</tr></thead>\n<tbody>\n", f);
@@ -737,9 +752,12 @@ static void prov_value(const run *x, int c, char *buf, size_t size) {
     }
     if (!v || strcmp(v, "null") == 0) v = "-";
     const char *dirty = kv_get(&x->prov, "git_dirty");
+    size_t len = strlen(v);
+    int marked = len >= 6 && strcmp(v + len - 6, "-dirty") == 0;
     snprintf(buf, size, "%s%s", v,
-             strcmp(prov_cols[c].key, "git_rev") == 0 && dirty && strcmp(dirty, "true") == 0
-                 ? " (modified)"
+             strcmp(prov_cols[c].key, "git_rev") == 0 && dirty && strcmp(dirty, "true") == 0 &&
+                     !marked
+                 ? "-dirty"
                  : "");
 }
 
