@@ -65,6 +65,8 @@ typedef struct nb_progress {
     const char *phase;   /* "train" or "eval" */
 } nb_progress;
 
+struct nb_ckpt_ident; /* tasks/checkpoint.h */
+
 typedef struct nb_sink {
     void *ctx;
     /* Records metrics; a non-zero return (with err set) fails the run. */
@@ -74,6 +76,9 @@ typedef struct nb_sink {
     /* Where to write the end-of-epoch checkpoint (NULL member: no checkpoints). Returns the
      * path, or NULL with err set when none can be made. */
     const char *(*checkpoint_path)(void *ctx, nb_err *err);
+    /* What checkpoints belong to (tasks/checkpoint.h): written into each one and checked on
+     * resume; read after checkpoint_path returns. NULL: none recorded, none checked. */
+    const struct nb_ckpt_ident *ckpt_ident;
     /* Progress; called every step (the receiver rate-limits its drawing). May be NULL. */
     void (*progress)(void *ctx, const nb_progress *p);
 } nb_sink;

@@ -144,7 +144,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
     int first_epoch = 1;
     if (cfg->resume_from) {
         nb_ckpt_state st;
-        if (nb_ckpt_read(cfg->resume_from, &st, blobs, nb, err) != 0) goto out;
+        if (nb_ckpt_read(cfg->resume_from, sink->ckpt_ident, &st, blobs, nb, err) != 0) goto out;
         L.step = st.step;
         first_epoch = st.epoch + 1;
         L.train_time = st.train_time;
@@ -238,7 +238,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
             nb_ckpt_state st = {
                 L.step,     epoch,    L.train_time, nb_now() - L.t0,
                 L.loss_acc, L.loss_n, L.last_loss,  {init_rng, data_rng, noise_rng, {{0}}}};
-            if (nb_ckpt_write(ck, &st, blobs, nb, err) != 0) goto out;
+            if (nb_ckpt_write(ck, sink->ckpt_ident, &st, blobs, nb, err) != 0) goto out;
         }
     }
     if (*status == NB_STATUS_FINISHED) {
