@@ -877,7 +877,7 @@ static void print_runs(FILE *f, const run *runs, int n) {
             h(f, in->norm);
             fprintf(f, "</td><td>%lld</td><td class=\"l%s\">", (long long)in->seed,
                     strcmp(in->status, "finished") == 0 ? "" : " bad");
-            h(f, nb_effective_status(in->status, in->pid, in->host));
+            h(f, nb_effective_status(in->status, in->pid, in->pid_start, in->host));
             if (in->message) {
                 fputs(": ", f);
                 h(f, in->message);
