@@ -244,6 +244,16 @@ static int load_runs(nb_store *s, const char *task, run **out, int *nout, nb_err
             return -1;
         }
         k++;
+        /* the page shows no series of its own (the figures load theirs): not kept */
+        for (int j = 0; j < x->d->nseries; j++) {
+            free(x->d->series[j].name);
+            free(x->d->series[j].step);
+            free(x->d->series[j].wall);
+            free(x->d->series[j].value);
+        }
+        free(x->d->series);
+        x->d->series = NULL;
+        x->d->nseries = 0;
         for (int t = 0; t < x->d->ntags; t++)
             if (strcmp(x->d->tags[t].key, "variant") == 0) x->variant = x->d->tags[t].value;
         nb_buf g = {0};
@@ -474,6 +484,7 @@ static char *sanitize_svg(const char *in, const char *prefix, const char *label)
                 if (--depth == 0) skip = 0;
             } else if (nopen > 0) {
                 nb_buf_printf(&o, "</%s>", open[--nopen]);
+                if (nopen == 0) break; /* the <svg> element closed: nothing after it */
             }
             p = q + 1;
             continue;
