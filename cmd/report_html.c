@@ -684,7 +684,7 @@ static const char css[] =
     "  h2{break-after:avoid;page-break-after:avoid}\n"
     "  h3{break-after:avoid}\n"
     "  figure,tr{break-inside:avoid;page-break-inside:avoid}\n"
-    "  section.block{break-before:page}\n"
+    "  section.block~section.block,#runs{break-before:page;page-break-before:always}\n"
     "  .scroll{overflow:visible}\n"
     "  th,td{padding:2px 5px}\n"
     "  td.cfg,td.wrap{min-width:0}\n"

@@ -4,7 +4,7 @@
 # provenance and the runs; stable bytes; stored strings inert; gnuplot's SVG sanitized; written
 # atomically; and, where Debian's chromium is installed, rendered by a real browser (the page's
 # text, the figures' size, no console message), its screenshot kept in $NORMBENCH_ARTIFACTS
-# (make test: build/artifacts/report.png).
+# (make test: build/artifacts/report.png), and printed to PDF (report.pdf beside it).
 set -u
 . "$(dirname "$0")/lib.sh"
 case $NB in /*) ;; *) NB=$PWD/$NB ;; esac
@@ -230,11 +230,15 @@ EOF
         "file://$tmp/r.html" >/dev/null 2>shot.err
     tst "  a screenshot is kept: $ART/report.png" \
         bash -c "[ \"\$(head -c 8 '$ART/report.png' | od -An -tx1 | tr -d ' \n')\" = 89504e470d0a1a0a ]"
+    chrome --no-pdf-header-footer --print-to-pdf="$ART/report.pdf" "file://$tmp/r.html" \
+        >/dev/null 2>pdf.err
+    tst "  it prints: a PDF with the block and the runs on pages of their own (2 or more pages)" \
+        bash -c "head -c 5 '$ART/report.pdf' | grep -q '%PDF-' && [ \$(grep -a -c '/Type /Page\\b' '$ART/report.pdf') -ge 2 ]"
     chrome --dump-dom "file://$tmp/h.html" >hdom.html 2>hchrome.err
     tst "  the hostile page renders its strings as text, and runs nothing" \
         bash -c "! grep -q CONSOLE hchrome.err && python3 check_html.py hdom.html text '<script>alert(1)</script>' '<img src=x onerror=alert(2)>'"
 else
-    for i in 1 2 3 4 5 6 7; do
+    for i in 1 2 3 4 5 6 7 8; do
         n=$((n + 1)); echo "ok $n # skip chromium is not installed (Debian: apt-get install chromium)"
     done
 fi
