@@ -64,6 +64,7 @@ typedef struct run_ctx {
     const char *db;       /* the store's path: checkpoints live beside it */
     const char *argv_rec; /* the command line, recorded so that --resume can rebuild it */
     char ckpt[4096];      /* this run's checkpoint file, once known */
+    char model[4096];     /* this run's model directory, once made */
     char store_id[40];    /* the store's id, recorded in every checkpoint */
     nb_ckpt_ident ident;  /* what this run's checkpoints belong to, once known */
     int have_ident;
@@ -132,6 +133,25 @@ static const char *sink_checkpoint(void *ctx, nb_err *err) {
         c->have_ident = 1;
     }
     return c->ckpt;
+}
+
+/* DB-checkpoints/run-ID.model/, beside the store: a finished run's model (tasks that keep one). */
+static const char *sink_model_dir(void *ctx, nb_err *err) {
+    run_ctx *c = ctx;
+    if (ensure_run(c, err) != 0) return NULL;
+    char ck[4096];
+    if (checkpoint_file(ck, sizeof ck, c->db, c->run_id, 1, err) != 0) return NULL;
+    size_t n = strlen(ck);
+    if (n < 5 || n + 2 >= sizeof c->model) {
+        nb_errf(err, "store path '%s' is too long", c->db);
+        return NULL;
+    }
+    snprintf(c->model, sizeof c->model, "%.*s.model", (int)(n - 5), ck); /* run-ID.ckpt -> .model */
+    if (mkdir(c->model, 0755) != 0 && errno != EEXIST) {
+        nb_errf(err, "cannot create '%s': %s", c->model, strerror(errno));
+        return NULL;
+    }
+    return c->model;
 }
 
 static void sink_progress(void *ctx, const nb_progress *p) {
@@ -572,6 +592,9 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     nb_train_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.norm.kind = (nb_norm_kind)v.norm;
+    cfg.task = task->name;
+    /* the dataset first: a task's defaults may depend on it (mt's BPE merges) */
+    cfg.dataset = v.dataset ? v.dataset : task->default_dataset;
     nb_err err;
     nb_err_clear(&err);
     if (nb_task_configure(task, &cfg, v.norm, given, ntask, &err) != 0) {
@@ -582,8 +605,6 @@ static int parse_run(int argc, const char **argv, run_args *a) {
             fprintf(stderr, "error: %s\nhint: see 'normbench help run %s'\n", err.msg, task->name);
         return NB_EXIT_USAGE;
     }
-    cfg.task = task->name;
-    cfg.dataset = v.dataset ? v.dataset : task->default_dataset;
     int known = 0;
     for (int i = 0; task->datasets[i]; i++)
         known |= strcmp(task->datasets[i], cfg.dataset) == 0;
@@ -754,6 +775,63 @@ static void remove_stale_checkpoints(const char *db) {
     if (nb_ckpt_remove_stale(dir, NULL, &err) != 0) fprintf(stderr, "warning: %s\n", err.msg);
 }
 
+int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf, char *model,
+                       size_t model_size) {
+    nb_err err;
+    nb_err_clear(&err);
+    nb_store *s = NULL;
+    nb_run_detail *d = NULL;
+    int rc = NB_EXIT_FAIL;
+    *buf = NULL;
+    if (nb_store_open(&s, db, 1, &err) != 0 || nb_run_get(s, id, &d, &err) != 0) {
+        nb_report_err(&err);
+        goto out;
+    }
+    if (strcmp(d->info.status, "finished") != 0) {
+        nb_die("run %lld is %s: only a finished run keeps its model", (long long)id,
+               d->info.status);
+        goto out;
+    }
+    const char *rec = NULL;
+    for (int i = 0; i < d->nparams; i++)
+        if (strcmp(d->params[i].key, "argv") == 0) rec = d->params[i].value;
+    if (!rec || !(*buf = strdup(rec))) {
+        nb_die("run %lld has no recorded command line", (long long)id);
+        goto out;
+    }
+    const char *args[256];
+    int n = 0;
+    args[n++] = "run";
+    for (char *p = *buf; p && n < 250;) {
+        args[n++] = p;
+        p = strchr(p, '\x1f');
+        if (p) *p++ = '\0';
+    }
+    run_args a;
+    if (parse_run(n, args, &a) != 0) {
+        fprintf(stderr, "hint: run %lld's recorded command line no longer parses\n", (long long)id);
+        rc = NB_EXIT_USAGE;
+        goto out;
+    }
+    *cfg = a.cfg;
+    char ck[4096];
+    if (checkpoint_file(ck, sizeof ck, db, id, 0, &err) != 0) {
+        nb_task_opts_free(cfg);
+        nb_report_err(&err);
+        goto out;
+    }
+    snprintf(model, model_size, "%.*s.model", (int)strlen(ck) - 5, ck);
+    rc = 0;
+out:
+    nb_run_detail_free(d);
+    if (s) nb_store_close(s);
+    if (rc) {
+        free(*buf);
+        *buf = NULL;
+    }
+    return rc;
+}
+
 int cmd_run(int argc, const char **argv) {
     /* --resume RUN [--db FILE] [--quiet]: continue a run from its last checkpoint. */
     int64_t resume_id = 0, resume_step = 0;
@@ -898,7 +976,8 @@ int cmd_run(int argc, const char **argv) {
                     .param = sink_param,
                     .checkpoint_path = sink_checkpoint,
                     .ckpt_ident = &ctx.ident,
-                    .progress = sink_progress};
+                    .progress = sink_progress,
+                    .model_dir = sink_model_dir};
     if (resume_id) {
         if (nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0) {
             free(json), free(argv_rec), free(resume_buf), free(compute);

@@ -40,6 +40,7 @@ sub help_to_roff {
     my $in_usage = 0;
     my $para = 0;    # inside a filled paragraph
     my $item = 0;    # inside a tagged or indented item
+    my $section = '';    # the last "NAME:" heading
     for my $line (@lines) {
         if ($line =~ /^usage: (.*)/) {
             push @out, '.PP', '.nf', esc($1);
@@ -60,11 +61,18 @@ sub help_to_roff {
         }
         if ($line =~ /^\s*$/) {
             $para = $item = 0;
+            $section = '';
             next;
         }
         if ($line =~ /^([a-z][a-z ]*[a-z]):$/) {    # "options:", "commands:"
             push @out, '.PP', '.B ' . esc($1) . ':';
             $para = $item = 0;
+            $section = $1;
+            next;
+        }
+        if ($section eq 'commands' && $line =~ /^ {2}(\S+)\s+(\S.*)$/) {    # "  run  train ..."
+            push @out, '.TP 11', '.B ' . esc($1), esc($2);
+            $item = 1;
             next;
         }
         if ($line =~ /^ {2}(--?\S+(?:, --\S+)?)(?: ([A-Z][A-Za-z0-9=<>|_.-]*|[a-z]+\|[a-z|]+))?\s{2,}(\S.*)$/) {
