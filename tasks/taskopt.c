@@ -277,8 +277,7 @@ void nb_task_opts_json(const nb_task *t, const nb_train_cfg *cfg, nb_buf *b) {
 
 const char *nb_task_norm_label(const nb_task *t, const nb_train_cfg *cfg) {
     for (const nb_task_opt *o = t->opts; o && o->name; o++)
-        if (o->kind == NB_TOPT_FLAG && o->norm_as && cfg->task_opts &&
-            get_int(cfg->task_opts, o))
+        if (o->kind == NB_TOPT_FLAG && o->norm_as && cfg->task_opts && get_int(cfg->task_opts, o))
             return o->norm_as;
     return NULL;
 }
