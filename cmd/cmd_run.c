@@ -56,7 +56,8 @@ static void on_signal(int sig) {
 /* The sink: creates the run in the store on first use (so a run that cannot even load its
  * data leaves no record), then forwards metrics and parameters. */
 typedef struct run_ctx {
-    nb_store *store;
+    nb_store *store;       /* the local store, or NULL when rec records elsewhere */
+    const nb_run_rec *rec; /* where the records go */
     nb_run_spec spec;
     int64_t run_id;
     int created;
@@ -69,6 +70,25 @@ typedef struct run_ctx {
     int have_ident;
     nb_progress_line progress;
 } run_ctx;
+
+/* The recorder of a run that holds the store itself. */
+static int local_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id,
+                        size_t size, nb_err *err) {
+    if (nb_run_create(ctx, spec, run, err) != 0) return -1;
+    return store_id ? nb_store_id(ctx, store_id, size, err) : 0;
+}
+static int local_tag(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
+    return nb_run_tag(ctx, run, k, v, err);
+}
+static int local_param(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
+    return nb_run_param(ctx, run, k, v, err);
+}
+static int local_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err) {
+    return nb_metrics_add(ctx, run, m, n, err);
+}
+static int local_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
+    return nb_run_finish(ctx, run, st, msg, err);
+}
 
 /* DB-checkpoints/run-ID.ckpt, beside the store. */
 static int checkpoint_file(char *out, size_t size, const char *db, int64_t id, int make_dir,
@@ -87,7 +107,9 @@ static int checkpoint_file(char *out, size_t size, const char *db, int64_t id, i
 
 static int ensure_run(run_ctx *c, nb_err *err) {
     if (c->created) return 0;
-    if (nb_run_create(c->store, &c->spec, &c->run_id, err) != 0) return -1;
+    if (c->rec->create(c->rec->ctx, &c->spec, &c->run_id, c->store_id, sizeof c->store_id, err) !=
+        0)
+        return -1;
     c->created = 1;
     if (c->tag) {
         /* --tag KEY=VALUE, or TEXT (recorded under the key "tag") */
@@ -99,10 +121,12 @@ static int ensure_run(run_ctx *c, nb_err *err) {
             key[eq - c->tag] = '\0';
             value = eq + 1;
         }
-        if (nb_run_tag(c->store, c->run_id, key, value, err) != 0) return -1;
+        if (c->rec->tag(c->rec->ctx, c->run_id, key, value, err) != 0) return -1;
     }
-    if (c->variant && nb_run_tag(c->store, c->run_id, "variant", c->variant, err) != 0) return -1;
-    if (c->argv_rec && nb_run_param(c->store, c->run_id, "argv", c->argv_rec, err) != 0) return -1;
+    if (c->variant && c->rec->tag(c->rec->ctx, c->run_id, "variant", c->variant, err) != 0)
+        return -1;
+    if (c->argv_rec && c->rec->param(c->rec->ctx, c->run_id, "argv", c->argv_rec, err) != 0)
+        return -1;
     if (!c->progress.quiet)
         fprintf(stderr, "run %lld: %s on %s, norm %s, seed %lld\n", (long long)c->run_id,
                 c->spec.task, c->spec.dataset, c->spec.norm, (long long)c->spec.seed);
@@ -112,18 +136,24 @@ static int ensure_run(run_ctx *c, nb_err *err) {
 static int sink_record(void *ctx, const nb_metric *m, int n, nb_err *err) {
     run_ctx *c = ctx;
     if (ensure_run(c, err) != 0) return -1;
-    return nb_metrics_add(c->store, c->run_id, m, n, err);
+    return c->rec->metrics(c->rec->ctx, c->run_id, m, n, err);
 }
 
 static int sink_param(void *ctx, const char *key, const char *value, nb_err *err) {
     run_ctx *c = ctx;
     if (ensure_run(c, err) != 0) return -1;
-    return nb_run_param(c->store, c->run_id, key, value, err);
+    return c->rec->param(c->rec->ctx, c->run_id, key, value, err);
 }
 
 static const char *sink_checkpoint(void *ctx, nb_err *err) {
     run_ctx *c = ctx;
     if (ensure_run(c, err) != 0) return NULL;
+    if (!c->ckpt[0] && c->rec->ckpt_dir &&
+        (size_t)snprintf(c->ckpt, sizeof c->ckpt, "%.4000s/run-%lld.ckpt", c->rec->ckpt_dir,
+                         (long long)c->run_id) >= sizeof c->ckpt) {
+        nb_errf(err, "checkpoint directory '%s' is too long", c->rec->ckpt_dir);
+        return NULL;
+    }
     if (!c->ckpt[0] && checkpoint_file(c->ckpt, sizeof c->ckpt, c->db, c->run_id, 1, err) != 0)
         return NULL;
     if (!c->have_ident) {
@@ -132,6 +162,11 @@ static const char *sink_checkpoint(void *ctx, nb_err *err) {
         c->have_ident = 1;
     }
     return c->ckpt;
+}
+
+static int sink_checkpoint_saved(void *ctx, const char *path, nb_err *err) {
+    run_ctx *c = ctx;
+    return c->rec->ckpt_saved ? c->rec->ckpt_saved(c->rec->ctx, c->run_id, path, err) : 0;
 }
 
 static void sink_progress(void *ctx, const nb_progress *p) {
@@ -666,15 +701,15 @@ static char *join_argv(int argc, const char **argv) {
  * checkpoint must exist and belong to it (store, run, task, norm, seed, configuration), whose
  * identity goes to *ident. With from_scratch the checkpoint is not needed (*ckpt_step = -1): the
  * run starts over under its id. */
-static int resume_args(const char *db, int64_t id, int from_scratch, char **buf, const char **args,
-                       int max, int *nargs, char *ckpt, size_t ckpt_size, int64_t *ckpt_step,
-                       nb_ckpt_ident *ident) {
+int nb_run_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **buf,
+                          const char **args, int max, int *nargs, char *ckpt, size_t ckpt_size,
+                          int64_t *ckpt_step, nb_ckpt_ident *ident) {
     nb_err err;
     nb_err_clear(&err);
-    nb_store *s = NULL;
+    nb_store *s = open;
     nb_run_detail *d = NULL;
     int rc = NB_EXIT_FAIL;
-    if (nb_store_open(&s, db, 1, &err) != 0 || nb_run_get(s, id, &d, &err) != 0) {
+    if ((!s && nb_store_open(&s, db, 1, &err) != 0) || nb_run_get(s, id, &d, &err) != 0) {
         nb_report_err(&err);
         goto out;
     }
@@ -737,7 +772,7 @@ static int resume_args(const char *db, int64_t id, int from_scratch, char **buf,
     rc = 0;
 out:
     nb_run_detail_free(d);
-    if (s) nb_store_close(s);
+    if (s && s != open) nb_store_close(s);
     return rc;
 }
 
@@ -752,13 +787,24 @@ static void remove_stale_checkpoints(const char *db) {
 }
 
 int cmd_run(int argc, const char **argv) {
+    return nb_run_exec(argc, argv, NULL);
+}
+
+int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
     /* --resume RUN [--db FILE] [--quiet]: continue a run from its last checkpoint. */
     int64_t resume_id = 0, resume_step = 0;
     int from_scratch = 0;
     char *resume_buf = NULL, resume_ckpt[4096] = "";
     nb_ckpt_ident resume_ident;
     const char *rargs[256];
-    for (int i = 1; i < argc; i++)
+    if (h && h->resume_run > 0) { /* claimed by the host already */
+        resume_id = h->resume_run;
+        resume_step = h->resume_step;
+        resume_ident = *h->resume_ident;
+        from_scratch = !h->resume_ckpt;
+        if (h->resume_ckpt) snprintf(resume_ckpt, sizeof resume_ckpt, "%s", h->resume_ckpt);
+    }
+    for (int i = 1; i < argc && !(h && h->resume_run > 0); i++)
         if (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0) {
             const char *db = NULL;
             int quiet = 0;
@@ -777,9 +823,9 @@ int cmd_run(int argc, const char **argv) {
                 return prc;
             }
             int nargs = 0;
-            int rrc = resume_args(db ? db : nb_default_db(), resume_id, from_scratch, &resume_buf,
-                                  rargs + 1, 250, &nargs, resume_ckpt, sizeof resume_ckpt,
-                                  &resume_step, &resume_ident);
+            int rrc = nb_run_resume_prepare(
+                NULL, db ? db : nb_default_db(), resume_id, from_scratch, &resume_buf, rargs + 1,
+                250, &nargs, resume_ckpt, sizeof resume_ckpt, &resume_step, &resume_ident);
             if (rrc) return rrc;
             rargs[0] = "run";
             nargs++;
@@ -835,7 +881,8 @@ int cmd_run(int argc, const char **argv) {
         openblas_set_num_threads(a.threads);
     }
     cfg.threads = omp_get_max_threads();
-    cfg.stop = &stop_requested;
+    cfg.stop = h && h->stop ? h->stop : &stop_requested;
+    const nb_run_rec *rec = h && h->rec ? h->rec : NULL;
     /* A registry dataset is fetched on first use (datasets/dataset.h); synthetic never is. */
     if (!a.no_fetch) {
         rc = nb_cmd_ensure_dataset(cfg.dataset, cfg.data_dir, 0, quiet);
@@ -851,23 +898,36 @@ int cmd_run(int argc, const char **argv) {
     run_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     const char *dbpath = a.db;
-    if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0 ||
-        nb_store_id(ctx.store, ctx.store_id, sizeof ctx.store_id, &err) != 0) {
-        nb_store_close(ctx.store);
-        free(resume_buf);
-        nb_task_opts_free(&cfg);
-        return nb_report_err(&err);
+    nb_run_rec local = {.create = local_create,
+                        .tag = local_tag,
+                        .param = local_param,
+                        .metrics = local_metrics,
+                        .finish = local_finish};
+    if (!rec) {
+        if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0 ||
+            nb_store_id(ctx.store, ctx.store_id, sizeof ctx.store_id, &err) != 0) {
+            nb_store_close(ctx.store);
+            free(resume_buf);
+            nb_task_opts_free(&cfg);
+            return nb_report_err(&err);
+        }
+        local.ctx = ctx.store;
+        rec = &local;
+        remove_stale_checkpoints(dbpath);
     }
-    remove_stale_checkpoints(dbpath);
+    ctx.rec = rec;
     /* From here a signal stops the run at its next step, recorded as interrupted (a resume's
-     * claim included: a run left claimed by a killed process shows as crashed). */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session */
+     * claim included: a run left claimed by a killed process shows as crashed). A host (a sweep
+     * under MPI) handles the signals itself and sets the stop flag. */
+    if (!(h && h->stop)) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session */
+    }
 
     char *json = config_json(&cfg);
     if (!json) {
@@ -895,9 +955,10 @@ int cmd_run(int argc, const char **argv) {
                     .param = sink_param,
                     .checkpoint_path = sink_checkpoint,
                     .ckpt_ident = &ctx.ident,
+                    .checkpoint_saved = sink_checkpoint_saved,
                     .progress = sink_progress};
     if (resume_id) {
-        if (nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0) {
+        if (ctx.store && nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0) {
             free(json), free(argv_rec), free(resume_buf), free(compute);
             nb_task_opts_free(&cfg);
             nb_store_close(ctx.store);
@@ -938,14 +999,15 @@ int cmd_run(int argc, const char **argv) {
         const char *msg = status == NB_STATUS_FINISHED      ? NULL
                           : status == NB_STATUS_INTERRUPTED ? "interrupted by a signal"
                                                             : err.msg;
-        if (nb_run_finish(ctx.store, ctx.run_id, nb_status_name(status), msg, &ferr) != 0)
+        if (rec->finish(rec->ctx, ctx.run_id, nb_status_name(status), msg, &ferr) != 0)
             exit_code = nb_report_err(&ferr);
         if (status == NB_STATUS_DIVERGED)
             fprintf(stderr, "error: run %lld diverged: %s\n", (long long)ctx.run_id, err.msg);
         else if (status == NB_STATUS_INTERRUPTED)
             fprintf(stderr, "run %lld interrupted; what it recorded is kept\n",
                     (long long)ctx.run_id);
-        printf("run %lld %s\n", (long long)ctx.run_id, nb_status_name(status));
+        if (!(h && h->no_result_line))
+            printf("run %lld %s\n", (long long)ctx.run_id, nb_status_name(status));
         /* A finished or diverged run has nothing to resume: free the disk. */
         if (ctx.ckpt[0] && (status == NB_STATUS_FINISHED || status == NB_STATUS_DIVERGED))
             unlink(ctx.ckpt);

@@ -79,6 +79,10 @@ typedef struct nb_sink {
     /* What checkpoints belong to (tasks/checkpoint.h): written into each one and checked on
      * resume; read after checkpoint_path returns. NULL: none recorded, none checked. */
     const struct nb_ckpt_ident *ckpt_ident;
+    /* Called after a checkpoint was written to the path checkpoint_path gave (e.g. to copy it
+     * to the host that keeps the store); a non-zero return (err set) fails the run. May be
+     * NULL. */
+    int (*checkpoint_saved)(void *ctx, const char *path, nb_err *err);
     /* Progress; called every step (the receiver rate-limits its drawing). May be NULL. */
     void (*progress)(void *ctx, const nb_progress *p);
 } nb_sink;

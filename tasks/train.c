@@ -239,6 +239,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
                 L.step,     epoch,    L.train_time, nb_now() - L.t0,
                 L.loss_acc, L.loss_n, L.last_loss,  {init_rng, data_rng, noise_rng, {{0}}}};
             if (nb_ckpt_write(ck, sink->ckpt_ident, &st, blobs, nb, err) != 0) goto out;
+            if (sink->checkpoint_saved && sink->checkpoint_saved(sink->ctx, ck, err) != 0) goto out;
         }
     }
     if (*status == NB_STATUS_FINISHED) {

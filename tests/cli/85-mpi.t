@@ -1,0 +1,131 @@
+#!/bin/bash
+# normbench under Open MPI's mpirun on one machine (TAP, for prove): sweeps over ranks write the
+# same runs as without MPI, rank 0 alone holds the store, an interrupted or killed MPI sweep
+# resumes. Every MPI command gets --threads 1, so that the runs compare with the plain ones.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "1..0 # skip mpirun is not installed (Debian: openmpi-bin libopenmpi-dev)"
+    exit 0
+fi
+# Open MPI refuses root without these; in containers its shared-memory single copy (CMA) may be
+# refused; more ranks than cores need oversubscription.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+MPIRUN="mpirun --bind-to none"
+unset NORMBENCH_DB
+quick="--dataset synthetic --subset 1000 --batch 32 --steps 12 --threads 1"
+
+# The runs of a store as text, run by run (norm, seed): the configuration, then every metric
+# except the timings (ms_per_step, epoch_seconds) and the wall clock.
+dump() {
+    sqlite3 "$1" "select norm, seed, config from runs order by norm, seed;
+        select r.norm, r.seed, m.name, m.step, m.kind, quote(m.value) from metrics m
+        join runs r on r.id = m.run where m.name not in ('ms_per_step', 'epoch_seconds')
+        order by r.norm, r.seed, m.name, m.step;"
+}
+
+check "the plain sweep" 0 "$NB" sweep mnist --norms rms,layer --seeds 2 $quick --db "$tmp/plain.db"
+dump "$tmp/plain.db" >"$tmp/plain.txt"
+for np in 1 2 3; do
+    check "mpirun -np $np sweep exits 0" 0 $MPIRUN -np $np "$NB" sweep mnist --norms rms,layer \
+        --seeds 2 $quick --db "$tmp/np$np.db"
+    has "-np $np: every job finished" "$tmp/out" '^sweep: 4 jobs: 4 finished now, 0 finished before'
+    [ "$np" -gt 1 ] && has "-np $np: rank 1 trained a job" "$tmp/err" 'started on rank 1 '
+    [ "$np" -gt 1 ] && has "-np $np: rank 0 trained a job" "$tmp/err" 'started on rank 0 '
+    dump "$tmp/np$np.db" >"$tmp/np$np.txt"
+    if [ -s "$tmp/plain.txt" ] && cmp -s "$tmp/plain.txt" "$tmp/np$np.txt"; then
+        ok "-np $np: the same runs as without MPI (configuration and every metric)"
+    else
+        not_ok "-np $np: the same runs as without MPI" "$(diff "$tmp/plain.txt" "$tmp/np$np.txt" | head -n 8)"
+    fi
+    c=$(sqlite3 "$tmp/np$np.db" "select count(distinct pid) from runs")
+    [ "$c" = 1 ] && ok "-np $np: rank 0 is every run's process (the claimant)" \
+        || not_ok "-np $np: one process holds every run ($c)"
+done
+ls "$tmp"/np3.db* >"$tmp/files" 2>&1
+[ "$(grep -c . "$tmp/files")" -le 3 ] && ok "no store but rank 0's was made" || not_ok "stray stores" "$(cat "$tmp/files")"
+c=$(sqlite3 "$tmp/np3.db" "select count(*) from runs where provenance like '%\"omp_max_threads\":1,%'")
+[ "$c" = 4 ] && ok "every run's provenance is its rank's (threads 1)" || not_ok "the ranks' provenance ($c of 4)"
+
+check "the same MPI sweep again skips everything" 0 $MPIRUN -np 2 "$NB" sweep mnist --norms rms,layer \
+    --seeds 2 $quick --db "$tmp/np2.db"
+has "nothing ran again" "$tmp/out" '^sweep: 4 jobs: 0 finished now, 4 finished before'
+check "--jobs under MPI is a usage error" 2 $MPIRUN -np 1 "$NB" sweep mnist --norms rms --seeds 1 \
+    --jobs 2 $quick --db "$tmp/u.db"
+has "it says to start more ranks" "$tmp/err" 'mpirun -np N'
+
+check "mpirun -np 1 run" 0 $MPIRUN -np 1 "$NB" run mnist --norm rms $quick --db "$tmp/r1.db" --quiet
+check "the same run without MPI" 0 "$NB" run mnist --norm rms $quick --db "$tmp/r0.db" --quiet
+if cmp -s <(dump "$tmp/r0.db") <(dump "$tmp/r1.db"); then ok "one rank: identical to a plain run"
+else not_ok "one rank: identical to a plain run" "$(diff <(dump "$tmp/r0.db") <(dump "$tmp/r1.db") | head)"; fi
+
+# Interrupted: SIGINT to mpirun once two runs have a checkpoint (rank 0's and another rank's),
+# then the same sweep again: every job finishes once, under its run id, and the runs are those
+# of a sweep that was never interrupted (resumed bit-exactly, also on the other ranks).
+long="--dataset synthetic --subset 1000 --batch 32 --steps 150 --threads 1"
+check "the plain sweep (long)" 0 "$NB" sweep mnist --norms none,layer,rms --seeds 1 $long --db "$tmp/lp.db"
+$MPIRUN -np 3 "$NB" sweep mnist --norms none,layer,rms --seeds 1 $long --db "$tmp/li.db" \
+    >"$tmp/i1" 2>&1 &
+pid=$!
+for _ in $(seq 1 900); do
+    sleep 0.1
+    c=$(sqlite3 "$tmp/li.db" "select count(distinct run) from metrics where name='epoch'" 2>/dev/null)
+    [ "${c:-0}" -ge 2 ] && break
+done
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -ne 0 ] && ok "the interrupted MPI sweep exits non-zero" || not_ok "interrupted sweep exit ($rc)"
+c=$(sqlite3 "$tmp/li.db" "select count(*) from runs where status='finished'")
+[ "${c:-0}" -lt 3 ] && ok "not every job finished before the interrupt" || not_ok "the interrupt came too late ($c)"
+c=$(ls "$tmp/li.db-checkpoints" 2>/dev/null | grep -c '\.ckpt$')
+[ "$c" -ge 1 ] && ok "rank 0 keeps the checkpoints beside the store ($c)" || not_ok "no checkpoint beside the store"
+check "the interrupted MPI sweep run again" 0 $MPIRUN -np 3 "$NB" sweep mnist --norms none,layer,rms \
+    --seeds 1 $long --db "$tmp/li.db"
+has "it resumed runs" "$tmp/err" 'resumed on rank'
+c=$(sqlite3 "$tmp/li.db" "select count(*) from runs")
+[ "$c" = 3 ] && ok "three jobs, three runs: each resumed under its id" || not_ok "three runs ($c)"
+c=$(sqlite3 "$tmp/li.db" "select count(*) from runs where status='finished'")
+[ "$c" = 3 ] && ok "every job finished once" || not_ok "every job finished once ($c)"
+if cmp -s <(dump "$tmp/lp.db") <(dump "$tmp/li.db"); then ok "the resumed runs equal the uninterrupted ones"
+else not_ok "the resumed runs equal the uninterrupted ones" "$(diff <(dump "$tmp/lp.db") <(dump "$tmp/li.db") | head)"; fi
+ls "$tmp/li.db-checkpoints" | grep -q . && not_ok "finished runs leave no checkpoint" \
+    || ok "finished runs leave no checkpoint"
+
+# kill -9 of a rank other than 0 while jobs run: Open MPI aborts the job; the store stays whole,
+# the jobs that were running are not finished, and the sweep run again finishes them.
+$MPIRUN -np 3 "$NB" sweep mnist --norms none,layer,rms --seeds 1 $long --db "$tmp/k.db" \
+    >"$tmp/k1" 2>&1 &
+pid=$!
+for _ in $(seq 1 900); do
+    sleep 0.1
+    c=$(sqlite3 "$tmp/k.db" "select count(distinct run) from metrics" 2>/dev/null)
+    [ "${c:-0}" -ge 3 ] && break
+done
+victim=""
+for p in $(pgrep -P $pid); do
+    grep -q '^OMPI_COMM_WORLD_RANK=1$' <(tr '\0' '\n' <"/proc/$p/environ") 2>/dev/null && victim=$p
+done
+[ -n "$victim" ] && ok "rank 1 found (pid $victim)" || not_ok "rank 1 found"
+kill -9 $victim
+wait $pid
+rc=$?
+[ $rc -ne 0 ] && ok "the MPI sweep with a killed rank exits non-zero" || not_ok "killed rank: exit $rc"
+sleep 0.5
+c=$(sqlite3 "$tmp/k.db" "pragma integrity_check")
+[ "$c" = ok ] && ok "the store passes integrity_check" || not_ok "integrity_check" "$c"
+c=$(sqlite3 "$tmp/k.db" "select count(*) from runs where status='finished'")
+[ "$c" = 0 ] && ok "no job that was running is shown finished" || not_ok "finished runs after the kill ($c)"
+check "runs lists them" 0 "$NB" runs --db "$tmp/k.db"
+has "as crashed or interrupted" "$tmp/out" '(crashed|interrupted)'
+check "the killed MPI sweep run again" 0 $MPIRUN -np 2 "$NB" sweep mnist --norms none,layer,rms \
+    --seeds 1 $long --db "$tmp/k.db"
+c=$(sqlite3 "$tmp/k.db" "select count(*) from runs where status='finished'")
+[ "$c" = 3 ] && ok "every job finished" || not_ok "every job finished ($c)"
+c=$(sqlite3 "$tmp/k.db" "select count(*) from runs")
+[ "$c" = 3 ] && ok "each under its first run id" || not_ok "three runs ($c)"
+
+echo "1..$n"
+[ $fails -eq 0 ]
