@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmd/mpi.h"
 #include "cmd/progress.h"
 #include "nn/cuda/nbcuda.h"
 #include "results/query.h"
@@ -88,6 +89,23 @@ static int local_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_e
 }
 static int local_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
     return nb_run_finish(ctx, run, st, msg, err);
+}
+
+/* The recorder of a data-parallel run's ranks other than 0. */
+static int none_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id,
+                       size_t size, nb_err *err) {
+    *run = 0;
+    if (store_id) snprintf(store_id, size, "-");
+    return 0;
+}
+static int none_kv(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
+    return 0;
+}
+static int none_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err) {
+    return 0;
+}
+static int none_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
+    return 0;
 }
 
 /* DB-checkpoints/run-ID.ckpt, beside the store. */
@@ -230,6 +248,14 @@ static char *config_json(const nb_train_cfg *cfg) {
     kv_int(&j, "threads", cfg->threads);
     kv_str(&j, "denormals", cfg->flush_denormals ? "flushed-to-zero" : "ieee");
     nb_task_opts_json(nb_task_find(cfg->task), cfg, &j); /* the task's own options */
+    if (cfg->dist && cfg->dist->size > 1) {              /* data-parallel (cmd/mpi.h) */
+        kv_int(&j, "ranks", cfg->dist->size);
+        char *hosts = nb_mpi_hosts_json();
+        nb_buf_puts(&j, ", \"hosts\": ");
+        nb_buf_puts(&j, hosts ? hosts : "null");
+        free(hosts);
+        kv_str(&j, "bn_statistics", cfg->dist->bn_sync ? "global" : "per-rank");
+    }
     nb_buf_puts(&j, "}");
     return nb_buf_take(&j);
 }
@@ -240,6 +266,7 @@ typedef struct run_args {
     const char *db, *tag, *variant;
     int quiet, threads;
     int no_fetch; /* --no-fetch: never download the dataset */
+    int bn_sync;  /* --bn-sync */
 } run_args;
 
 /* The values of the options every task shares, as parsed (0 / NULL: not given). */
@@ -248,7 +275,7 @@ typedef struct common_vals {
     int norm, act, bias, bn_var, kround;
     int64_t seed, steps, epochs;
     int batch, subset, threads, quiet, eps_outside, no_wn_init, no_ftz, no_fetch, device;
-    int adam_eps_inside, adam_eps_on, log_every, eval_batch;
+    int adam_eps_inside, adam_eps_on, log_every, eval_batch, bn_sync;
     double lr, p, eps, clip, beta1, beta2, adam_eps;
 } common_vals;
 
@@ -295,6 +322,9 @@ static int common_rows(nb_opt *o, common_vals *v) {
          "keep denormal floats (default: flush them to zero, as PyTorch and TF do on x86)"},
         {"threads", NB_OPT_INT, &v->threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
          NULL, 1, 1024},
+        {"bn-sync", NB_OPT_FLAG, &v->bn_sync, NULL,
+         "data-parallel under mpirun: BatchNorm statistics over the global batch (default: per "
+         "rank, with rank 0's running averages broadcast)"},
         {"device", NB_OPT_CHOICE, &v->device, "D",
          "cpu, or cuda (the GPU, for tasks that have it: mnist; 'make cuda')", device_choices},
         {"data-dir", NB_OPT_STR, &v->data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
@@ -676,6 +706,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     a->quiet = v.quiet;
     a->threads = v.threads;
     a->no_fetch = v.no_fetch;
+    a->bn_sync = v.bn_sync;
     return 0;
 }
 
@@ -804,6 +835,13 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
         from_scratch = !h->resume_ckpt;
         if (h->resume_ckpt) snprintf(resume_ckpt, sizeof resume_ckpt, "%s", h->resume_ckpt);
     }
+    if (nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop)))
+        for (int i = 1; i < argc; i++)
+            if (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0)
+                return nb_usage_error("run",
+                                      "--resume is not supported for a data-parallel run "
+                                      "(%d ranks): resume it in one process",
+                                      nb_mpi_size());
     for (int i = 1; i < argc && !(h && h->resume_run > 0); i++)
         if (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0) {
             const char *db = NULL;
@@ -854,6 +892,28 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
     }
     nb_note_blas_core();
     nb_train_cfg cfg = a.cfg;
+    /* under mpirun with more than one rank (and not as a sweep's job): one run over every rank */
+    nb_dist dist;
+    int dp = nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop));
+    int dp_rank = dp ? nb_mpi_rank() : 0;
+    if (dp) {
+        const char *why = resume_id    ? "--resume is not supported for a data-parallel run"
+                          : cfg.device ? "--device cuda is not supported for a data-parallel run"
+                          : cfg.batch < nb_mpi_size()
+                              ? "--batch is smaller than the number of ranks"
+                              : NULL;
+        if (!why && cfg.norm.kind == NB_NORM_BATCH && !a.bn_sync && cfg.batch / nb_mpi_size() < 2)
+            why = "per-rank batch norm needs at least 2 rows per rank (or --bn-sync)";
+        if (why) {
+            free(resume_buf);
+            nb_task_opts_free(&cfg);
+            return nb_usage_error("run", "%s (%d ranks)", why, nb_mpi_size());
+        }
+        nb_mpi_dist(&dist, a.bn_sync);
+        cfg.dist = &dist;
+        if (a.bn_sync) cfg.norm.bn_sum = nb_mpi_bn_sum;
+        if (dp_rank != 0) a.quiet = 1;
+    }
     if (cfg.device) { /* --device cuda: a GPU first, and a task that has the device path */
         nb_err derr;
         nb_err_clear(&derr);
@@ -875,7 +935,7 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
         }
     }
     const char *tag = a.tag;
-    int quiet = a.quiet;
+    int quiet = a.quiet || dp_rank != 0;
     if (a.threads > 0) {
         omp_set_num_threads(a.threads);
         openblas_set_num_threads(a.threads);
@@ -883,6 +943,13 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
     cfg.threads = omp_get_max_threads();
     cfg.stop = h && h->stop ? h->stop : &stop_requested;
     const nb_run_rec *rec = h && h->rec ? h->rec : NULL;
+    /* the other ranks of a data-parallel run record nothing: rank 0 does */
+    nb_run_rec none = {.create = none_create,
+                       .tag = none_kv,
+                       .param = none_kv,
+                       .metrics = none_metrics,
+                       .finish = none_finish};
+    if (dp_rank != 0) rec = &none;
     /* A registry dataset is fetched on first use (datasets/dataset.h); synthetic never is. */
     if (!a.no_fetch) {
         rc = nb_cmd_ensure_dataset(cfg.dataset, cfg.data_dir, 0, quiet);
@@ -957,6 +1024,9 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
                     .ckpt_ident = &ctx.ident,
                     .checkpoint_saved = sink_checkpoint_saved,
                     .progress = sink_progress};
+    if (dp_rank != 0) sink.checkpoint_path = NULL; /* rank 0 writes them */
+    if (dp && cfg.norm.kind == NB_NORM_BATCH && !ctx.variant)
+        ctx.variant = a.bn_sync ? "--bn-sync" : "per-rank BN"; /* a different model */
     if (resume_id) {
         if (ctx.store && nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0) {
             free(json), free(argv_rec), free(resume_buf), free(compute);
@@ -993,7 +1063,7 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
         exit_code = NB_EXIT_FAIL;
     }
     if (trc == 0 && !ctx.created) ensure_run(&ctx, &err);
-    if (ctx.created) {
+    if (ctx.created && dp_rank == 0) {
         nb_err ferr;
         nb_err_clear(&ferr);
         const char *msg = status == NB_STATUS_FINISHED      ? NULL

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "results/provenance.h"
+#include "util/json.h"
 
 static int mpi_on = 0, mpi_rank = 0, mpi_size = 1;
 
@@ -71,6 +72,56 @@ int nb_mpi_end(int rc) {
         mpi_on = 0;
     }
     return rc;
+}
+
+/* ---- data-parallel runs -------------------------------------------------------------------- */
+
+static void sum_f(void *ctx, float *x, size_t n) {
+    (void)ctx;
+    /* in chunks below INT_MAX elements; Open MPI's reduction gives every rank the same bits */
+    for (size_t i = 0; i < n; i += 1u << 30) {
+        size_t k = n - i < (1u << 30) ? n - i : (1u << 30);
+        MPI_Allreduce(MPI_IN_PLACE, x + i, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+}
+static void sum_d(void *ctx, double *x, size_t n) {
+    (void)ctx;
+    MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+static void bcast_f(void *ctx, float *x, size_t n) {
+    (void)ctx;
+    MPI_Bcast(x, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+}
+void nb_mpi_bn_sum(void *ctx, double *x, int n) {
+    sum_d(ctx, x, (size_t)n);
+}
+
+void nb_mpi_dist(nb_dist *d, int bn_sync) {
+    memset(d, 0, sizeof *d);
+    d->rank = mpi_rank;
+    d->size = mpi_size;
+    d->sum_f = sum_f;
+    d->sum_d = sum_d;
+    d->bcast_f = bcast_f;
+    d->bn_sync = bn_sync;
+}
+
+char *nb_mpi_hosts_json(void) {
+    char host[64] = "";
+    nb_hostname(host, sizeof host);
+    char *all = calloc((size_t)mpi_size, sizeof host);
+    if (!all) return NULL;
+    MPI_Allgather(host, sizeof host, MPI_CHAR, all, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
+    nb_buf b = {0};
+    nb_buf_puts(&b, "[");
+    for (int r = 0; r < mpi_size; r++) {
+        if (r) nb_buf_puts(&b, ", ");
+        all[(size_t)r * sizeof host + sizeof host - 1] = '\0';
+        nb_buf_json_str(&b, all + (size_t)r * sizeof host);
+    }
+    nb_buf_puts(&b, "]");
+    free(all);
+    return nb_buf_take(&b);
 }
 
 /* ---- messages ------------------------------------------------------------------------------- */

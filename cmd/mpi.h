@@ -24,6 +24,7 @@
 #include "cmd/cmd.h"
 #include "results/store.h"
 #include "tasks/checkpoint.h"
+#include "tasks/task.h"
 
 /* Starts MPI when the environment says a launcher started this process, or when argv holds
  * --mpi (removed from argv, *argc lowered). Returns 0, or NB_EXIT_FAIL after printing an error
@@ -37,6 +38,16 @@ int nb_mpi_size(void);
 int nb_mpi_end(int rc);
 /* Whether the environment names an MPI launcher (the variables above). */
 int nb_mpi_launched(void);
+
+/* ---- data-parallel runs -------------------------------------------------------------------- */
+
+/* Fills d for a run over every rank (MPI_Allreduce, MPI_Bcast on MPI_COMM_WORLD). */
+void nb_mpi_dist(nb_dist *d, int bn_sync);
+/* BatchNorm's sums over the ranks (nb_norm_cfg.bn_sum). */
+void nb_mpi_bn_sum(void *ctx, double *x, int n);
+/* Every rank's host name as a JSON array (rank order), newly allocated; NULL when out of
+ * memory. Collective: every rank calls it. */
+char *nb_mpi_hosts_json(void);
 
 /* ---- the sweep's messages ---------------------------------------------------------------- */
 

@@ -31,6 +31,20 @@ const char *nb_status_name(nb_status s);
 
 /* Everything a run is configured by. cmd/ fills it from the task's defaults, then the
  * command line; the values in force are recorded with the run. */
+/* A run split over several processes (data-parallel; cmd/mpi.c implements it with MPI): this
+ * process's rank of size, and collectives that give every process the same bits. */
+typedef struct nb_dist {
+    int rank, size;
+    void *ctx;
+    void (*sum_f)(void *ctx, float *x, size_t n);   /* sums over the ranks, in place */
+    void (*sum_d)(void *ctx, double *x, size_t n);  /* the same in double */
+    void (*bcast_f)(void *ctx, float *x, size_t n); /* rank 0's values to every rank */
+    int bn_sync; /* BatchNorm statistics over the global batch (else per rank; rank 0's running
+                    averages are broadcast every step) */
+    double comm_seconds; /* time spent in the gradients' sum so far (the loop adds to it) */
+    double comm_bytes;   /* bytes summed per step (the gradients) */
+} nb_dist;
+
 typedef struct nb_train_cfg {
     const char *task;
     const char *dataset;
@@ -54,6 +68,9 @@ typedef struct nb_train_cfg {
     /* The task's own options, in the task's own struct (declared by its nb_task_opt rows,
      * tasks/taskopt.h); nb_task_configure allocates and fills it. */
     void *task_opts;
+    /* Data-parallel over dist->size processes (NULL or size 1: this process alone). The loop
+     * splits every batch; a task supports it with nb_trainer.step_shard. */
+    nb_dist *dist;
 } nb_train_cfg;
 
 typedef struct nb_progress {

@@ -127,5 +127,83 @@ c=$(sqlite3 "$tmp/k.db" "select count(*) from runs where status='finished'")
 c=$(sqlite3 "$tmp/k.db" "select count(*) from runs")
 [ "$c" = 3 ] && ok "each under its first run id" || not_ok "three runs ($c)"
 
+# ---- data-parallel runs: one run over the ranks -------------------------------------------------
+# Agreement with the single-process run: every recorded training loss to 1e-4 relative, the
+# final parameters (NORMBENCH_DUMP_PARAMS) to 1e-4 of their largest magnitude.
+agree() { # DESC A.db B.db A.bin B.bin
+    python3 - "$2" "$3" "$4" "$5" <<'PY' >"$tmp/agree" 2>&1
+import array, sqlite3, sys
+def losses(db):
+    c = sqlite3.connect(db)
+    return dict(c.execute("select step, value from metrics where name='train_loss'"))
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+bad = [] if a and a.keys() == b.keys() else ["steps differ: %d vs %d" % (len(a), len(b))]
+worst = max((abs(a[k] - b[k]) / abs(a[k]) for k in a if k in b), default=1)
+if worst > 1e-4: bad.append("train_loss differs by %.3g relative" % worst)
+p = array.array('f', open(sys.argv[3], 'rb').read())
+q = array.array('f', open(sys.argv[4], 'rb').read())
+if len(p) != len(q) or not p: bad.append("parameter counts differ")
+else:
+    d = (sum((x - y) ** 2 for x, y in zip(p, q)) / sum(x * x for x in p)) ** 0.5
+    if d > 1e-4: bad.append("parameters differ by %.3g (relative L2)" % d)
+print("; ".join(bad) if bad else "train_loss within %.2g, parameters %.2g" % (worst, d))
+sys.exit(1 if bad else 0)
+PY
+    if [ $? -eq 0 ]; then ok "$1 ($(cat "$tmp/agree"))"; else not_ok "$1" "$(cat "$tmp/agree")"; fi
+}
+agrees() { # A.db B.db A.bin B.bin: agree without a test line
+    local n0=$n f0=$fails
+    agree x "$@" >/dev/null
+    local r=$((fails - f0))
+    n=$n0
+    fails=$f0
+    return $r
+}
+dp="--dataset synthetic --subset 600 --batch 30 --steps 40 --log-every 1 --threads 1 --quiet"
+NORMBENCH_DUMP_PARAMS=$tmp/m1.bin "$NB" run mnist --norm batch $dp --db "$tmp/m1.db" >/dev/null
+for np in 2 3; do
+    check "mnist --bn-sync on $np ranks" 0 env NORMBENCH_DUMP_PARAMS=$tmp/m$np.bin $MPIRUN -np $np \
+        "$NB" run mnist --norm batch --bn-sync $dp --db "$tmp/m$np.db"
+    agree "mnist --bn-sync: $np ranks agree with one process for 40 steps" "$tmp/m1.db" "$tmp/m$np.db" "$tmp/m1.bin" "$tmp/m$np.bin"
+done
+cmp -s "$tmp/m3.bin" "$tmp/m3.bin.rank1" && cmp -s "$tmp/m3.bin" "$tmp/m3.bin.rank2" \
+    && ok "every rank holds the same parameters, bit for bit" || not_ok "the ranks' parameters differ"
+c=$(sqlite3 "$tmp/m3.db" "select count(*) from runs"); [ "$c" = 1 ] && ok "one run recorded, by rank 0" || not_ok "one run ($c)"
+has "run prints its result once" "$tmp/out" '^run 1 finished$'
+[ "$(grep -c '^run ' "$tmp/out")" = 1 ] && ok "and only once" || not_ok "result lines" "$(cat "$tmp/out")"
+c=$(sqlite3 "$tmp/m3.db" "select json_extract(config, '\$.ranks') || ' ' || json_array_length(config, '\$.hosts') || ' ' || json_extract(config, '\$.bn_statistics') from runs")
+[ "$c" = "3 3 global" ] && ok "the configuration records ranks, hosts and the BN statistics" || not_ok "ranks/hosts in the config ($c)"
+c=$(sqlite3 "$tmp/m3.db" "select value from tags where key='variant'")
+[ "$c" = "--bn-sync" ] && ok "sync BN is its own variant in report" || not_ok "variant ($c)"
+check "mnist with per-rank BN on 3 ranks" 0 env NORMBENCH_DUMP_PARAMS=$tmp/mp.bin $MPIRUN -np 3 \
+    "$NB" run mnist --norm batch $dp --db "$tmp/mp.db"
+agrees "$tmp/m1.db" "$tmp/mp.db" "$tmp/m1.bin" "$tmp/mp.bin" \
+    && not_ok "per-rank BN differs from sync BN" "$(cat "$tmp/agree")" \
+    || ok "per-rank BN differs from sync BN: the option is real ($(cat "$tmp/agree"))"
+c=$(sqlite3 "$tmp/mp.db" "select json_extract(config, '\$.bn_statistics') from runs")
+[ "$c" = per-rank ] && ok "per-rank BN is recorded" || not_ok "per-rank BN recorded ($c)"
+uneven="--dataset synthetic --subset 600 --batch 10 --steps 40 --log-every 1 --threads 1 --quiet"
+NORMBENCH_DUMP_PARAMS=$tmp/u1.bin "$NB" run mnist --norm batch $uneven --db "$tmp/u1.db" >/dev/null
+check "batch 10 on 3 ranks (4, 3, 3 rows)" 0 env NORMBENCH_DUMP_PARAMS=$tmp/u3.bin $MPIRUN -np 3 \
+    "$NB" run mnist --norm batch --bn-sync $uneven --db "$tmp/u3.db"
+agree "an uneven split agrees too" "$tmp/u1.db" "$tmp/u3.db" "$tmp/u1.bin" "$tmp/u3.bin"
+# cifar: the ConvPool-CNN-C at width 0.125 with noise, dropout and max-pooling. Its dropout and
+# noise are drawn per example (the stream of the example's row in the whole batch), so the ranks
+# draw what one process draws. 10 steps: further on, the float rounding of sums split
+# differently grows through max-pool and leaky-ReLU switches (docs in README).
+cf="--dataset synthetic --width 0.125 --subset 300 --batch 30 --steps 10 --lr 1e-4 --log-every 1 --threads 1 --quiet"
+NORMBENCH_DUMP_PARAMS=$tmp/c1.bin "$NB" run cifar --norm batch $cf --db "$tmp/c1.db" >/dev/null
+for np in 2 3; do
+    check "cifar --bn-sync on $np ranks" 0 env NORMBENCH_DUMP_PARAMS=$tmp/c$np.bin $MPIRUN -np $np \
+        "$NB" run cifar --norm batch --bn-sync $cf --db "$tmp/c$np.db"
+    agree "cifar --bn-sync: $np ranks agree with one process" "$tmp/c1.db" "$tmp/c$np.db" "$tmp/c1.bin" "$tmp/c$np.bin"
+done
+check "--resume of a data-parallel run is a usage error" 2 $MPIRUN -np 2 "$NB" run --resume 1 --db "$tmp/c1.db"
+has "it says resume is not supported data-parallel" "$tmp/err" 'resume is not supported'
+
+check "a batch smaller than the ranks is a usage error" 2 $MPIRUN -np 3 "$NB" run mnist --batch 2 \
+    --dataset synthetic --subset 100 --steps 2 --threads 1 --db "$tmp/x.db"
+has "it says so" "$tmp/err" 'smaller than the number of ranks'
+
 echo "1..$n"
 [ $fails -eq 0 ]
