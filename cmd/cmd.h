@@ -27,6 +27,8 @@ int cmd_sweep(int argc, const char **argv);
 int cmd_plot(int argc, const char **argv);
 int cmd_fetch(int argc, const char **argv);
 int cmd_datasets(int argc, const char **argv);
+int cmd_translate(int argc, const char **argv);
+int cmd_bleu(int argc, const char **argv);
 
 /* Makes sure the registry dataset name is installed in data_dir, fetching it on first use
  * (with a progress bar on stderr unless quiet; NORMBENCH_MIRROR honoured) unless no_fetch.
@@ -82,6 +84,14 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h);
 int nb_run_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **buf,
                           const char **args, int max, int *nargs, char *ckpt, size_t ckpt_size,
                           int64_t *ckpt_step, nb_ckpt_ident *ident);
+
+struct nb_train_cfg;
+/* The configuration of finished run id in store db, rebuilt from its recorded command line (the
+ * strings live in *buf: free it, and cfg's task options with nb_task_opts_free, after use), and
+ * the directory its model is kept in. Prints its errors; returns 0, NB_EXIT_FAIL or
+ * NB_EXIT_USAGE. (cmd/cmd_run.c) */
+int nb_run_load_config(const char *db, int64_t id, struct nb_train_cfg *cfg, char **buf,
+                       char *model, size_t model_size);
 
 /* `normbench help run TASK`: the common options and TASK's own, with defaults. */
 int nb_run_help_task(const char *name);

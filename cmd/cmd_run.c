@@ -66,6 +66,7 @@ typedef struct run_ctx {
     const char *db;       /* the store's path: checkpoints live beside it */
     const char *argv_rec; /* the command line, recorded so that --resume can rebuild it */
     char ckpt[4096];      /* this run's checkpoint file, once known */
+    char model[4096];     /* this run's model directory, once made */
     char store_id[40];    /* the store's id, recorded in every checkpoint */
     nb_ckpt_ident ident;  /* what this run's checkpoints belong to, once known */
     int have_ident;
@@ -185,6 +186,25 @@ static const char *sink_checkpoint(void *ctx, nb_err *err) {
 static int sink_checkpoint_saved(void *ctx, const char *path, nb_err *err) {
     run_ctx *c = ctx;
     return c->rec->ckpt_saved ? c->rec->ckpt_saved(c->rec->ctx, c->run_id, path, err) : 0;
+}
+
+/* DB-checkpoints/run-ID.model/, beside the store: a finished run's model (tasks that keep one). */
+static const char *sink_model_dir(void *ctx, nb_err *err) {
+    run_ctx *c = ctx;
+    if (ensure_run(c, err) != 0) return NULL;
+    char ck[4096];
+    if (checkpoint_file(ck, sizeof ck, c->db, c->run_id, 1, err) != 0) return NULL;
+    size_t n = strlen(ck);
+    if (n < 5 || n + 2 >= sizeof c->model) {
+        nb_errf(err, "store path '%s' is too long", c->db);
+        return NULL;
+    }
+    snprintf(c->model, sizeof c->model, "%.*s.model", (int)(n - 5), ck); /* run-ID.ckpt -> .model */
+    if (mkdir(c->model, 0755) != 0 && errno != EEXIST) {
+        nb_errf(err, "cannot create '%s': %s", c->model, strerror(errno));
+        return NULL;
+    }
+    return c->model;
 }
 
 static void sink_progress(void *ctx, const nb_progress *p) {
@@ -358,6 +378,21 @@ int nb_run_opt_is_flag(const char *name, int *known) {
 
 /* ---- help ---------------------------------------------------------------------------------- */
 
+/* The norms in the order help shows defaults: layer (run's default, the base) first. */
+static const int help_norms[NB_NORM_COUNT] = {NB_NORM_LAYER,  NB_NORM_NONE, NB_NORM_BATCH,
+                                              NB_NORM_WEIGHT, NB_NORM_RMS,  NB_NORM_PRMS};
+
+/* cfg configured for task t with the given norm and options, as `run` would (its own struct
+ * allocated: free with nb_task_opts_free). Returns 0, or -1 when that combination is refused. */
+static int configure_for(const nb_task *t, int norm, const nb_given *g, int ng, nb_train_cfg *cfg) {
+    nb_err err;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->norm.kind = (nb_norm_kind)norm;
+    if (nb_task_configure(t, cfg, norm, g, ng, &err) == 0) return 0;
+    nb_task_opts_free(cfg);
+    return -1;
+}
+
 /* The default of a task's option row as "X", or "X; none: Y, batch: Y" where the task's
  * defaults differ by norm, and per model where the task has models. */
 static void opt_default(const nb_task *t, const nb_task_opt *o, char *out, size_t size) {
@@ -375,25 +410,17 @@ static void opt_default(const nb_task *t, const nb_task_opt *o, char *out, size_
         nb_given g = {sel ? sel->name : NULL, sel ? sel->choices[m] : NULL};
         char diff[512] = "";
         size_t dn = 0;
-        for (int k = -1; k < NB_NORM_COUNT; k++) {
-            /* k = -1: the default norm (layer) gives the base value */
-            int norm = k < 0 ? NB_NORM_LAYER : k;
-            if (k == NB_NORM_LAYER) continue;
+        for (int k = 0; k < NB_NORM_COUNT; k++) {
+            int norm = help_norms[k];
             nb_train_cfg cfg;
-            nb_err err;
-            memset(&cfg, 0, sizeof cfg);
-            cfg.norm.kind = (nb_norm_kind)norm;
-            if (nb_task_configure(t, &cfg, norm, &g, sel ? 1 : 0, &err) != 0) {
-                nb_task_opts_free(&cfg);
-                continue;
-            }
+            if (configure_for(t, norm, &g, sel ? 1 : 0, &cfg) != 0) continue;
             if (o->models && sel && !strstr(o->models, sel->choices[m])) {
                 nb_task_opts_free(&cfg);
                 break;
             }
             nb_task_opt_format(o, cfg.task_opts, val, sizeof val);
             nb_task_opts_free(&cfg);
-            if (k < 0) {
+            if (k == 0) {
                 snprintf(base, sizeof base, "%s", val);
             } else if (strcmp(val, base) != 0 && dn < sizeof diff) {
                 dn += (size_t)snprintf(diff + dn, sizeof diff - dn, "%s%s: %s", dn ? ", " : "",
@@ -488,18 +515,14 @@ static void print_task_opts(FILE *f, const nb_task *t) {
     nb_buf d = {0};
     for (int which = 0; which < 9; which++) {
         char base[96] = "", val[96];
-        for (int k = -1; k < NB_NORM_COUNT; k++) {
-            int norm = k < 0 ? NB_NORM_LAYER : k;
-            if (k == NB_NORM_LAYER) continue;
+        for (int k = 0; k < NB_NORM_COUNT; k++) {
+            int norm = help_norms[k];
             nb_train_cfg cfg;
-            nb_err err;
-            memset(&cfg, 0, sizeof cfg);
-            cfg.norm.kind = (nb_norm_kind)norm;
-            int ok = nb_task_configure(t, &cfg, norm, NULL, 0, &err) == 0;
+            int ok = configure_for(t, norm, NULL, 0, &cfg) == 0;
             if (ok) common_default(&cfg, which, val, sizeof val);
             nb_task_opts_free(&cfg);
             if (!ok) continue;
-            if (k < 0) {
+            if (k == 0) {
                 snprintf(base, sizeof base, "%s", val);
                 nb_buf_printf(&d, "%s%s", d.len ? ", " : "", val);
             } else if (strcmp(val, base) != 0) {
@@ -634,6 +657,9 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     nb_train_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.norm.kind = (nb_norm_kind)v.norm;
+    cfg.task = task->name;
+    /* the dataset first: a task's defaults may depend on it (mt's BPE merges) */
+    cfg.dataset = v.dataset ? v.dataset : task->default_dataset;
     nb_err err;
     nb_err_clear(&err);
     if (nb_task_configure(task, &cfg, v.norm, given, ntask, &err) != 0) {
@@ -644,8 +670,6 @@ static int parse_run(int argc, const char **argv, run_args *a) {
             fprintf(stderr, "error: %s\nhint: see 'normbench help run %s'\n", err.msg, task->name);
         return NB_EXIT_USAGE;
     }
-    cfg.task = task->name;
-    cfg.dataset = v.dataset ? v.dataset : task->default_dataset;
     int known = 0;
     for (int i = 0; task->datasets[i]; i++)
         known |= strcmp(task->datasets[i], cfg.dataset) == 0;
@@ -815,6 +839,63 @@ static void remove_stale_checkpoints(const char *db) {
     nb_err err;
     nb_err_clear(&err);
     if (nb_ckpt_remove_stale(dir, NULL, &err) != 0) fprintf(stderr, "warning: %s\n", err.msg);
+}
+
+int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf, char *model,
+                       size_t model_size) {
+    nb_err err;
+    nb_err_clear(&err);
+    nb_store *s = NULL;
+    nb_run_detail *d = NULL;
+    int rc = NB_EXIT_FAIL;
+    *buf = NULL;
+    if (nb_store_open(&s, db, 1, &err) != 0 || nb_run_get(s, id, &d, &err) != 0) {
+        nb_report_err(&err);
+        goto out;
+    }
+    if (strcmp(d->info.status, "finished") != 0) {
+        nb_die("run %lld is %s: only a finished run keeps its model", (long long)id,
+               d->info.status);
+        goto out;
+    }
+    const char *rec = NULL;
+    for (int i = 0; i < d->nparams; i++)
+        if (strcmp(d->params[i].key, "argv") == 0) rec = d->params[i].value;
+    if (!rec || !(*buf = strdup(rec))) {
+        nb_die("run %lld has no recorded command line", (long long)id);
+        goto out;
+    }
+    const char *args[256];
+    int n = 0;
+    args[n++] = "run";
+    for (char *p = *buf; p && n < 250;) {
+        args[n++] = p;
+        p = strchr(p, '\x1f');
+        if (p) *p++ = '\0';
+    }
+    run_args a;
+    if (parse_run(n, args, &a) != 0) {
+        fprintf(stderr, "hint: run %lld's recorded command line no longer parses\n", (long long)id);
+        rc = NB_EXIT_USAGE;
+        goto out;
+    }
+    *cfg = a.cfg;
+    char ck[4096];
+    if (checkpoint_file(ck, sizeof ck, db, id, 0, &err) != 0) {
+        nb_task_opts_free(cfg);
+        nb_report_err(&err);
+        goto out;
+    }
+    snprintf(model, model_size, "%.*s.model", (int)strlen(ck) - 5, ck);
+    rc = 0;
+out:
+    nb_run_detail_free(d);
+    if (s) nb_store_close(s);
+    if (rc) {
+        free(*buf);
+        *buf = NULL;
+    }
+    return rc;
 }
 
 int cmd_run(int argc, const char **argv) {
@@ -1023,8 +1104,11 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
                     .checkpoint_path = sink_checkpoint,
                     .ckpt_ident = &ctx.ident,
                     .checkpoint_saved = sink_checkpoint_saved,
-                    .progress = sink_progress};
+                    .progress = sink_progress,
+                    .model_dir = sink_model_dir};
     if (dp_rank != 0) sink.checkpoint_path = NULL; /* rank 0 writes them */
+    /* the model is kept beside the store: by rank 0, not by a rank that records through it */
+    if (dp_rank != 0 || (rec && rec->ckpt_saved)) sink.model_dir = NULL;
     if (dp && cfg.norm.kind == NB_NORM_BATCH && !ctx.variant)
         ctx.variant = a.bn_sync ? "--bn-sync" : "per-rank BN"; /* a different model */
     if (resume_id) {
