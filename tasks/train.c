@@ -71,7 +71,7 @@ static int ends_with(const char *s, const char *suffix) {
  * was not finite (the caller stops the run as diverged, err set), or -1 with err. */
 static int evaluate(loop *L, int epoch, int final, nb_err *err) {
     const nb_trainer *t = L->t;
-    nb_metric m[NB_TRAIN_MAX_EVAL + 2];
+    nb_metric m[NB_TRAIN_MAX_EVAL + 3];
     progress(L, epoch, L->last_loss, "eval");
     int n = t->evaluate(t->self, final, m, NB_TRAIN_MAX_EVAL, err);
     if (n < 0) return -1;
@@ -98,6 +98,10 @@ static int evaluate(loop *L, int epoch, int final, nb_err *err) {
     }
     if (!final && L->step > 0)
         m[n++] = (nb_metric){"ms_per_step", 0, 0, 1e3 * L->train_time / (double)L->step};
+    /* data-parallel: the part of it spent summing the gradients over the ranks */
+    if (!final && L->step > 0 && L->cfg->dist && L->cfg->dist->size > 1)
+        m[n++] = (nb_metric){"allreduce_ms_per_step", 0, 0,
+                             1e3 * L->cfg->dist->comm_seconds / (double)L->step};
     if (record(L, m, n, err) != 0) return -1;
     if (diverged >= 0) {
         nb_errf(err, "evaluation metric '%s' is not finite at step %lld", m[diverged].name,
