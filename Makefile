@@ -154,9 +154,11 @@ cli: $(BIN) $(TOY_BIN)
 	$(TEST_ENV) NORMBENCH_TOY_BIN=$(CURDIR)/$(TOY_BIN) prove -v tests/cli/
 
 # LeakSanitizer: Open MPI's own allocations are suppressed (tests/lsan-mpi.supp names only its
-# libraries).
+# libraries; its components stay loaded so that their frames can be named).
 asan:
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan-mpi.supp $(MAKE) --no-print-directory BUILD=build-asan \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan-mpi.supp:fast_unwind_on_malloc=0 \
+	OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1 \
+	$(MAKE) --no-print-directory BUILD=build-asan \
 	  OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  unit cli
 
