@@ -56,6 +56,8 @@ int main(int argc, char **argv) {
             nb_rnnsearch_forward(&m[k], src, sl, T, tgt, tl, T, B, 1, NULL, NULL);
             nb_rnnsearch_backward(&m[k]);
             double dt = now() - t0;
+            printf("round %d %s %.3f s\n", r, nb_norm_name(kinds[k]), dt);
+            fflush(stdout);
             if (r == 0) continue; /* warm-up */
             sum[k] += dt;
             sq[k] += dt * dt;
