@@ -66,8 +66,8 @@ else not_ok "one rank: identical to a plain run" "$(diff <(dump "$tmp/r0.db") <(
 # of a sweep that was never interrupted (resumed bit-exactly, also on the other ranks).
 long="--dataset synthetic --subset 1000 --batch 32 --steps 150 --threads 1"
 check "the plain sweep (long)" 0 "$NB" sweep mnist --norms none,layer,rms --seeds 1 $long --db "$tmp/lp.db"
-$MPIRUN -np 3 "$NB" sweep mnist --norms none,layer,rms --seeds 1 $long --db "$tmp/li.db" \
-    >"$tmp/i1" 2>&1 &
+NORMBENCH_SWEEP_SUMMARY=0.2 $MPIRUN -np 3 "$NB" sweep mnist --norms none,layer,rms --seeds 1 $long \
+    --db "$tmp/li.db" >"$tmp/i1" 2>&1 &
 pid=$!
 for _ in $(seq 1 900); do
     sleep 0.1
@@ -78,6 +78,7 @@ kill -INT $pid
 wait $pid
 rc=$?
 [ $rc -ne 0 ] && ok "the interrupted MPI sweep exits non-zero" || not_ok "interrupted sweep exit ($rc)"
+has "rank 0 prints a periodic summary (jobs, where they run)" "$tmp/i1" '^sweep: [0-9]+ of 3 jobs ended \([0-9]+ finished\), [0-9]+ running: .*on rank'
 c=$(sqlite3 "$tmp/li.db" "select count(*) from runs where status='finished'")
 [ "${c:-0}" -lt 3 ] && ok "not every job finished before the interrupt" || not_ok "the interrupt came too late ($c)"
 c=$(ls "$tmp/li.db-checkpoints" 2>/dev/null | grep -c '\.ckpt$')
