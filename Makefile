@@ -15,9 +15,14 @@ PREFIX  ?= /usr/local
 OPT     ?= -O2 -march=native
 # -fopenmp: the OpenMP build of OpenBLAS (libopenblas0-openmp) shares libgomp's thread pool with
 # our own parallel loops (docs/numerics.md#threads: pthread OpenBLAS beside OpenMP loops slowed both here).
+# Open MPI (Debian's libopenmpi-dev): cmd/mpi.c, for sweeps and data-parallel runs under mpirun
+# or srun (README.md, "More than one machine"). Only cmd/ includes mpi.h.
+MPI_CFLAGS ?= $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   ?= $(shell pkg-config --libs ompi-c 2>/dev/null || echo -lmpi)
 CFLAGS_ALL = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Wshadow \
-             -Wno-unused-parameter -Wno-missing-field-initializers -fopenmp -I. -I$(BUILD)/gen $(OPT) $(CFLAGS)
-LDLIBS_ALL = -lopenblas -lsqlite3 -larchive -lcurl -lcrypto -lm $(LDLIBS)
+             -Wno-unused-parameter -Wno-missing-field-initializers -fopenmp -I. -I$(BUILD)/gen \
+             $(MPI_CFLAGS) $(OPT) $(CFLAGS)
+LDLIBS_ALL = -lopenblas -lsqlite3 -larchive -lcurl -lcrypto -lm $(MPI_LIBS) -lpthread $(LDLIBS)
 
 LIB_SRC  := $(sort $(wildcard util/*.c nn/*.c datasets/*.c results/*.c tasks/*.c plots/*.c))
 # Generic kernels (nn/real.h) are compiled a second time in double precision for the
@@ -156,7 +161,11 @@ $(TOY_BIN): $(CMD_OBJ) $(LIB) tests/task_toy.c
 cli: $(BIN) $(TOY_BIN) $(MAN)
 	$(TEST_ENV) NORMBENCH_TOY_BIN=$(CURDIR)/$(TOY_BIN) prove -v tests/cli/
 
+# LeakSanitizer: Open MPI's own allocations are suppressed (tests/lsan-mpi.supp names only its
+# libraries; its components stay loaded so that their frames can be named).
 asan:
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan-mpi.supp:fast_unwind_on_malloc=0 \
+	OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1 \
 	$(MAKE) --no-print-directory BUILD=build-asan \
 	  OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  unit cli

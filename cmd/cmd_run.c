@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmd/mpi.h"
 #include "cmd/progress.h"
 #include "nn/cuda/nbcuda.h"
 #include "results/query.h"
@@ -35,7 +36,9 @@ static const char run_usage[] =
     "epoch (beside the store, in DB-checkpoints/); 'normbench run --resume RUN' continues an\n"
     "interrupted or crashed run from it, bit-exactly (a checkpoint of another store or run is\n"
     "refused; one run is resumed by one process at a time); --from-scratch starts it over under\n"
-    "its id instead. Exit status: 0 finished, 1 failed, interrupted or diverged, 2 usage error.\n";
+    "its id instead. Under 'mpirun -np N' (mnist, cifar) the run trains over N ranks, each on its\n"
+    "rows of every batch (data-parallel; --bn-sync for BatchNorm over the global batch).\n"
+    "Exit status: 0 finished, 1 failed, interrupted or diverged, 2 usage error.\n";
 
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
 static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};
@@ -56,7 +59,8 @@ static void on_signal(int sig) {
 /* The sink: creates the run in the store on first use (so a run that cannot even load its
  * data leaves no record), then forwards metrics and parameters. */
 typedef struct run_ctx {
-    nb_store *store;
+    nb_store *store;       /* the local store, or NULL when rec records elsewhere */
+    const nb_run_rec *rec; /* where the records go */
     nb_run_spec spec;
     int64_t run_id;
     int created;
@@ -70,6 +74,42 @@ typedef struct run_ctx {
     int have_ident;
     nb_progress_line progress;
 } run_ctx;
+
+/* The recorder of a run that holds the store itself. */
+static int local_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id,
+                        size_t size, nb_err *err) {
+    if (nb_run_create(ctx, spec, run, err) != 0) return -1;
+    return store_id ? nb_store_id(ctx, store_id, size, err) : 0;
+}
+static int local_tag(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
+    return nb_run_tag(ctx, run, k, v, err);
+}
+static int local_param(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
+    return nb_run_param(ctx, run, k, v, err);
+}
+static int local_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err) {
+    return nb_metrics_add(ctx, run, m, n, err);
+}
+static int local_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
+    return nb_run_finish(ctx, run, st, msg, err);
+}
+
+/* The recorder of a data-parallel run's ranks other than 0. */
+static int none_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id,
+                       size_t size, nb_err *err) {
+    *run = 0;
+    if (store_id) snprintf(store_id, size, "-");
+    return 0;
+}
+static int none_kv(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
+    return 0;
+}
+static int none_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err) {
+    return 0;
+}
+static int none_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
+    return 0;
+}
 
 /* DB-checkpoints/run-ID.ckpt, beside the store. */
 static int checkpoint_file(char *out, size_t size, const char *db, int64_t id, int make_dir,
@@ -88,7 +128,9 @@ static int checkpoint_file(char *out, size_t size, const char *db, int64_t id, i
 
 static int ensure_run(run_ctx *c, nb_err *err) {
     if (c->created) return 0;
-    if (nb_run_create(c->store, &c->spec, &c->run_id, err) != 0) return -1;
+    if (c->rec->create(c->rec->ctx, &c->spec, &c->run_id, c->store_id, sizeof c->store_id, err) !=
+        0)
+        return -1;
     c->created = 1;
     if (c->tag) {
         /* --tag KEY=VALUE, or TEXT (recorded under the key "tag") */
@@ -100,10 +142,12 @@ static int ensure_run(run_ctx *c, nb_err *err) {
             key[eq - c->tag] = '\0';
             value = eq + 1;
         }
-        if (nb_run_tag(c->store, c->run_id, key, value, err) != 0) return -1;
+        if (c->rec->tag(c->rec->ctx, c->run_id, key, value, err) != 0) return -1;
     }
-    if (c->variant && nb_run_tag(c->store, c->run_id, "variant", c->variant, err) != 0) return -1;
-    if (c->argv_rec && nb_run_param(c->store, c->run_id, "argv", c->argv_rec, err) != 0) return -1;
+    if (c->variant && c->rec->tag(c->rec->ctx, c->run_id, "variant", c->variant, err) != 0)
+        return -1;
+    if (c->argv_rec && c->rec->param(c->rec->ctx, c->run_id, "argv", c->argv_rec, err) != 0)
+        return -1;
     if (!c->progress.quiet)
         fprintf(stderr, "run %lld: %s on %s, norm %s, seed %lld\n", (long long)c->run_id,
                 c->spec.task, c->spec.dataset, c->spec.norm, (long long)c->spec.seed);
@@ -113,18 +157,24 @@ static int ensure_run(run_ctx *c, nb_err *err) {
 static int sink_record(void *ctx, const nb_metric *m, int n, nb_err *err) {
     run_ctx *c = ctx;
     if (ensure_run(c, err) != 0) return -1;
-    return nb_metrics_add(c->store, c->run_id, m, n, err);
+    return c->rec->metrics(c->rec->ctx, c->run_id, m, n, err);
 }
 
 static int sink_param(void *ctx, const char *key, const char *value, nb_err *err) {
     run_ctx *c = ctx;
     if (ensure_run(c, err) != 0) return -1;
-    return nb_run_param(c->store, c->run_id, key, value, err);
+    return c->rec->param(c->rec->ctx, c->run_id, key, value, err);
 }
 
 static const char *sink_checkpoint(void *ctx, nb_err *err) {
     run_ctx *c = ctx;
     if (ensure_run(c, err) != 0) return NULL;
+    if (!c->ckpt[0] && c->rec->ckpt_dir &&
+        (size_t)snprintf(c->ckpt, sizeof c->ckpt, "%.4000s/run-%lld.ckpt", c->rec->ckpt_dir,
+                         (long long)c->run_id) >= sizeof c->ckpt) {
+        nb_errf(err, "checkpoint directory '%s' is too long", c->rec->ckpt_dir);
+        return NULL;
+    }
     if (!c->ckpt[0] && checkpoint_file(c->ckpt, sizeof c->ckpt, c->db, c->run_id, 1, err) != 0)
         return NULL;
     if (!c->have_ident) {
@@ -133,6 +183,11 @@ static const char *sink_checkpoint(void *ctx, nb_err *err) {
         c->have_ident = 1;
     }
     return c->ckpt;
+}
+
+static int sink_checkpoint_saved(void *ctx, const char *path, nb_err *err) {
+    run_ctx *c = ctx;
+    return c->rec->ckpt_saved ? c->rec->ckpt_saved(c->rec->ctx, c->run_id, path, err) : 0;
 }
 
 /* DB-checkpoints/run-ID.model/, beside the store: a finished run's model (tasks that keep one). */
@@ -215,6 +270,14 @@ static char *config_json(const nb_train_cfg *cfg) {
     kv_int(&j, "threads", cfg->threads);
     kv_str(&j, "denormals", cfg->flush_denormals ? "flushed-to-zero" : "ieee");
     nb_task_opts_json(nb_task_find(cfg->task), cfg, &j); /* the task's own options */
+    if (cfg->dist && cfg->dist->size > 1) {              /* data-parallel (cmd/mpi.h) */
+        kv_int(&j, "ranks", cfg->dist->size);
+        char *hosts = nb_mpi_hosts_json();
+        nb_buf_puts(&j, ", \"hosts\": ");
+        nb_buf_puts(&j, hosts ? hosts : "null");
+        free(hosts);
+        kv_str(&j, "bn_statistics", cfg->dist->bn_sync ? "global" : "per-rank");
+    }
     nb_buf_puts(&j, "}");
     return nb_buf_take(&j);
 }
@@ -225,6 +288,7 @@ typedef struct run_args {
     const char *db, *tag, *variant;
     int quiet, threads;
     int no_fetch; /* --no-fetch: never download the dataset */
+    int bn_sync;  /* --bn-sync */
 } run_args;
 
 /* The values of the options every task shares, as parsed (0 / NULL: not given). */
@@ -233,7 +297,7 @@ typedef struct common_vals {
     int norm, act, bias, bn_var, kround;
     int64_t seed, steps, epochs;
     int batch, subset, threads, quiet, eps_outside, no_wn_init, no_ftz, no_fetch, device;
-    int adam_eps_inside, adam_eps_on, log_every, eval_batch;
+    int adam_eps_inside, adam_eps_on, log_every, eval_batch, bn_sync;
     double lr, p, eps, clip, beta1, beta2, adam_eps;
 } common_vals;
 
@@ -280,6 +344,9 @@ static int common_rows(nb_opt *o, common_vals *v) {
          "keep denormal floats (default: flush them to zero, as PyTorch and TF do on x86)"},
         {"threads", NB_OPT_INT, &v->threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
          NULL, 1, 1024},
+        {"bn-sync", NB_OPT_FLAG, &v->bn_sync, NULL,
+         "data-parallel under mpirun: BatchNorm statistics over the global batch (default: per "
+         "rank, with rank 0's running averages broadcast)"},
         {"device", NB_OPT_CHOICE, &v->device, "D",
          "cpu, or cuda (the GPU, for tasks that have it: mnist; 'make cuda')", device_choices},
         {"data-dir", NB_OPT_STR, &v->data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
@@ -665,6 +732,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     a->quiet = v.quiet;
     a->threads = v.threads;
     a->no_fetch = v.no_fetch;
+    a->bn_sync = v.bn_sync;
     return 0;
 }
 
@@ -690,15 +758,15 @@ static char *join_argv(int argc, const char **argv) {
  * checkpoint must exist and belong to it (store, run, task, norm, seed, configuration), whose
  * identity goes to *ident. With from_scratch the checkpoint is not needed (*ckpt_step = -1): the
  * run starts over under its id. */
-static int resume_args(const char *db, int64_t id, int from_scratch, char **buf, const char **args,
-                       int max, int *nargs, char *ckpt, size_t ckpt_size, int64_t *ckpt_step,
-                       nb_ckpt_ident *ident) {
+int nb_run_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **buf,
+                          const char **args, int max, int *nargs, char *ckpt, size_t ckpt_size,
+                          int64_t *ckpt_step, nb_ckpt_ident *ident) {
     nb_err err;
     nb_err_clear(&err);
-    nb_store *s = NULL;
+    nb_store *s = open;
     nb_run_detail *d = NULL;
     int rc = NB_EXIT_FAIL;
-    if (nb_store_open(&s, db, 1, &err) != 0 || nb_run_get(s, id, &d, &err) != 0) {
+    if ((!s && nb_store_open(&s, db, 1, &err) != 0) || nb_run_get(s, id, &d, &err) != 0) {
         nb_report_err(&err);
         goto out;
     }
@@ -761,7 +829,7 @@ static int resume_args(const char *db, int64_t id, int from_scratch, char **buf,
     rc = 0;
 out:
     nb_run_detail_free(d);
-    if (s) nb_store_close(s);
+    if (s && s != open) nb_store_close(s);
     return rc;
 }
 
@@ -833,13 +901,31 @@ out:
 }
 
 int cmd_run(int argc, const char **argv) {
+    return nb_run_exec(argc, argv, NULL);
+}
+
+int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
     /* --resume RUN [--db FILE] [--quiet]: continue a run from its last checkpoint. */
     int64_t resume_id = 0, resume_step = 0;
     int from_scratch = 0;
     char *resume_buf = NULL, resume_ckpt[4096] = "";
     nb_ckpt_ident resume_ident;
     const char *rargs[256];
-    for (int i = 1; i < argc; i++)
+    if (h && h->resume_run > 0) { /* claimed by the host already */
+        resume_id = h->resume_run;
+        resume_step = h->resume_step;
+        resume_ident = *h->resume_ident;
+        from_scratch = !h->resume_ckpt;
+        if (h->resume_ckpt) snprintf(resume_ckpt, sizeof resume_ckpt, "%s", h->resume_ckpt);
+    }
+    if (nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop)))
+        for (int i = 1; i < argc; i++)
+            if (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0)
+                return nb_usage_error("run",
+                                      "--resume is not supported for a data-parallel run "
+                                      "(%d ranks): resume it in one process",
+                                      nb_mpi_size());
+    for (int i = 1; i < argc && !(h && h->resume_run > 0); i++)
         if (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0) {
             const char *db = NULL;
             int quiet = 0;
@@ -858,9 +944,9 @@ int cmd_run(int argc, const char **argv) {
                 return prc;
             }
             int nargs = 0;
-            int rrc = resume_args(db ? db : nb_default_db(), resume_id, from_scratch, &resume_buf,
-                                  rargs + 1, 250, &nargs, resume_ckpt, sizeof resume_ckpt,
-                                  &resume_step, &resume_ident);
+            int rrc = nb_run_resume_prepare(
+                NULL, db ? db : nb_default_db(), resume_id, from_scratch, &resume_buf, rargs + 1,
+                250, &nargs, resume_ckpt, sizeof resume_ckpt, &resume_step, &resume_ident);
             if (rrc) return rrc;
             rargs[0] = "run";
             nargs++;
@@ -889,6 +975,28 @@ int cmd_run(int argc, const char **argv) {
     }
     nb_note_blas_core();
     nb_train_cfg cfg = a.cfg;
+    /* under mpirun with more than one rank (and not as a sweep's job): one run over every rank */
+    nb_dist dist;
+    int dp = nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop));
+    int dp_rank = dp ? nb_mpi_rank() : 0;
+    if (dp) {
+        const char *why = resume_id    ? "--resume is not supported for a data-parallel run"
+                          : cfg.device ? "--device cuda is not supported for a data-parallel run"
+                          : cfg.batch < nb_mpi_size()
+                              ? "--batch is smaller than the number of ranks"
+                              : NULL;
+        if (!why && cfg.norm.kind == NB_NORM_BATCH && !a.bn_sync && cfg.batch / nb_mpi_size() < 2)
+            why = "per-rank batch norm needs at least 2 rows per rank (or --bn-sync)";
+        if (why) {
+            free(resume_buf);
+            nb_task_opts_free(&cfg);
+            return nb_usage_error("run", "%s (%d ranks)", why, nb_mpi_size());
+        }
+        nb_mpi_dist(&dist, a.bn_sync);
+        cfg.dist = &dist;
+        if (a.bn_sync) cfg.norm.bn_sum = nb_mpi_bn_sum;
+        if (dp_rank != 0) a.quiet = 1;
+    }
     if (cfg.device) { /* --device cuda: a GPU first, and a task that has the device path */
         nb_err derr;
         nb_err_clear(&derr);
@@ -910,13 +1018,21 @@ int cmd_run(int argc, const char **argv) {
         }
     }
     const char *tag = a.tag;
-    int quiet = a.quiet;
+    int quiet = a.quiet || dp_rank != 0;
     if (a.threads > 0) {
         omp_set_num_threads(a.threads);
         openblas_set_num_threads(a.threads);
     }
     cfg.threads = omp_get_max_threads();
-    cfg.stop = &stop_requested;
+    cfg.stop = h && h->stop ? h->stop : &stop_requested;
+    const nb_run_rec *rec = h && h->rec ? h->rec : NULL;
+    /* the other ranks of a data-parallel run record nothing: rank 0 does */
+    nb_run_rec none = {.create = none_create,
+                       .tag = none_kv,
+                       .param = none_kv,
+                       .metrics = none_metrics,
+                       .finish = none_finish};
+    if (dp_rank != 0) rec = &none;
     /* A registry dataset is fetched on first use (datasets/dataset.h); synthetic never is. */
     if (!a.no_fetch) {
         rc = nb_cmd_ensure_dataset(cfg.dataset, cfg.data_dir, 0, quiet);
@@ -932,23 +1048,36 @@ int cmd_run(int argc, const char **argv) {
     run_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     const char *dbpath = a.db;
-    if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0 ||
-        nb_store_id(ctx.store, ctx.store_id, sizeof ctx.store_id, &err) != 0) {
-        nb_store_close(ctx.store);
-        free(resume_buf);
-        nb_task_opts_free(&cfg);
-        return nb_report_err(&err);
+    nb_run_rec local = {.create = local_create,
+                        .tag = local_tag,
+                        .param = local_param,
+                        .metrics = local_metrics,
+                        .finish = local_finish};
+    if (!rec) {
+        if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0 ||
+            nb_store_id(ctx.store, ctx.store_id, sizeof ctx.store_id, &err) != 0) {
+            nb_store_close(ctx.store);
+            free(resume_buf);
+            nb_task_opts_free(&cfg);
+            return nb_report_err(&err);
+        }
+        local.ctx = ctx.store;
+        rec = &local;
+        remove_stale_checkpoints(dbpath);
     }
-    remove_stale_checkpoints(dbpath);
+    ctx.rec = rec;
     /* From here a signal stops the run at its next step, recorded as interrupted (a resume's
-     * claim included: a run left claimed by a killed process shows as crashed). */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session */
+     * claim included: a run left claimed by a killed process shows as crashed). A host (a sweep
+     * under MPI) handles the signals itself and sets the stop flag. */
+    if (!(h && h->stop)) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session */
+    }
 
     char *json = config_json(&cfg);
     if (!json) {
@@ -976,10 +1105,16 @@ int cmd_run(int argc, const char **argv) {
                     .param = sink_param,
                     .checkpoint_path = sink_checkpoint,
                     .ckpt_ident = &ctx.ident,
+                    .checkpoint_saved = sink_checkpoint_saved,
                     .progress = sink_progress,
                     .model_dir = sink_model_dir};
+    if (dp_rank != 0) sink.checkpoint_path = NULL; /* rank 0 writes them */
+    /* the model is kept beside the store: by rank 0, not by a rank that records through it */
+    if (dp_rank != 0 || (rec && rec->ckpt_saved)) sink.model_dir = NULL;
+    if (dp && cfg.norm.kind == NB_NORM_BATCH && !ctx.variant)
+        ctx.variant = a.bn_sync ? "--bn-sync" : "per-rank BN"; /* a different model */
     if (resume_id) {
-        if (nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0) {
+        if (ctx.store && nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0) {
             free(json), free(argv_rec), free(resume_buf), free(compute);
             nb_task_opts_free(&cfg);
             nb_store_close(ctx.store);
@@ -1014,20 +1149,21 @@ int cmd_run(int argc, const char **argv) {
         exit_code = NB_EXIT_FAIL;
     }
     if (trc == 0 && !ctx.created) ensure_run(&ctx, &err);
-    if (ctx.created) {
+    if (ctx.created && dp_rank == 0) {
         nb_err ferr;
         nb_err_clear(&ferr);
         const char *msg = status == NB_STATUS_FINISHED      ? NULL
                           : status == NB_STATUS_INTERRUPTED ? "interrupted by a signal"
                                                             : err.msg;
-        if (nb_run_finish(ctx.store, ctx.run_id, nb_status_name(status), msg, &ferr) != 0)
+        if (rec->finish(rec->ctx, ctx.run_id, nb_status_name(status), msg, &ferr) != 0)
             exit_code = nb_report_err(&ferr);
         if (status == NB_STATUS_DIVERGED)
             fprintf(stderr, "error: run %lld diverged: %s\n", (long long)ctx.run_id, err.msg);
         else if (status == NB_STATUS_INTERRUPTED)
             fprintf(stderr, "run %lld interrupted; what it recorded is kept\n",
                     (long long)ctx.run_id);
-        printf("run %lld %s\n", (long long)ctx.run_id, nb_status_name(status));
+        if (!(h && h->no_result_line))
+            printf("run %lld %s\n", (long long)ctx.run_id, nb_status_name(status));
         /* A finished or diverged run has nothing to resume: free the disk. */
         if (ctx.ckpt[0] && (status == NB_STATUS_FINISHED || status == NB_STATUS_DIVERGED))
             unlink(ctx.ckpt);

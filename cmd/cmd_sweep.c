@@ -7,6 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd/mpi.h"
 #include "nn/nn.h"
+#include "results/provenance.h"
 #include "results/query.h"
 #include "results/store.h"
+#include "tasks/task.h"
 #include "util/json.h"
 
 static const char sweep_usage[] =
@@ -37,8 +43,9 @@ static const char sweep_usage[] =
     "--jobs N runs N jobs at a time, dividing the threads between them. Run options are those of\n"
     "'normbench run' (see 'normbench run --help'); --norm and --seed are replaced by --norms and\n"
     "--seeds. The options that vary are recorded as the run's variant ('--batch 4'); report\n"
-    "compares norms within a variant. Exit status: 0 when every job finished, 1 when any did\n"
-    "not, 2 usage error.\n";
+    "compares norms within a variant. Under mpirun or srun the jobs are handed out to the MPI\n"
+    "ranks, one per rank at a time, and rank 0 alone writes the store (README: More than one\n"
+    "machine). Exit status: 0 when every job finished, 1 when any did not, 2 usage error.\n";
 
 /* run's options whose values are never split at commas. */
 static const char *const no_split[] = {"data-dir", "tag", "dataset", NULL};
@@ -130,15 +137,12 @@ static const char *plan_note(const nb_job_state *js, const char *db, char *buf, 
     return buf;
 }
 
-/* Starts job jb as a child process: `run --resume` of its run when it has one (from the
- * checkpoint, or over from step 0 when it has none), else a new run tagged sweep=KEY. Returns
- * the child's pid, or -1. */
-static pid_t start_job(job *jb, const char *db, const char *threads_buf,
-                       const struct sigaction *old_int, const struct sigaction *old_term,
-                       const struct sigaction *old_hup) {
-    char tag[2100];
-    snprintf(tag, sizeof tag, "sweep=%s", jb->key);
-    const char *cargv[MAXARGV + 10];
+/* The command line of job jb from cargv[1] on (cargv[0] = "normbench"): `run --resume` of its
+ * run when it has one (from the checkpoint, or over from step 0 when it has none), else a new
+ * run tagged sweep=KEY (tag: room for it). threads_buf NULL: no --threads. Returns the count. */
+static int job_argv(job *jb, const char *db, const char *threads_buf, char *tag, size_t tag_size,
+                    const char **cargv) {
+    snprintf(tag, tag_size, "sweep=%s", jb->key);
     int c = 0;
     cargv[c++] = "normbench";
     if (jb->run) {
@@ -155,8 +159,10 @@ static pid_t start_job(job *jb, const char *db, const char *threads_buf,
             cargv[c++] = jb->argv[i];
         cargv[c++] = "--db";
         cargv[c++] = db;
-        cargv[c++] = "--threads";
-        cargv[c++] = threads_buf;
+        if (threads_buf) {
+            cargv[c++] = "--threads";
+            cargv[c++] = threads_buf;
+        }
         cargv[c++] = "--quiet";
         cargv[c++] = "--tag";
         cargv[c++] = tag;
@@ -166,6 +172,16 @@ static pid_t start_job(job *jb, const char *db, const char *threads_buf,
         }
     }
     cargv[c] = NULL;
+    return c;
+}
+
+/* Starts job jb as a child process (job_argv). Returns the child's pid, or -1. */
+static pid_t start_job(job *jb, const char *db, const char *threads_buf,
+                       const struct sigaction *old_int, const struct sigaction *old_term,
+                       const struct sigaction *old_hup) {
+    char tag[2100];
+    const char *cargv[MAXARGV + 10];
+    job_argv(jb, db, threads_buf, tag, sizeof tag, cargv);
     fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {
@@ -218,21 +234,413 @@ static int take_job(nb_store *store, job *jb, long j, long total, nb_err *err) {
     return 1;
 }
 
-/* Runs the jobs not done yet, jobs_n at a time, each claimed in the store first. Returns the
- * exit status. */
-static int run_jobs(job *jobs, long total, const char *db, int dry, int jobs_n, int per_job) {
+/* The closing line: how many jobs ended how. Returns the exit status. */
+static int summarize(const job *jobs, long total, int store_failed) {
+    long n[J_NSTATES] = {0};
+    for (long j = 0; j < total; j++)
+        n[jobs[j].state]++;
+    long bad = n[J_FAILED] + n[J_FAILED_ELSEWHERE];
+    long left = n[J_TODO] + n[J_WAIT] + n[J_RUNNING];
+    printf("sweep: %ld jobs: %ld finished now, %ld finished before, %ld did not finish, %ld not "
+           "started",
+           total, n[J_FINISHED_NOW], n[J_FINISHED_BEFORE], bad, left);
+    if (n[J_FINISHED_ELSEWHERE])
+        printf(", %ld finished by another process", n[J_FINISHED_ELSEWHERE]);
+    printf("\n");
+    if (sweep_stop) fprintf(stderr, "sweep interrupted: run the same command again to resume\n");
+    return (bad == 0 && left == 0 && !sweep_stop && !store_failed) ? NB_EXIT_OK : NB_EXIT_FAIL;
+}
+
+/* ---- the sweep over MPI ranks ------------------------------------------------------------- */
+
+/* Rank 0 holds the store open once, shared by the coordinator and rank 0's own job's thread:
+ * a second connection would not do, because opening the file again and closing it (as every
+ * store open does to read the header) drops all of this process's POSIX locks on it, and
+ * another process could then delete the write-ahead log under us. store_mu serializes the two
+ * threads' use of it: the coordinator holds it except while it waits. */
+static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int own_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id, size_t size,
+                      nb_err *err) {
+    pthread_mutex_lock(&store_mu);
+    int rc = nb_run_create(ctx, spec, run, err);
+    if (rc == 0 && store_id) rc = nb_store_id(ctx, store_id, size, err);
+    pthread_mutex_unlock(&store_mu);
+    return rc;
+}
+static int own_tag(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
+    pthread_mutex_lock(&store_mu);
+    int rc = nb_run_tag(ctx, run, k, v, err);
+    pthread_mutex_unlock(&store_mu);
+    return rc;
+}
+static int own_param(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
+    pthread_mutex_lock(&store_mu);
+    int rc = nb_run_param(ctx, run, k, v, err);
+    pthread_mutex_unlock(&store_mu);
+    return rc;
+}
+static int own_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err) {
+    pthread_mutex_lock(&store_mu);
+    int rc = nb_metrics_add(ctx, run, m, n, err);
+    pthread_mutex_unlock(&store_mu);
+    return rc;
+}
+static int own_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
+    pthread_mutex_lock(&store_mu);
+    int rc = nb_run_finish(ctx, run, st, msg, err);
+    pthread_mutex_unlock(&store_mu);
+    return rc;
+}
+
+/* Rank 0's own job, trained in a thread beside the coordinator. */
+typedef struct own_job {
+    pthread_t th;
+    const char *argv[MAXARGV + 260];
+    int argc, code, active;
+    volatile int done;
+    long j;
+    nb_mpi_job mj; /* what it runs (mj.ckpt: the checkpoint's path beside the store) */
+    nb_run_rec rec;
+    char *buf;
+} own_job;
+
+static void *own_main(void *p) {
+    own_job *o = p;
+    nb_run_host h = {.stop = &sweep_stop,
+                     .rec = &o->rec,
+                     .resume_run = o->mj.resume_run,
+                     .resume_step = o->mj.resume_step,
+                     .resume_ident = &o->mj.ident,
+                     .resume_ckpt = o->mj.ckpt,
+                     .no_result_line = 1};
+    o->code = nb_run_exec(o->argc, o->argv, &h);
+    __atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* What job j runs (for rank 0's thread or another rank): its `run` arguments into args (*buf
+ * holds them), and for a run to resume, the claim of it (rank 0 is the process that records it)
+ * and its checkpoint's path (NULL: it starts over). Returns the count of args, or -1 (the job
+ * failed here). */
+static int prepare_job(nb_store *store, job *jb, const char *db, const char *threads_buf,
+                       nb_mpi_job *mj, const char **args, char **buf, char *ckpt, size_t size) {
+    nb_err err;
+    nb_err_clear(&err);
+    *buf = NULL;
+    mj->resume_run = 0;
+    mj->ckpt = NULL;
+    if (!jb->run) {
+        static char tag[2100]; /* rank 0's thread is done with the last one's */
+        int n = job_argv(jb, db, threads_buf, tag, sizeof tag, args) - 1;
+        memmove(args, args + 1, sizeof *args * (size_t)(n + 1));
+        *buf = strdup(tag); /* the thread's own copy */
+        for (int i = 0; i < n && *buf; i++)
+            if (args[i] == tag) args[i] = *buf;
+        return *buf ? n : -1;
+    }
+    int64_t step = 0;
+    int nargs = 0;
+    int scratch = !has_checkpoint(db, jb->run);
+    if (nb_run_resume_prepare(store, db, jb->run, scratch, buf, args + 1, 250, &nargs, ckpt, size,
+                              &step, &mj->ident) != 0)
+        return -1;
+    if (nb_run_resume(store, jb->run, step, &err) != 0) {
+        free(*buf);
+        *buf = NULL;
+        return nb_report_err(&err), -1;
+    }
+    args[0] = "run";
+    int n = nargs + 1;
+    args[n++] = "--quiet";
+    args[n] = NULL;
+    mj->resume_run = jb->run;
+    mj->resume_step = step;
+    if (!scratch) mj->ckpt = ckpt;
+    return n;
+}
+
+/* Hands job j to rank r, with its checkpoint's bytes when it resumes one. Returns 0, or -1 (the
+ * job failed here). */
+static int give_job(nb_store *store, job *jobs, long j, int r, const char *db,
+                    const char *threads_buf) {
+    nb_err err;
+    nb_err_clear(&err);
+    nb_mpi_job mj;
+    memset(&mj, 0, sizeof mj);
+    mj.index = j;
+    char *buf = NULL, ckpt[4200];
+    const char *args[MAXARGV + 260];
+    int n = prepare_job(store, &jobs[j], db, threads_buf, &mj, args, &buf, ckpt, sizeof ckpt);
+    if (n < 0) return -1;
+    char *bytes = NULL;
+    if (mj.ckpt) {
+        FILE *f = fopen(ckpt, "rb");
+        long len = -1;
+        if (f && fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+        if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (bytes = malloc((size_t)len + 1)) &&
+            fread(bytes, 1, (size_t)len, f) == (size_t)len)
+            mj.ckpt_len = (size_t)len;
+        else
+            len = -1;
+        if (f) fclose(f);
+        if (len < 0) {
+            free(bytes);
+            free(buf);
+            fprintf(stderr, "error: cannot read checkpoint '%s'\n", ckpt);
+            return -1;
+        }
+    }
+    mj.ckpt = bytes;
+    nb_buf joined = {0};
+    for (int i = 0; i < n; i++) {
+        if (i) nb_buf_puts(&joined, "\x1f");
+        nb_buf_puts(&joined, args[i]);
+    }
+    mj.args = joined.p;
+    int rc = joined.oom ? (nb_errf(&err, "out of memory"), -1) : nb_mpi_send_job(r, &mj, &err);
+    if (rc) nb_report_err(&err);
+    nb_buf_free(&joined);
+    free(bytes);
+    free(buf);
+    return rc;
+}
+
+/* The next job to start, claimed in the store (jb->run set), or -1 when none can start now
+ * (*waiting: some are held by other processes). rescan: look at those again. */
+static long pick_job(nb_store *store, job *jobs, long total, long *next, int rescan, long *waiting,
+                     int *store_failed) {
+    nb_err err;
+    nb_err_clear(&err);
+    for (;;) {
+        while (*next < total && jobs[*next].state != J_TODO)
+            (*next)++;
+        if (*next >= total) break;
+        long j = (*next)++;
+        int t = take_job(store, &jobs[j], j, total, &err);
+        if (t < 0) {
+            nb_report_err(&err);
+            *store_failed = 1;
+            return -1;
+        }
+        if (t > 0) return j;
+    }
+    *waiting = 0;
+    for (long k = 0; k < total; k++)
+        if (jobs[k].state == J_WAIT) {
+            int t = rescan ? take_job(store, &jobs[k], k, total, &err) : 0;
+            if (t < 0) {
+                nb_report_err(&err);
+                *store_failed = 1;
+                return -1;
+            }
+            if (t > 0) return k;
+            *waiting += jobs[k].state == J_WAIT;
+        }
+    return -1;
+}
+
+/* Seconds between the coordinator's summaries (NORMBENCH_SWEEP_SUMMARY, default 60). */
+static double summary_every(void) {
+    const char *v = getenv("NORMBENCH_SWEEP_SUMMARY");
+    double x = 0;
+    return v && nb_parse_double(v, &x) == 0 && x > 0 ? x : 60;
+}
+
+/* The sweep on rank 0 of an MPI job: a work queue over the ranks, rank 0 training too. */
+static int run_jobs_mpi(nb_store *store, job *jobs, long total, const char *db,
+                        const char *threads_buf) {
+    int size = nb_mpi_size();
+    int *busy = calloc((size_t)size, sizeof *busy); /* 0 idle (waiting for a job), 1 running,
+                                                       2 stopped, 3 not heard from yet */
+    long *which = calloc((size_t)size, sizeof *which);
+    char(*hosts)[256] = calloc((size_t)size, sizeof *hosts);
+    own_job *own = calloc(1, sizeof *own);
+    if (!busy || !which || !hosts || !own) {
+        free(busy), free(which), free(hosts), free(own);
+        for (int r = 1; r < size; r++)
+            nb_mpi_send_stop(r);
+        return nb_die("out of memory");
+    }
+    for (int r = 1; r < size; r++)
+        busy[r] = 3;
+    nb_hostname(hosts[0], sizeof hosts[0]);
+    /* rank 0's jobs record through the coordinator's connection, checkpoints beside the store */
+    char own_dir[4200], own_ckpt[4200];
+    snprintf(own_dir, sizeof own_dir, "%s-checkpoints", db);
+    if (mkdir(own_dir, 0755) != 0 && errno != EEXIST)
+        fprintf(stderr, "warning: cannot create checkpoint directory '%s': %s\n", own_dir,
+                strerror(errno));
+    own->rec = (nb_run_rec){.ctx = store,
+                            .create = own_create,
+                            .tag = own_tag,
+                            .param = own_param,
+                            .metrics = own_metrics,
+                            .finish = own_finish,
+                            .ckpt_dir = own_dir};
+    pthread_mutex_lock(&store_mu);
+    int store_failed = 0, stopped = 0, own_out = 0;
+    long next = 0, waiting = 0, done = 0, ended = 0;
+    double t0 = nb_now(), last_rescan = 0, last_summary = t0, every = summary_every();
+    double job_time = 0;
+    double *started = calloc((size_t)total, sizeof *started);
+    if (!started) {
+        nb_die("out of memory");
+        store_failed = 1;
+        own_out = 1;
+        sweep_stop = 1;
+    }
+    for (;;) {
+        int halt = sweep_stop || store_failed;
+        double now = nb_now();
+        int rescan = now - last_rescan > 0.25;
+        if (rescan) last_rescan = now;
+        /* rank 0's own job */
+        if (!own->active && !own_out && !halt) {
+            long j = pick_job(store, jobs, total, &next, rescan, &waiting, &store_failed);
+            if (j >= 0) {
+                free(own->buf);
+                own->argc = prepare_job(store, &jobs[j], db, threads_buf, &own->mj, own->argv,
+                                        &own->buf, own_ckpt, sizeof own_ckpt);
+                own->j = j;
+                own->done = 0;
+                if (own->argc < 0 || pthread_create(&own->th, NULL, own_main, own) != 0) {
+                    if (own->argc >= 0) fprintf(stderr, "error: cannot start a thread for a job\n");
+                    jobs[j].state = J_FAILED;
+                    nb_err err;
+                    nb_job_release(store, jobs[j].key, &err);
+                    continue;
+                } else {
+                    own->active = 1;
+                    jobs[j].state = J_RUNNING;
+                    started[j] = now;
+                    fprintf(stderr, "[%ld/%ld] %s on rank 0 (%s): normbench run %s\n", j + 1, total,
+                            jobs[j].run ? "resumed" : "started", hosts[0], jobs[j].key);
+                }
+            } else if (waiting == 0) {
+                own_out = 1;
+            }
+        }
+        if (own->active && __atomic_load_n(&own->done, __ATOMIC_ACQUIRE)) {
+            pthread_mutex_unlock(&store_mu);
+            pthread_join(own->th, NULL);
+            pthread_mutex_lock(&store_mu);
+            own->active = 0;
+            job *jb = &jobs[own->j];
+            jb->state = own->code == 0 ? J_FINISHED_NOW : J_FAILED;
+            ended++, done += own->code == 0, job_time += nb_now() - started[own->j];
+            fprintf(stderr, "[%ld/%ld] %s on rank 0 (exit %d): normbench run %s\n", own->j + 1,
+                    total, own->code == 0 ? "finished" : "did not finish", own->code, jb->key);
+            nb_err err;
+            nb_err_clear(&err);
+            if (nb_job_release(store, jb->key, &err) != 0) nb_report_err(&err);
+            continue;
+        }
+        halt = sweep_stop || store_failed;
+        if (halt) own_out = 1;
+        /* the other ranks: idle ones get a job, or stop */
+        for (int r = 1; r < size; r++) {
+            if (busy[r] != 0) continue;
+            long j =
+                halt ? -1 : pick_job(store, jobs, total, &next, rescan, &waiting, &store_failed);
+            if (j >= 0) {
+                if (give_job(store, jobs, j, r, db, threads_buf) != 0) {
+                    jobs[j].state = J_FAILED;
+                    nb_err err;
+                    nb_job_release(store, jobs[j].key, &err);
+                    r--; /* try another job for this rank */
+                    continue;
+                }
+                busy[r] = 1;
+                which[r] = j;
+                jobs[j].state = J_RUNNING;
+                started[j] = now;
+                fprintf(stderr, "[%ld/%ld] %s on rank %d (%s): normbench run %s\n", j + 1, total,
+                        jobs[j].run ? "resumed" : "started", r, hosts[r], jobs[j].key);
+            } else if (halt || waiting == 0) {
+                nb_mpi_send_stop(r);
+                busy[r] = 2;
+                stopped++;
+            }
+        }
+        if (stopped == size - 1 && !own->active && own_out) break;
+        /* messages from the other ranks */
+        nb_mpi_heard h;
+        nb_mpi_event ev = nb_mpi_poll(store, db, 0, &h);
+        if (ev == NB_MPI_READY) {
+            snprintf(hosts[h.rank], sizeof hosts[h.rank], "%s", h.host);
+            if (h.stopping) sweep_stop = 1;
+            if (h.job >= 0 && h.job < total && busy[h.rank] == 1) {
+                job *jb = &jobs[h.job];
+                jb->state = h.code == 0 ? J_FINISHED_NOW : J_FAILED;
+                ended++, done += h.code == 0, job_time += nb_now() - started[h.job];
+                fprintf(stderr, "[%ld/%ld] %s on rank %d (exit %d): normbench run %s\n", h.job + 1,
+                        total, h.code == 0 ? "finished" : "did not finish", h.rank, h.code,
+                        jb->key);
+                nb_err err;
+                nb_err_clear(&err);
+                if (nb_job_release(store, jb->key, &err) != 0) nb_report_err(&err);
+            }
+            busy[h.rank] = 0;
+        } else if (ev == NB_MPI_NONE) {
+            pthread_mutex_unlock(&store_mu); /* rank 0's job records meanwhile */
+            struct timespec ts = {0, 500 * 1000};
+            nanosleep(&ts, NULL);
+            pthread_mutex_lock(&store_mu);
+        } else {
+            pthread_mutex_unlock(&store_mu);
+            sched_yield();
+            pthread_mutex_lock(&store_mu);
+        }
+        if (nb_now() - last_summary >= every) {
+            last_summary = nb_now();
+            long left = 0, running = 0;
+            for (long k = 0; k < total; k++) {
+                left += jobs[k].state == J_TODO || jobs[k].state == J_WAIT;
+                running += jobs[k].state == J_RUNNING;
+            }
+            fprintf(stderr, "sweep: %ld of %ld jobs ended (%ld finished), %ld running:", ended,
+                    total, done, running);
+            if (own->active) fprintf(stderr, " %ld on rank 0", own->j + 1);
+            for (int r = 1; r < size; r++)
+                if (busy[r] == 1)
+                    fprintf(stderr, ", %ld on rank %d (%s)", which[r] + 1, r, hosts[r]);
+            if (ended > 0)
+                fprintf(stderr, "; %ld to start; about %.0f s left\n", left,
+                        job_time / (double)ended * (double)(left + running) / (double)size);
+            else
+                fprintf(stderr, "; %ld to start\n", left);
+        }
+    }
+    pthread_mutex_unlock(&store_mu);
+    free(started);
+    free(own->buf);
+    free(busy), free(which), free(hosts), free(own);
+    return store_failed;
+}
+
+/* Runs the jobs not done yet, jobs_n at a time, each claimed in the store first (under MPI:
+ * over the ranks, one job per rank at a time). Returns the exit status. */
+static int run_jobs(job *jobs, long total, const char *db, int dry, int jobs_n, int per_job,
+                    int threads_given) {
     nb_err err;
     nb_err_clear(&err);
     nb_store *store = NULL;
+    int mpi = nb_mpi_on();
     /* A dry run reads an existing store but never creates one. */
-    if (!(dry && access(db, F_OK) != 0) && nb_store_open(&store, db, dry, &err) != 0)
+    if (!(dry && access(db, F_OK) != 0) && nb_store_open(&store, db, dry, &err) != 0) {
+        for (int r = 1; mpi && !dry && r < nb_mpi_size(); r++)
+            nb_mpi_send_stop(r);
         return nb_report_err(&err);
+    }
     int todo = 0;
     for (long j = 0; j < total; j++) {
         nb_job_state js;
         memset(&js, 0, sizeof js);
         if (store && nb_job_claim(store, jobs[j].key, 0, &js, &err) != 0) {
             nb_store_close(store);
+            for (int r = 1; mpi && !dry && r < nb_mpi_size(); r++)
+                nb_mpi_send_stop(r);
             return nb_report_err(&err);
         }
         jobs[j].state = js.state == NB_JOB_DONE ? J_FINISHED_BEFORE : J_TODO;
@@ -247,10 +655,28 @@ static int run_jobs(job *jobs, long total, const char *db, int dry, int jobs_n, 
         nb_store_close(store);
         return NB_EXIT_OK;
     }
-    fprintf(stderr, "sweep: %ld jobs, %d to run, %d at a time with %d threads each\n", total, todo,
-            jobs_n, per_job);
     char threads_buf[16];
     snprintf(threads_buf, sizeof threads_buf, "%d", per_job);
+    if (mpi) {
+        /* each rank one job at a time, with --threads when given, else its own default */
+        fprintf(stderr, "sweep: %ld jobs, %d to run, over %d MPI ranks, one job per rank\n", total,
+                todo, nb_mpi_size());
+        struct sigaction sa, old_int, old_term, old_hup;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sweep_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        sigaction(SIGHUP, &sa, &old_hup);
+        int failed = run_jobs_mpi(store, jobs, total, db, threads_given ? threads_buf : NULL);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        sigaction(SIGHUP, &old_hup, NULL);
+        nb_store_close(store);
+        return summarize(jobs, total, failed);
+    }
+    fprintf(stderr, "sweep: %ld jobs, %d to run, %d at a time with %d threads each\n", total, todo,
+            jobs_n, per_job);
 
     pid_t *pids = calloc((size_t)jobs_n, sizeof *pids);
     long *which = calloc((size_t)jobs_n, sizeof *which);
@@ -373,19 +799,7 @@ static int run_jobs(job *jobs, long total, const char *db, int dry, int jobs_n, 
     free(pids);
     free(which);
     nb_store_close(store);
-    long n[J_NSTATES] = {0};
-    for (long j = 0; j < total; j++)
-        n[jobs[j].state]++;
-    long bad = n[J_FAILED] + n[J_FAILED_ELSEWHERE];
-    long left = n[J_TODO] + n[J_WAIT] + n[J_RUNNING];
-    printf("sweep: %ld jobs: %ld finished now, %ld finished before, %ld did not finish, %ld not "
-           "started",
-           total, n[J_FINISHED_NOW], n[J_FINISHED_BEFORE], bad, left);
-    if (n[J_FINISHED_ELSEWHERE])
-        printf(", %ld finished by another process", n[J_FINISHED_ELSEWHERE]);
-    printf("\n");
-    if (sweep_stop) fprintf(stderr, "sweep interrupted: run the same command again to resume\n");
-    return (bad == 0 && left == 0 && !sweep_stop && !store_failed) ? NB_EXIT_OK : NB_EXIT_FAIL;
+    return summarize(jobs, total, store_failed);
 }
 
 int cmd_sweep(int argc, const char **argv) {
@@ -506,6 +920,11 @@ int cmd_sweep(int argc, const char **argv) {
         }
     }
     if (!task) return nb_usage_error("sweep", "which task? e.g. 'normbench sweep mnist'");
+    if (jobs_seen && nb_mpi_on()) {
+        free_opts(opts, nopts);
+        return nb_usage_error("sweep", "under MPI every rank runs one job at a time: leave out "
+                                       "--jobs and start more ranks (mpirun -np N)");
+    }
     if (!norms_arg || seeds < 1) {
         free_opts(opts, nopts);
         return nb_usage_error("sweep", "a sweep needs --norms LIST|all and --seeds N");
@@ -605,7 +1024,22 @@ int cmd_sweep(int argc, const char **argv) {
         }
     }
 
-    rc = run_jobs(jobs, total, db, dry, jobs_n, per_job);
+    if (nb_mpi_on() && nb_mpi_rank() != 0) {
+        /* another rank: run what rank 0 hands out, until it says there is no more */
+        if (!dry) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_sweep_signal;
+            sigemptyset(&sa.sa_mask);
+            sigaction(SIGINT, &sa, NULL);
+            sigaction(SIGTERM, &sa, NULL);
+            sigaction(SIGHUP, &sa, NULL);
+            nb_mpi_sweep_worker(&sweep_stop);
+        }
+        rc = NB_EXIT_OK;
+        goto out;
+    }
+    rc = run_jobs(jobs, total, db, dry, jobs_n, per_job, threads > 0);
 out:
     free(jobs);
     free_opts(opts, nopts);

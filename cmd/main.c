@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "buildinfo.h"
+#include "cmd/mpi.h"
 #include "datasets/registry.h"
 #include "nn/types.h"
 #include "tasks/task.h"
@@ -205,8 +206,7 @@ void nb_note_blas_core(void) {
             user, core ? core : "?");
 }
 
-int main(int argc, const char **argv) {
-    fix_runtime_env((char **)argv);
+static int run_command(int argc, const char **argv) {
     if (argc < 2) {
         print_main_help(stderr);
         return NB_EXIT_USAGE;
@@ -232,4 +232,11 @@ int main(int argc, const char **argv) {
         return NB_EXIT_USAGE;
     }
     return finish_stdout(c->fn(argc - 1, argv + 1));
+}
+
+int main(int argc, const char **argv) {
+    fix_runtime_env((char **)argv);
+    /* under mpirun or srun (or with --mpi): one rank of a sweep or a data-parallel run */
+    if (nb_mpi_start(&argc, argv) != 0) return NB_EXIT_FAIL;
+    return nb_mpi_end(run_command(argc, argv));
 }

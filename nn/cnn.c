@@ -268,7 +268,7 @@ double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, in
         switch (L->spec.op) {
         case NB_CNN_NOISE:
             if (training && L->spec.p > 0) {
-                FN(nb_gauss_noise_forward)(L->buf, in, n, B, L->spec.p, rng);
+                FN(nb_gauss_noise_forward_at)(L->buf, in, n, B, m->row0, L->spec.p, rng);
                 L->out = L->buf;
             } else {
                 L->out = (real *)in;
@@ -276,7 +276,7 @@ double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, in
             break;
         case NB_CNN_DROPOUT:
             if (training && L->spec.p > 0) {
-                FN(nb_dropout_forward)(L->buf, L->mask, in, n, B, L->spec.p, rng);
+                FN(nb_dropout_forward_at)(L->buf, L->mask, in, n, B, m->row0, L->spec.p, rng);
                 L->out = L->buf;
             } else {
                 L->out = (real *)in;
@@ -348,6 +348,11 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
     real *cur = m->d0, *other = m->d1;
     memset(cur, 0, sizeof(real) * (size_t)B * m->classes);
     FN(nb_softmax_xent_backward)(cur, m->probs, y, B, m->classes);
+    if (m->grad_rows > 0 && m->grad_rows != B) { /* a shard of a larger batch */
+        const real k = (real)B / (real)m->grad_rows;
+        for (size_t i = 0; i < (size_t)B * m->classes; i++)
+            cur[i] *= k;
+    }
     for (int l = m->nlayers - 1; l >= 0; l--) {
         layer *L = &m->L[l];
         const real *in = l > 0 ? m->L[l - 1].out : m->last_x;
@@ -392,9 +397,12 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
             /* dz written over cur */
             switch (L->kind) {
             case NB_NORM_BATCH:
-                FN(nb_map_batchnorm_backward)
-                (cur, dg, db, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, m->last_training,
-                 L->alpha, 0);
+                if (m->last_training && m->norm.bn_sum) FN(nb_map_batchnorm_sync_backward)
+                (cur, dg, db, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, L->alpha,
+                 &m->norm);
+                else FN(nb_map_batchnorm_backward)(cur, dg, db, cur, L->out, L->z, g, L->mean,
+                                                   L->rstd, B, L->OC, S, m->last_training, L->alpha,
+                                                   0);
                 break;
             case NB_NORM_LAYER:
                 FN(nb_map_layernorm_backward)

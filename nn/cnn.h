@@ -74,6 +74,10 @@ typedef struct NB_FN(nb_cnn) {
     NB_REAL *d0, *d1, *dweff;     /* backward buffers */
     const NB_REAL *last_x;
     int last_B, last_training;
+    /* Data-parallel shards: the forward's rows are rows row0.. of the batch (their dropout and
+     * noise streams), and with grad_rows > 0 the backward takes the gradient of the loss summed
+     * over the rows divided by grad_rows (the whole batch); 0: the mean loss. */
+    int row0, grad_rows;
 } NB_FN(nb_cnn);
 
 /* Builds the network for inputs (C0, H0, W0) and allocates buffers for Bmax images, drawing the

@@ -328,6 +328,11 @@ void FN(nb_gap_backward)(real *dinp, const real *dout, int N, int C, int S) {
 
 void FN(nb_dropout_forward)(real *out, real *mask, const real *inp, size_t n, int rows, double p,
                             nb_rng *rng) {
+    FN(nb_dropout_forward_at)(out, mask, inp, n, rows, 0, p, rng);
+}
+
+void FN(nb_dropout_forward_at)(real *out, real *mask, const real *inp, size_t n, int rows, int row0,
+                               double p, nb_rng *rng) {
     const uint64_t base = nb_rng_u64(rng);
     const size_t per = rows > 0 ? n / (size_t)rows : n;
     const real scale = (real)(1.0 / (1.0 - p));
@@ -336,7 +341,7 @@ void FN(nb_dropout_forward)(real *out, real *mask, const real *inp, size_t n, in
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         nb_rng s;
-        nb_rng_seed(&s, base, (uint64_t)r + 1);
+        nb_rng_seed(&s, base, (uint64_t)row0 + (uint64_t)r + 1);
         size_t i0 = (size_t)r * per, i1 = r + 1 == rows ? n : i0 + per;
         for (size_t i = i0; i < i1; i++) {
             real m = (nb_rng_u64(&s) >> 32) >= thr ? scale : (real)0;
@@ -354,12 +359,17 @@ void FN(nb_dropout_backward)(real *dinp, const real *dout, const real *mask, siz
 
 void FN(nb_gauss_noise_forward)(real *out, const real *inp, size_t n, int rows, double sigma,
                                 nb_rng *rng) {
+    FN(nb_gauss_noise_forward_at)(out, inp, n, rows, 0, sigma, rng);
+}
+
+void FN(nb_gauss_noise_forward_at)(real *out, const real *inp, size_t n, int rows, int row0,
+                                   double sigma, nb_rng *rng) {
     const uint64_t base = nb_rng_u64(rng);
     const size_t per = rows > 0 ? n / (size_t)rows : n;
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN / 8)
     for (int r = 0; r < rows; r++) {
         nb_rng s;
-        nb_rng_seed(&s, base, (uint64_t)r + 1);
+        nb_rng_seed(&s, base, (uint64_t)row0 + (uint64_t)r + 1);
         size_t i0 = (size_t)r * per, i1 = r + 1 == rows ? n : i0 + per;
         for (size_t i = i0; i < i1; i++)
             out[i] = inp[i] + (real)(sigma * nb_rng_normal(&s));
@@ -609,11 +619,48 @@ void FN(nb_map_batchnorm_forward)(real *out, real *mean, real *rstd, real *runni
                                   int N, int C, int S, int training, real alpha,
                                   const nb_norm_cfg *cfg) {
     const size_t CS = (size_t)C * S;
+    /* data-parallel --bn-sync: the sums over every process's images, in double, as the
+     * single-process statistics are taken: the mean first, then the squared deviations from it
+     * (two sums over the processes; E[x^2] - mean^2 in one would round differently) */
+    double *G = NULL;
+    if (training && cfg->bn_sum) {
+        G = calloc((size_t)2 * C + 1, sizeof *G);
+        if (!G) abort();
+#pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int n = 0; n < N; n++)
+                s += span_sum(inp + n * CS + (size_t)c * S, S);
+            G[c] = s;
+        }
+        G[2 * C] = N;
+        cfg->bn_sum(cfg->bn_ctx, G, C);
+        cfg->bn_sum(cfg->bn_ctx, G + 2 * C, 1);
+#pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
+        for (int c = 0; c < C; c++) {
+            real mu = (real)(G[c] / (G[2 * C] * S));
+            double v = 0;
+            for (int n = 0; n < N; n++)
+                v += span_sumsqdev(inp + n * CS + (size_t)c * S, mu, S);
+            G[C + c] = v;
+        }
+        cfg->bn_sum(cfg->bn_ctx, G + C, C);
+    }
 #pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
     for (int c = 0; c < C; c++) {
         const real *xc = inp + (size_t)c * S;
         real mu, rs;
-        if (training) {
+        if (G) {
+            double Ng = G[2 * C], cnt = Ng * S, v = G[C + c] / cnt;
+            mu = (real)(G[c] / cnt);
+            rs = (real)rstd_of(v, cfg);
+            if (running_mean && running_var) {
+                double mom = cfg->bn_momentum;
+                double vu = cfg->bn_unbiased_running && Ng > 1 ? v * Ng / (Ng - 1) : v;
+                running_mean[c] = (real)((1 - mom) * running_mean[c] + mom * (double)mu);
+                running_var[c] = (real)((1 - mom) * running_var[c] + mom * vu);
+            }
+        } else if (training) {
             double s = 0, cnt = (double)N * S;
             for (int n = 0; n < N; n++)
                 s += span_sum(xc + n * CS, S);
@@ -638,6 +685,49 @@ void FN(nb_map_batchnorm_forward)(real *out, real *mean, real *rstd, real *runni
         for (int n = 0; n < N; n++)
             span_fwd(out + n * CS + (size_t)c * S, xc + n * CS, mu, rs, g[c], b[c], alpha, S);
     }
+    free(G);
+}
+
+void FN(nb_map_batchnorm_sync_backward)(real *dinp, real *dg, real *db, const real *dout,
+                                        const real *out, const real *inp, const real *g,
+                                        const real *mean, const real *rstd, int N, int C, int S,
+                                        real alpha, const nb_norm_cfg *cfg) {
+    const size_t CS = (size_t)C * S;
+    double *G = calloc((size_t)2 * C + 1, sizeof *G);
+    if (!G) abort();
+#pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
+    for (int c = 0; c < C; c++) {
+        const real mu = mean[c], rs = rstd[c];
+        double sa = 0, sax = 0;
+        for (int n = 0; n < N; n++) {
+            const size_t o = n * CS + (size_t)c * S;
+            for (int i = 0; i < S; i++) {
+                real dz = dout[o + i] * slope(out[o + i], alpha);
+                sa += dz;
+                sax += dz * ((inp[o + i] - mu) * rs);
+            }
+        }
+        if (dg) dg[c] += (real)sax;
+        if (db) db[c] += (real)sa;
+        G[c] = sa;
+        G[C + c] = sax;
+    }
+    G[2 * C] = N;
+    cfg->bn_sum(cfg->bn_ctx, G, 2 * C + 1);
+    const double cnt = G[2 * C] * S;
+#pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
+    for (int c = 0; c < C; c++) {
+        const real mu = mean[c], rs = rstd[c], gs = g[c];
+        const real m1 = (real)(gs * G[c] / cnt), m2 = (real)(gs * G[C + c] / cnt);
+        for (int n = 0; n < N; n++) {
+            const size_t o = n * CS + (size_t)c * S;
+            for (int i = 0; i < S; i++) {
+                real dz = dout[o + i] * slope(out[o + i], alpha);
+                dinp[o + i] = rs * (gs * dz - m1 - (inp[o + i] - mu) * rs * m2);
+            }
+        }
+    }
+    free(G);
 }
 
 void FN(nb_map_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout,

@@ -43,6 +43,12 @@ void NB_FN(nb_gap_backward)(NB_REAL *dinp, const NB_REAL *dout, int N, int C, in
  * on the thread count. 0 <= p < 1. out may alias inp. */
 void NB_FN(nb_dropout_forward)(NB_REAL *out, NB_REAL *mask, const NB_REAL *inp, size_t n, int rows,
                                double p, nb_rng *rng);
+/* The same for rows row0.. of a larger batch (a data-parallel shard): row r draws from the
+ * stream of row row0 + r, so that a row's mask does not depend on how the batch is split. */
+void NB_FN(nb_dropout_forward_at)(NB_REAL *out, NB_REAL *mask, const NB_REAL *inp, size_t n,
+                                  int rows, int row0, double p, nb_rng *rng);
+void NB_FN(nb_gauss_noise_forward_at)(NB_REAL *out, const NB_REAL *inp, size_t n, int rows,
+                                      int row0, double sigma, nb_rng *rng);
 /* dinp += dout * mask. */
 void NB_FN(nb_dropout_backward)(NB_REAL *dinp, const NB_REAL *dout, const NB_REAL *mask, size_t n);
 
@@ -92,6 +98,14 @@ void NB_FN(nb_map_batchnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, c
                                       const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
                                       const NB_REAL *mean, const NB_REAL *rstd, int N, int C, int S,
                                       int training, NB_REAL alpha, int acc);
+/* Training backward over the global batch (cfg->bn_sum, data-parallel --bn-sync; the forward
+ * took its statistics over it too): dg and db from these rows, the terms of dinp from the sums
+ * over every process's rows. dinp may alias dout; written (not accumulated). */
+void NB_FN(nb_map_batchnorm_sync_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db,
+                                           const NB_REAL *dout, const NB_REAL *out,
+                                           const NB_REAL *inp, const NB_REAL *g,
+                                           const NB_REAL *mean, const NB_REAL *rstd, int N, int C,
+                                           int S, NB_REAL alpha, const nb_norm_cfg *cfg);
 
 /* No statistics: out = act(g[c] * x + b[c]) (g may be NULL: 1). For WeightNorm and the
  * baseline, whose scale lives in the weights. */

@@ -318,6 +318,11 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
     real *grads = m->grads;
     memset(G, 0, sizeof(real) * (size_t)B * m->dims[L]);
     FN(nb_softmax_xent_backward)(G, m->probs, y, B, m->dims[L]);
+    if (m->grad_rows > 0 && m->grad_rows != B) { /* a shard of a larger batch: its mean loss */
+        const real k = (real)B / (real)m->grad_rows;
+        for (size_t i = 0; i < (size_t)B * m->dims[L]; i++)
+            G[i] *= k;
+    }
     for (int l = L - 1; l >= 0; l--) {
         int C = m->dims[l], OC = m->dims[l + 1];
         size_t n = (size_t)B * OC;

@@ -37,6 +37,9 @@ typedef struct NB_FN(nb_mlp) {
     NB_REAL *probs;         /* (Bmax, classes) */
     NB_REAL *dbuf0, *dbuf1; /* scratch gradients */
     int last_B, last_training;
+    /* > 0: the backward takes the gradient of the loss summed over its rows divided by this
+     * many (the rows of a batch split over processes, data-parallel); 0: the mean loss */
+    int grad_rows;
 } NB_FN(nb_mlp);
 
 /* Allocates and initializes (weights ~ N(0, 1/fan_in)·sqrt(2) for relu-like activations,

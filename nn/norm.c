@@ -400,14 +400,59 @@ static inline int bn_blocks(int C) {
     return (C + BN_CB - 1) / BN_CB;
 }
 
+/* Training statistics over the global batch (cfg->bn_sum), in double as the single-process
+ * statistics are taken: the per-feature sums with the row count summed over the processes give
+ * the mean, then the squared deviations from it summed over the processes the variance. Fills
+ * mean, rstd and the running averages. */
+static void bn_sync_stats(real *mean, real *rstd, real *running_mean, real *running_var,
+                          const real *inp, int B, int C, const nb_norm_cfg *cfg) {
+    double *S = calloc((size_t)2 * C + 1, sizeof *S);
+    if (!S) abort(); /* 2C+1 doubles: a model this size could not have been built */
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int c = 0; c < C; c++) {
+        double s = 0;
+        for (int row = 0; row < B; row++)
+            s += (double)inp[(size_t)row * C + c];
+        S[c] = s;
+    }
+    S[2 * C] = B;
+    cfg->bn_sum(cfg->bn_ctx, S, C);
+    cfg->bn_sum(cfg->bn_ctx, S + 2 * C, 1);
+    const double nb = S[2 * C], unb = nb > 1 ? nb / (nb - 1) : 1.0, mom = cfg->bn_momentum;
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int c = 0; c < C; c++) {
+        double mu = S[c] / nb, v = 0;
+        for (int row = 0; row < B; row++) {
+            double d = (double)inp[(size_t)row * C + c] - mu;
+            v += d * d;
+        }
+        S[C + c] = v;
+    }
+    cfg->bn_sum(cfg->bn_ctx, S + C, C);
+    for (int c = 0; c < C; c++) {
+        double mu = S[c] / nb, var = S[C + c] / nb;
+        mean[c] = (real)mu;
+        rstd[c] = (real)rstd_of(cfg->bn_unbiased_batch ? var * unb : var, cfg);
+        if (running_mean) running_mean[c] = (real)((1 - mom) * (double)running_mean[c] + mom * mu);
+        if (running_var)
+            running_var[c] = (real)((1 - mom) * (double)running_var[c] +
+                                    mom * (cfg->bn_unbiased_running ? var * unb : var));
+    }
+    free(S);
+}
+
 void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_mean,
                               real *running_var, const real *inp, const real *g, const real *b,
                               int B, int C, int training, const nb_norm_cfg *cfg) {
     const int nblk = bn_blocks(C);
+    const int sync = training && cfg->bn_sum;
+    if (sync) bn_sync_stats(mean, rstd, running_mean, running_var, inp, B, C, cfg);
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int blk = 0; blk < nblk; blk++) {
         const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;
-        if (training) {
+        if (sync) {
+            /* statistics over the global batch: bn_sync_stats */
+        } else if (training) {
             double s[BN_CB], v[BN_CB];
             memset(s, 0, sizeof s);
             memset(v, 0, sizeof v);
@@ -463,10 +508,54 @@ void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_m
     }
 }
 
+/* The backward over the global batch (cfg->bn_sum): dg and db from this process's rows (the
+ * gradients are summed over the processes afterwards), the terms of dx from the sums over every
+ * process's rows. */
+static void bn_sync_backward(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                             const real *g, const real *mean, const real *rstd, int B, int C,
+                             const nb_norm_cfg *cfg) {
+    double *S = calloc((size_t)3 * C + 1, sizeof *S);
+    if (!S) abort();
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int c = 0; c < C; c++) {
+        double sy = 0, syx = 0, sxx = 0;
+        for (int row = 0; row < B; row++) {
+            double d = (double)(inp[(size_t)row * C + c] - mean[c]), dy = dout[(size_t)row * C + c];
+            sy += dy;
+            syx += dy * d;
+            sxx += d * d;
+        }
+        if (dg) dg[c] += (real)(rstd[c] * syx);
+        if (db) db[c] += (real)sy;
+        S[c] = sy;
+        S[C + c] = syx;
+        S[2 * C + c] = sxx;
+    }
+    S[3 * C] = B;
+    cfg->bn_sum(cfg->bn_ctx, S, 3 * C + 1);
+    const double nb = S[3 * C], D = cfg->bn_unbiased_batch && nb > 1 ? nb - 1 : nb;
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int c = 0; c < C; c++) {
+        double rc = rstd[c], gc = g[c];
+        real A = (real)(gc * rc),
+             K = (real)(rstd_coef(rc, S[2 * C + c] / D, D, cfg) * gc * S[C + c]),
+             M = (real)(-gc * rc * S[c] / nb);
+        for (int row = 0; row < B; row++) {
+            size_t i = (size_t)row * C + c;
+            dinp[i] += A * dout[i] + K * (inp[i] - mean[c]) + M;
+        }
+    }
+    free(S);
+}
+
 void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
                                const real *g, const real *mean, const real *rstd, int B, int C,
                                int training, const nb_norm_cfg *cfg) {
     const int nblk = bn_blocks(C);
+    if (training && cfg->bn_sum) {
+        bn_sync_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, cfg);
+        return;
+    }
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int blk = 0; blk < nblk; blk++) {
         const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;

@@ -32,6 +32,12 @@ typedef struct nb_norm_cfg {
     int bn_unbiased_running; /* running variance uses N/(N-1)*var (WN code; default 1) */
     int bn_unbiased_batch;   /* training normalizes with the unbiased batch variance (default 0) */
     int wn_data_init;        /* WeightNorm: data-dependent init of g and b (default 1) */
+    /* Data-parallel BatchNorm over several processes (`run --bn-sync` under MPI): sums n doubles
+     * in place over every process that holds a shard of the batch, so that training statistics
+     * (sums and sums of squares, the backward's sums) are those of the global batch. NULL: this
+     * process's rows only. */
+    void (*bn_sum)(void *ctx, double *x, int n);
+    void *bn_ctx;
 } nb_norm_cfg;
 
 /* "none", "batch", "weight", "layer", "rms", "prms"; NULL when out of range. */

@@ -631,7 +631,8 @@ int nb_run_create(nb_store *s, const nb_run_spec *spec, int64_t *run_id, nb_err 
         return nb_errf(err, "cannot create a run: task, dataset and norm are required");
     char host[256];
     nb_hostname(host, sizeof host);
-    char *prov = nb_provenance_json(spec->compute_json);
+    char *prov = spec->provenance_json ? strdup(spec->provenance_json)
+                                       : nb_provenance_json(spec->compute_json);
     if (!prov) return nb_errf(err, "out of memory");
     sqlite3_stmt *st = NULL;
     int ret = -1;

@@ -51,6 +51,9 @@ typedef struct nb_run_spec {
     int64_t seed;
     const char *config_json;  /* every option in force, as a JSON object */
     const char *compute_json; /* the compute libraries' settings (a JSON object), or NULL */
+    /* The provenance JSON of the process that trains the run, when it is not this one (an MPI
+     * rank that records through rank 0); NULL: this process's (compute_json included). */
+    const char *provenance_json;
 } nb_run_spec;
 
 /* Creates a run with status "running", the start time, the process id and host, and the

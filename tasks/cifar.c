@@ -190,6 +190,21 @@ static double cifar_step(void *self, int64_t bi, nb_rng *noise_rng) {
     return loss;
 }
 
+/* Data-parallel: rows [lo, hi) of batch bi (their own dropout and noise streams), gradients of
+ * their loss over the whole batch. */
+static double cifar_step_shard(void *self, int64_t bi, int lo, int hi, nb_rng *noise_rng) {
+    cifar_run *r = self;
+    int B = r->cfg->batch;
+    gather(r->xb, r->yb, &r->data.train, r->perm, (int)bi * B + lo, hi - lo);
+    r->model.row0 = lo;
+    r->model.grad_rows = B;
+    double loss = nb_cnn_forward(&r->model, r->xb, r->yb, hi - lo, 1, noise_rng);
+    if (isfinite(loss)) nb_cnn_backward(&r->model, r->yb);
+    r->train_wrong += count_wrong(r->model.probs, r->yb, hi - lo, 10);
+    r->train_seen += hi - lo;
+    return loss;
+}
+
 static void cifar_schedule(void *self, int64_t t, int64_t planned, nb_adam_cfg *adam) {
     cifar_run *r = self;
     schedule_at(t, planned, r->spe, adam);
@@ -203,11 +218,23 @@ static int cifar_evaluate(void *self, int final, nb_metric *out, int max, nb_err
     int eb = r->cfg->eval_batch;
     long wrong = 0;
     double nll = 0;
-    for (int i = 0; i < te->n; i += eb) {
-        int B = te->n - i < eb ? te->n - i : eb;
+    /* data-parallel: this rank's share of the test rows, then the sums over the ranks */
+    const nb_dist *D = r->cfg->dist && r->cfg->dist->size > 1 ? r->cfg->dist : NULL;
+    int from = D ? (int)((int64_t)te->n * D->rank / D->size) : 0;
+    int to = D ? (int)((int64_t)te->n * (D->rank + 1) / D->size) : te->n;
+    for (int i = from; i < to; i += eb) {
+        int B = to - i < eb ? to - i : eb;
         gather(r->xb, r->yb, te, NULL, i, B);
         nll += nb_cnn_forward(&r->model, r->xb, r->yb, B, 0, NULL) * B;
         wrong += count_wrong(r->model.probs, r->yb, B, 10);
+    }
+    if (D) {
+        double sums[4] = {(double)wrong, nll, (double)r->train_wrong, (double)r->train_seen};
+        D->sum_d(D->ctx, sums, 4);
+        wrong = (long)sums[0];
+        nll = sums[1];
+        r->train_wrong = (long)sums[2];
+        r->train_seen = (long)sums[3];
     }
     nb_metric m[] = {{"test_error", 0, 0, te->n ? (double)wrong / te->n : NAN},
                      {"test_nll", 0, 0, te->n ? nll / te->n : NAN},
@@ -303,6 +330,7 @@ static int cifar_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                     .nextra = 1,
                     .epoch_begin = cifar_epoch_begin,
                     .step = cifar_step,
+                    .step_shard = cifar_step_shard,
                     .schedule = cifar_schedule,
                     .evaluate = cifar_evaluate};
     rc = nb_train_loop(cfg, &t, sink, status, err);

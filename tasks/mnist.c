@@ -41,12 +41,15 @@ static const int mlp_dims[] = {784, 1000, 1000, 10};
 
 /* Evaluates the model on a split: error rate and mean NLL. With dev, the forward runs on the
  * GPU and its softmax comes back into m->probs. */
-static void evaluate(nb_mlp *m, nb_cuda_mlp *dev, const nb_split *s, int eb, double *err_rate,
-                     double *nll) {
+static void evaluate(nb_mlp *m, nb_cuda_mlp *dev, const nb_split *s, int eb, const nb_dist *D,
+                     double *err_rate, double *nll) {
     long wrong = 0;
     double nll_sum = 0;
-    for (int i = 0; i < s->n; i += eb) {
-        int B = s->n - i < eb ? s->n - i : eb;
+    /* data-parallel: this rank's share of the rows, then the sums over the ranks */
+    int from = D ? (int)((int64_t)s->n * D->rank / D->size) : 0;
+    int to = D ? (int)((int64_t)s->n * (D->rank + 1) / D->size) : s->n;
+    for (int i = from; i < to; i += eb) {
+        int B = to - i < eb ? to - i : eb;
         nb_err e;
         double loss =
             dev ? nb_cuda_mlp_forward(dev, s->x + (size_t)i * s->dim, s->y + i, B, 0, m->probs, &e)
@@ -60,6 +63,12 @@ static void evaluate(nb_mlp *m, nb_cuda_mlp *dev, const nb_split *s, int eb, dou
                 if (p[c] > p[best]) best = c;
             if (best != s->y[i + r]) wrong++;
         }
+    }
+    if (D) {
+        double sums[2] = {(double)wrong, nll_sum};
+        D->sum_d(D->ctx, sums, 2);
+        wrong = (long)sums[0];
+        nll_sum = sums[1];
     }
     *err_rate = s->n ? (double)wrong / s->n : NAN;
     *nll = s->n ? nll_sum / s->n : NAN;
@@ -120,6 +129,17 @@ static double mnist_step(void *self, int64_t bi, nb_rng *noise_rng) {
     return loss;
 }
 
+/* Data-parallel: rows [lo, hi) of batch bi, gradients of their loss over the whole batch. */
+static double mnist_step_shard(void *self, int64_t bi, int lo, int hi, nb_rng *noise_rng) {
+    mnist_run *r = self;
+    int B = r->cfg->batch;
+    gather(r->xb, r->yb, &r->data.train, r->perm, (int)bi * B + lo, hi - lo);
+    r->model.grad_rows = B;
+    double loss = nb_mlp_forward(&r->model, r->xb, r->yb, hi - lo, 1);
+    if (isfinite(loss)) nb_mlp_backward(&r->model, r->yb);
+    return loss;
+}
+
 static void mnist_update(void *self, const nb_adam_cfg *adam, int64_t step) {
     mnist_run *r = self;
     if (!r->dev_failed && nb_cuda_mlp_adam(r->dev, adam, (long)step, &r->dev_err) != 0)
@@ -135,9 +155,10 @@ static void mnist_sync(void *self, int to_device) {
 static int mnist_evaluate(void *self, int final, nb_metric *out, int max, nb_err *err) {
     mnist_run *r = self;
     if (final) return 0; /* every epoch's evaluation already covers validation and test */
+    const nb_dist *D = r->cfg->dist && r->cfg->dist->size > 1 ? r->cfg->dist : NULL;
     double ve, vn, te, tn;
-    evaluate(&r->model, r->dev, &r->data.val, r->cfg->eval_batch, &ve, &vn);
-    evaluate(&r->model, r->dev, &r->data.test, r->cfg->eval_batch, &te, &tn);
+    evaluate(&r->model, r->dev, &r->data.val, r->cfg->eval_batch, D, &ve, &vn);
+    evaluate(&r->model, r->dev, &r->data.test, r->cfg->eval_batch, D, &te, &tn);
     if (r->dev_failed) {
         *err = r->dev_err;
         return -1;
@@ -234,6 +255,7 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                     .prepare = mnist_prepare,
                     .epoch_begin = mnist_epoch_begin,
                     .step = mnist_step,
+                    .step_shard = mnist_step_shard,
                     .evaluate = mnist_evaluate,
                     .update = r.dev ? mnist_update : NULL,
                     .sync = r.dev ? mnist_sync : NULL};

@@ -31,6 +31,20 @@ const char *nb_status_name(nb_status s);
 
 /* Everything a run is configured by. cmd/ fills it from the task's defaults, then the
  * command line; the values in force are recorded with the run. */
+/* A run split over several processes (data-parallel; cmd/mpi.c implements it with MPI): this
+ * process's rank of size, and collectives that give every process the same bits. */
+typedef struct nb_dist {
+    int rank, size;
+    void *ctx;
+    void (*sum_f)(void *ctx, float *x, size_t n);   /* sums over the ranks, in place */
+    void (*sum_d)(void *ctx, double *x, size_t n);  /* the same in double */
+    void (*bcast_f)(void *ctx, float *x, size_t n); /* rank 0's values to every rank */
+    int bn_sync; /* BatchNorm statistics over the global batch (else per rank; rank 0's running
+                    averages are broadcast every step) */
+    double comm_seconds; /* time spent in the gradients' sum so far (the loop adds to it) */
+    double comm_bytes;   /* bytes summed per step (the gradients) */
+} nb_dist;
+
 typedef struct nb_train_cfg {
     const char *task;
     const char *dataset;
@@ -54,6 +68,9 @@ typedef struct nb_train_cfg {
     /* The task's own options, in the task's own struct (declared by its nb_task_opt rows,
      * tasks/taskopt.h); nb_task_configure allocates and fills it. */
     void *task_opts;
+    /* Data-parallel over dist->size processes (NULL or size 1: this process alone). The loop
+     * splits every batch; a task supports it with nb_trainer.step_shard. */
+    nb_dist *dist;
 } nb_train_cfg;
 
 typedef struct nb_progress {
@@ -79,6 +96,10 @@ typedef struct nb_sink {
     /* What checkpoints belong to (tasks/checkpoint.h): written into each one and checked on
      * resume; read after checkpoint_path returns. NULL: none recorded, none checked. */
     const struct nb_ckpt_ident *ckpt_ident;
+    /* Called after a checkpoint was written to the path checkpoint_path gave (e.g. to copy it
+     * to the host that keeps the store); a non-zero return (err set) fails the run. May be
+     * NULL. */
+    int (*checkpoint_saved)(void *ctx, const char *path, nb_err *err);
     /* Progress; called every step (the receiver rate-limits its drawing). May be NULL. */
     void (*progress)(void *ctx, const nb_progress *p);
     /* Where a finished run keeps what using its model needs (mt: the parameters, BPE codes and

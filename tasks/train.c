@@ -71,7 +71,7 @@ static int ends_with(const char *s, const char *suffix) {
  * was not finite (the caller stops the run as diverged, err set), or -1 with err. */
 static int evaluate(loop *L, int epoch, int final, nb_err *err) {
     const nb_trainer *t = L->t;
-    nb_metric m[NB_TRAIN_MAX_EVAL + 2];
+    nb_metric m[NB_TRAIN_MAX_EVAL + 3];
     progress(L, epoch, L->last_loss, "eval");
     int n = t->evaluate(t->self, final, m, NB_TRAIN_MAX_EVAL, err);
     if (n < 0) return -1;
@@ -98,6 +98,10 @@ static int evaluate(loop *L, int epoch, int final, nb_err *err) {
     }
     if (!final && L->step > 0)
         m[n++] = (nb_metric){"ms_per_step", 0, 0, 1e3 * L->train_time / (double)L->step};
+    /* data-parallel: the part of it spent summing the gradients over the ranks */
+    if (!final && L->step > 0 && L->cfg->dist && L->cfg->dist->size > 1)
+        m[n++] = (nb_metric){"allreduce_ms_per_step", 0, 0,
+                             1e3 * L->cfg->dist->comm_seconds / (double)L->step};
     if (record(L, m, n, err) != 0) return -1;
     if (diverged >= 0) {
         nb_errf(err, "evaluation metric '%s' is not finite at step %lld", m[diverged].name,
@@ -165,6 +169,19 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
     int rc = -1;
     loop L = {.cfg = cfg, .t = t, .sink = sink, .t0 = nb_now(), .last_loss = NAN};
     size_t P = t->layout->total;
+    /* data-parallel: this process's rows of every batch */
+    nb_dist *D = cfg->dist && cfg->dist->size > 1 ? cfg->dist : NULL;
+    int shard_lo = 0, shard_hi = cfg->batch, stop_all = 0;
+    if (D) {
+        if (!t->step_shard) {
+            nb_errf(err, "task '%s' cannot train over several processes", cfg->task);
+            nb_hintf(err, "run it without mpirun, or as a sweep (each job in one rank)");
+            return -1;
+        }
+        shard_lo = (int)((int64_t)cfg->batch * D->rank / D->size);
+        shard_hi = (int)((int64_t)cfg->batch * (D->rank + 1) / D->size);
+        D->comm_bytes = (double)P * sizeof(float);
+    }
     if (t->steps_per_epoch <= 0) {
         nb_errf(err, "the training set holds no full batch of %d examples", cfg->batch);
         nb_hintf(err, "lower --batch or raise --subset");
@@ -226,7 +243,22 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
         for (int64_t bi = 0; bi < t->steps_per_epoch && L.step < L.planned; bi++) {
             double ts = nb_now();
             if (!t->update) memset(t->grads, 0, sizeof(float) * P);
-            double loss = t->step(t->self, bi, &noise_rng);
+            double loss;
+            if (D) {
+                /* this rank's rows, then the sums over the ranks: the loss (weighted by the
+                 * rows) with the stop request, and every gradient in one fused buffer */
+                loss = t->step_shard(t->self, bi, shard_lo, shard_hi, &noise_rng);
+                double red[2] = {loss * (shard_hi - shard_lo) / cfg->batch,
+                                 cfg->stop && *cfg->stop ? 1 : 0};
+                double tc = nb_now();
+                D->sum_d(D->ctx, red, 2);
+                D->sum_f(D->ctx, t->grads, P);
+                D->comm_seconds += nb_now() - tc;
+                loss = red[0];
+                stop_all = red[1] > 0;
+            } else {
+                loss = t->step(t->self, bi, &noise_rng);
+            }
             if (!isfinite(loss)) {
                 L.step++;
                 nb_metric m = {"train_loss", 0, 0, loss};
@@ -240,6 +272,10 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
             L.step++;
             double scale,
                 norm = nb_train_update_clip(t, cfg->clip, &cfg->adam, L.step, L.planned, &scale);
+            /* per-rank BatchNorm: rank 0's running averages everywhere (DDP's broadcast_buffers) */
+            for (int k = 0; D && !D->bn_sync && k < t->layout->count; k++)
+                if (!t->layout->t[k].trainable)
+                    D->bcast_f(D->ctx, t->params + t->layout->t[k].off, t->layout->t[k].n);
             L.train_time += nb_now() - ts;
             L.loss_acc += loss;
             L.clip_acc[0] += norm;
@@ -254,7 +290,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
                 L.loss_n = 0;
             }
             progress(&L, epoch, isnan(L.last_loss) ? loss : L.last_loss, "train");
-            if (cfg->stop && *cfg->stop) {
+            if (D ? stop_all : cfg->stop && *cfg->stop) {
                 *status = NB_STATUS_INTERRUPTED;
                 break;
             }
@@ -300,6 +336,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
                 L.step,     epoch,    L.train_time, nb_now() - L.t0,
                 L.loss_acc, L.loss_n, L.last_loss,  {init_rng, data_rng, noise_rng, {{0}}}};
             if (nb_ckpt_write(ck, sink->ckpt_ident, &st, blobs, nb, err) != 0) goto out;
+            if (sink->checkpoint_saved && sink->checkpoint_saved(sink->ctx, ck, err) != 0) goto out;
         }
     }
     if (*status == NB_STATUS_FINISHED) {
@@ -320,6 +357,28 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
         int e = evaluate(&L, last, 1, err);
         if (e < 0) goto out;
         if (e > 0) *status = NB_STATUS_DIVERGED;
+    }
+    /* For the tests (tests/cli/85-mpi.t compares parameters across rank counts): the final
+     * parameters as raw floats; the ranks of a data-parallel run other than 0 to PATH.rankN. */
+    const char *dump = getenv("NORMBENCH_DUMP_PARAMS");
+    if (dump && *dump) {
+        char path[4200];
+        if (D && D->rank != 0)
+            snprintf(path, sizeof path, "%.4000s.rank%d", dump, D->rank);
+        else
+            snprintf(path, sizeof path, "%.4000s", dump);
+        dump = path;
+        if (t->sync) t->sync(t->self, 0);
+        FILE *f = fopen(dump, "wb");
+        if (!f || fwrite(t->params, sizeof(float), P, f) != P) {
+            nb_errf(err, "cannot write '%s'", dump);
+            if (f) fclose(f);
+            goto out;
+        }
+        if (fclose(f) != 0) {
+            nb_errf(err, "cannot write '%s'", dump);
+            goto out;
+        }
     }
     rc = 0;
 out:

@@ -81,6 +81,14 @@ typedef struct nb_trainer {
      * Returns the batch's mean training loss; NaN or Inf stops the run as diverged. */
     double (*step)(void *self, int64_t bi, nb_rng *noise_rng);
 
+    /* Data-parallel (cfg->dist): the step on rows [lo, hi) of batch bi only, with gradients of
+     * the loss summed over those rows divided by the whole batch's size (so that the sum over
+     * the processes is the single-process gradient, whatever the split); returns the mean loss
+     * of those rows. The loop splits the batch, sums gradients and losses over the processes
+     * (one fused buffer) and keeps the update identical everywhere. NULL: the task trains only
+     * in one process. */
+    double (*step_shard)(void *self, int64_t bi, int lo, int hi, nb_rng *noise_rng);
+
     /* Adjusts the Adam configuration for step t (1-based, the step about to be taken) of
      * `planned` steps: learning-rate decay, beta1 switch. adam starts as a copy of cfg->adam
      * at every step. May be NULL (constant). */

@@ -1,0 +1,670 @@
+/* cmd/mpi.c — start-up under a launcher, and the messages between rank 0 (which holds the
+ * store) and the other ranks (see cmd/mpi.h). */
+#include "cmd/mpi.h"
+
+#include <mpi.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "results/provenance.h"
+#include "util/json.h"
+
+static int mpi_on = 0, mpi_rank = 0, mpi_size = 1;
+
+int nb_mpi_launched(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
+                                       "SLURM_STEP_NUM_TASKS", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return 1;
+    }
+    return 0;
+}
+
+int nb_mpi_start(int *argc, const char **argv) {
+    int want = 0;
+    for (int i = 1; i < *argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--mpi") == 0) {
+            memmove(argv + i, argv + i + 1, sizeof *argv * (size_t)(*argc - i));
+            (*argc)--;
+            want = 1;
+            break;
+        }
+    if (!want && !nb_mpi_launched()) return 0;
+    /* Rank 0's coordinator and its own job's thread: only one thread calls MPI at a time. */
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "error: MPI_Init failed\nhint: start normbench with mpirun or srun, or "
+                        "without --mpi\n");
+        return NB_EXIT_FAIL;
+    }
+    mpi_on = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+    if (provided < MPI_THREAD_SERIALIZED) {
+        fprintf(stderr, "error: this MPI library does not allow calls from more than one thread\n"
+                        "hint: use an MPI built with thread support (Debian's Open MPI is)\n");
+        MPI_Abort(MPI_COMM_WORLD, NB_EXIT_FAIL);
+    }
+    return 0;
+}
+
+int nb_mpi_on(void) {
+    return mpi_on;
+}
+int nb_mpi_rank(void) {
+    return mpi_rank;
+}
+int nb_mpi_size(void) {
+    return mpi_size;
+}
+
+int nb_mpi_end(int rc) {
+    if (mpi_on) {
+        MPI_Finalize();
+        mpi_on = 0;
+    }
+    return rc;
+}
+
+/* ---- data-parallel runs -------------------------------------------------------------------- */
+
+static void sum_f(void *ctx, float *x, size_t n) {
+    (void)ctx;
+    /* in chunks below INT_MAX elements; Open MPI's reduction gives every rank the same bits */
+    for (size_t i = 0; i < n; i += 1u << 30) {
+        size_t k = n - i < (1u << 30) ? n - i : (1u << 30);
+        MPI_Allreduce(MPI_IN_PLACE, x + i, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+}
+static void sum_d(void *ctx, double *x, size_t n) {
+    (void)ctx;
+    MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+static void bcast_f(void *ctx, float *x, size_t n) {
+    (void)ctx;
+    MPI_Bcast(x, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+}
+void nb_mpi_bn_sum(void *ctx, double *x, int n) {
+    sum_d(ctx, x, (size_t)n);
+}
+
+void nb_mpi_dist(nb_dist *d, int bn_sync) {
+    memset(d, 0, sizeof *d);
+    d->rank = mpi_rank;
+    d->size = mpi_size;
+    d->sum_f = sum_f;
+    d->sum_d = sum_d;
+    d->bcast_f = bcast_f;
+    d->bn_sync = bn_sync;
+}
+
+char *nb_mpi_hosts_json(void) {
+    char host[64] = "";
+    nb_hostname(host, sizeof host);
+    char *all = calloc((size_t)mpi_size, sizeof host);
+    if (!all) return NULL;
+    MPI_Allgather(host, sizeof host, MPI_CHAR, all, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
+    nb_buf b = {0};
+    nb_buf_puts(&b, "[");
+    for (int r = 0; r < mpi_size; r++) {
+        if (r) nb_buf_puts(&b, ", ");
+        all[(size_t)r * sizeof host + sizeof host - 1] = '\0';
+        nb_buf_json_str(&b, all + (size_t)r * sizeof host);
+    }
+    nb_buf_puts(&b, "]");
+    free(all);
+    return nb_buf_take(&b);
+}
+
+/* ---- messages ------------------------------------------------------------------------------- */
+
+enum {
+    TAG_READY = 101, /* rank -> 0: idle; the job it ran and its exit code */
+    TAG_JOB,         /* 0 -> rank: a job */
+    TAG_STOP,        /* 0 -> rank: no more work */
+    TAG_CREATE,      /* rank -> 0: create a run */
+    TAG_TAG,
+    TAG_PARAM,
+    TAG_METRICS,
+    TAG_FINISH,
+    TAG_CKPT,
+    TAG_REPLY /* 0 -> rank: the answer to a record request */
+};
+
+/* A message being packed or unpacked: length-prefixed strings and fixed-size numbers. */
+typedef struct msg {
+    char *p;
+    size_t len, cap, pos;
+    int bad; /* out of memory, or read past the end */
+} msg;
+
+static void put(msg *m, const void *x, size_t n) {
+    if (m->bad) return;
+    if (m->len + n > m->cap) {
+        size_t cap = m->cap ? m->cap : 256;
+        while (cap < m->len + n)
+            cap *= 2;
+        char *q = realloc(m->p, cap);
+        if (!q) {
+            m->bad = 1;
+            return;
+        }
+        m->p = q;
+        m->cap = cap;
+    }
+    if (n) memcpy(m->p + m->len, x, n);
+    m->len += n;
+}
+static void put_i64(msg *m, int64_t v) {
+    put(m, &v, sizeof v);
+}
+static void put_f64(msg *m, double v) {
+    put(m, &v, sizeof v);
+}
+static void put_bytes(msg *m, const void *p, size_t n) {
+    put_i64(m, (int64_t)n);
+    put(m, p, n);
+}
+/* NULL travels as length -1. */
+static void put_str(msg *m, const char *s) {
+    if (!s) {
+        put_i64(m, -1);
+        return;
+    }
+    put_bytes(m, s, strlen(s));
+}
+
+static int take(msg *m, void *x, size_t n) {
+    if (m->bad || m->pos + n > m->len) {
+        m->bad = 1;
+        memset(x, 0, n);
+        return -1;
+    }
+    memcpy(x, m->p + m->pos, n);
+    m->pos += n;
+    return 0;
+}
+static int64_t get_i64(msg *m) {
+    int64_t v = 0;
+    take(m, &v, sizeof v);
+    return v;
+}
+static double get_f64(msg *m) {
+    double v = 0;
+    take(m, &v, sizeof v);
+    return v;
+}
+/* A newly allocated copy (NUL-terminated; *n its length), or NULL for a NULL string. */
+static char *get_bytes(msg *m, size_t *n) {
+    int64_t l = get_i64(m);
+    if (n) *n = 0;
+    if (l < 0 || m->bad) return NULL;
+    if ((uint64_t)l > m->len - m->pos) {
+        m->bad = 1;
+        return NULL;
+    }
+    char *s = malloc((size_t)l + 1);
+    if (!s) {
+        m->bad = 1;
+        return NULL;
+    }
+    memcpy(s, m->p + m->pos, (size_t)l);
+    s[l] = '\0';
+    m->pos += (size_t)l;
+    if (n) *n = (size_t)l;
+    return s;
+}
+static char *get_str(msg *m) {
+    return get_bytes(m, NULL);
+}
+
+static void msg_free(msg *m) {
+    free(m->p);
+    memset(m, 0, sizeof *m);
+}
+
+static void send_msg(int to, int tag, const msg *m) {
+    /* messages are far below 2 GiB except a checkpoint of a very large model */
+    MPI_Send(m->p ? m->p : "", (int)m->len, MPI_BYTE, to, tag, MPI_COMM_WORLD);
+}
+
+/* Receives one message (from: a rank or MPI_ANY_SOURCE; tag or MPI_ANY_TAG) into *m. */
+static void recv_msg(int from, int tag, msg *m, MPI_Status *st) {
+    MPI_Status s;
+    MPI_Probe(from, tag, MPI_COMM_WORLD, &s);
+    int n = 0;
+    MPI_Get_count(&s, MPI_BYTE, &n);
+    memset(m, 0, sizeof *m);
+    m->p = malloc((size_t)n + 1);
+    m->cap = (size_t)n + 1;
+    if (!m->p) {
+        m->bad = 1;
+        m->cap = 0;
+    }
+    /* receive even without room, so that the message is consumed */
+    static char sink[1];
+    MPI_Recv(m->p ? m->p : sink, m->p ? n : 0, MPI_BYTE, s.MPI_SOURCE, s.MPI_TAG, MPI_COMM_WORLD,
+             st ? st : MPI_STATUS_IGNORE);
+    if (st) *st = s;
+    m->len = m->p ? (size_t)n : 0;
+}
+
+/* ---- rank 0 -------------------------------------------------------------------------------- */
+
+int nb_mpi_send_job(int r, const nb_mpi_job *job, nb_err *err) {
+    msg m = {0};
+    put_i64(&m, job->index);
+    put_str(&m, job->args);
+    put_i64(&m, job->resume_run);
+    put_i64(&m, job->resume_step);
+    put(&m, &job->ident, sizeof job->ident);
+    if (job->ckpt)
+        put_bytes(&m, job->ckpt, job->ckpt_len);
+    else
+        put_i64(&m, -1);
+    if (m.bad) {
+        msg_free(&m);
+        return nb_errf(err, "out of memory for a job's message");
+    }
+    send_msg(r, TAG_JOB, &m);
+    msg_free(&m);
+    return 0;
+}
+
+void nb_mpi_send_stop(int r) {
+    msg m = {0};
+    put_i64(&m, 0);
+    send_msg(r, TAG_STOP, &m);
+    msg_free(&m);
+}
+
+/* The checkpoint file of run id beside the store (cmd_run.c's DB-checkpoints/run-ID.ckpt). */
+static int ckpt_path(char *out, size_t size, const char *db, int64_t run, int make_dir,
+                     nb_err *err) {
+    char dir[4096];
+    if ((size_t)snprintf(dir, sizeof dir, "%s-checkpoints", db) >= sizeof dir)
+        return nb_errf(err, "store path '%s' is too long", db);
+    if (make_dir && mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return nb_errf(err, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
+    if ((size_t)snprintf(out, size, "%.4000s/run-%lld.ckpt", dir, (long long)run) >= size)
+        return nb_errf(err, "store path '%s' is too long", db);
+    return 0;
+}
+
+/* Writes n bytes to path through PATH.tmp.PID, flushed and renamed into place (as
+ * nb_ckpt_write does: a checkpoint is the old one or the new one, never half). */
+static int write_atomic(const char *path, const char *p, size_t n, nb_err *err) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return nb_errf(err, "cannot write checkpoint '%s': %s", tmp, strerror(errno));
+    int bad = fwrite(p, 1, n, f) != n;
+    if (bad || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        nb_errf(err, "cannot write checkpoint '%s': %s", tmp, strerror(errno));
+        fclose(f);
+        unlink(tmp);
+        return -1;
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        nb_errf(err, "cannot write checkpoint '%s': %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* Answers a record request m (tag) from rank r. Returns 0, or -1 when the store refused it. */
+static int serve(nb_store *store, const char *db, int r, int tag, msg *m) {
+    nb_err err;
+    nb_err_clear(&err);
+    msg out = {0};
+    int rc = -1;
+    int64_t run = 0;
+    char store_id[40] = "";
+    if (tag == TAG_CREATE) {
+        nb_run_spec spec;
+        memset(&spec, 0, sizeof spec);
+        char *task = get_str(m), *dataset = get_str(m), *norm = get_str(m);
+        spec.task = task;
+        spec.dataset = dataset;
+        spec.norm = norm;
+        spec.seed = get_i64(m);
+        char *config = get_str(m), *prov = get_str(m);
+        spec.config_json = config;
+        spec.provenance_json = prov;
+        if (m->bad || !prov)
+            nb_errf(&err, "a malformed message from rank %d", r);
+        else if (nb_run_create(store, &spec, &run, &err) == 0 &&
+                 nb_store_id(store, store_id, sizeof store_id, &err) == 0)
+            rc = 0;
+        free(task), free(dataset), free(norm), free(config), free(prov);
+    } else if (tag == TAG_TAG || tag == TAG_PARAM) {
+        run = get_i64(m);
+        char *k = get_str(m), *v = get_str(m);
+        if (m->bad || !k || !v)
+            nb_errf(&err, "a malformed message from rank %d", r);
+        else
+            rc = (tag == TAG_TAG ? nb_run_tag : nb_run_param)(store, run, k, v, &err);
+        free(k), free(v);
+    } else if (tag == TAG_METRICS) {
+        run = get_i64(m);
+        int64_t n = get_i64(m);
+        nb_metric *ms = n > 0 && n < 100000 ? calloc((size_t)n, sizeof *ms) : NULL;
+        char **names = n > 0 && n < 100000 ? calloc((size_t)n, sizeof *names) : NULL;
+        if (!ms || !names) {
+            nb_errf(&err, "a malformed message from rank %d", r);
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                names[i] = get_str(m);
+                ms[i].name = names[i];
+                ms[i].step = get_i64(m);
+                ms[i].wall = get_f64(m);
+                ms[i].value = get_f64(m);
+            }
+            if (m->bad)
+                nb_errf(&err, "a malformed message from rank %d", r);
+            else
+                rc = nb_metrics_add(store, run, ms, (int)n, &err);
+            for (int64_t i = 0; i < n; i++)
+                free(names[i]);
+        }
+        free(ms);
+        free(names);
+    } else if (tag == TAG_FINISH) {
+        run = get_i64(m);
+        char *status = get_str(m), *message = get_str(m);
+        if (m->bad || !status) {
+            nb_errf(&err, "a malformed message from rank %d", r);
+        } else {
+            rc = nb_run_finish(store, run, status, message, &err);
+            /* a finished or diverged run has nothing to resume: free the disk */
+            char path[4200];
+            if (rc == 0 && (strcmp(status, "finished") == 0 || strcmp(status, "diverged") == 0) &&
+                ckpt_path(path, sizeof path, db, run, 0, &err) == 0)
+                unlink(path);
+        }
+        free(status), free(message);
+    } else if (tag == TAG_CKPT) {
+        run = get_i64(m);
+        size_t n = 0;
+        char *bytes = get_bytes(m, &n);
+        char path[4200];
+        if (m->bad || !bytes)
+            nb_errf(&err, "a malformed message from rank %d", r);
+        else if (ckpt_path(path, sizeof path, db, run, 1, &err) == 0 &&
+                 write_atomic(path, bytes, n, &err) == 0)
+            rc = 0;
+        free(bytes);
+    } else {
+        nb_errf(&err, "an unknown message (tag %d) from rank %d", tag, r);
+    }
+    put_i64(&out, rc);
+    put_i64(&out, run);
+    put_str(&out, store_id);
+    put_str(&out, err.msg);
+    put_str(&out, err.hint);
+    send_msg(r, TAG_REPLY, &out);
+    msg_free(&out);
+    return rc;
+}
+
+nb_mpi_event nb_mpi_poll(nb_store *store, const char *db, int wait, nb_mpi_heard *heard) {
+    MPI_Status st;
+    if (!wait) {
+        int flag = 0;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
+        if (!flag) return NB_MPI_NONE;
+    }
+    msg m;
+    recv_msg(MPI_ANY_SOURCE, MPI_ANY_TAG, &m, &st);
+    memset(heard, 0, sizeof *heard);
+    heard->rank = st.MPI_SOURCE;
+    nb_mpi_event ev;
+    if (st.MPI_TAG == TAG_READY) {
+        heard->job = (long)get_i64(&m);
+        heard->code = (int)get_i64(&m);
+        heard->stopping = (int)get_i64(&m);
+        char *host = get_str(&m);
+        snprintf(heard->host, sizeof heard->host, "%s", host ? host : "?");
+        free(host);
+        ev = NB_MPI_READY;
+    } else {
+        ev = serve(store, db, st.MPI_SOURCE, st.MPI_TAG, &m) == 0 ? NB_MPI_SERVED : NB_MPI_FAILURE;
+    }
+    msg_free(&m);
+    return ev;
+}
+
+/* ---- the other ranks ------------------------------------------------------------------------ */
+
+/* Sends a record request and waits for rank 0's answer. */
+static int request(int tag, msg *m, int64_t *run, char *store_id, size_t size, nb_err *err) {
+    if (m->bad) {
+        msg_free(m);
+        return nb_errf(err, "out of memory for a message to rank 0");
+    }
+    send_msg(0, tag, m);
+    msg_free(m);
+    msg r;
+    recv_msg(0, TAG_REPLY, &r, NULL);
+    int64_t rc = get_i64(&r), id = get_i64(&r);
+    char *sid = get_str(&r), *emsg = get_str(&r), *hint = get_str(&r);
+    if (r.bad) {
+        nb_errf(err, "a malformed answer from rank 0");
+        rc = -1;
+    } else if (rc != 0) {
+        nb_errf(err, "%s (on rank 0, which holds the store)", emsg ? emsg : "?");
+        if (hint && *hint) nb_hintf(err, "%s", hint);
+    } else {
+        if (run) *run = id;
+        if (store_id && sid) snprintf(store_id, size, "%s", sid);
+    }
+    free(sid), free(emsg), free(hint);
+    msg_free(&r);
+    return rc == 0 ? 0 : -1;
+}
+
+static int rem_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id, size_t size,
+                      nb_err *err) {
+    (void)ctx;
+    /* this rank's provenance: its own host, CPU and threads */
+    char *prov = nb_provenance_json(spec->compute_json);
+    if (!prov) return nb_errf(err, "out of memory");
+    msg m = {0};
+    put_str(&m, spec->task);
+    put_str(&m, spec->dataset);
+    put_str(&m, spec->norm);
+    put_i64(&m, spec->seed);
+    put_str(&m, spec->config_json);
+    put_str(&m, prov);
+    free(prov);
+    return request(TAG_CREATE, &m, run, store_id, size, err);
+}
+
+static int rem_kv(int tag, int64_t run, const char *k, const char *v, nb_err *err) {
+    msg m = {0};
+    put_i64(&m, run);
+    put_str(&m, k);
+    put_str(&m, v);
+    return request(tag, &m, NULL, NULL, 0, err);
+}
+static int rem_tag(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
+    (void)ctx;
+    return rem_kv(TAG_TAG, run, k, v, err);
+}
+static int rem_param(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
+    (void)ctx;
+    return rem_kv(TAG_PARAM, run, k, v, err);
+}
+
+static int rem_metrics(void *ctx, int64_t run, const nb_metric *ms, int n, nb_err *err) {
+    (void)ctx;
+    msg m = {0};
+    put_i64(&m, run);
+    put_i64(&m, n);
+    for (int i = 0; i < n; i++) {
+        put_str(&m, ms[i].name);
+        put_i64(&m, ms[i].step);
+        put_f64(&m, ms[i].wall);
+        put_f64(&m, ms[i].value);
+    }
+    return request(TAG_METRICS, &m, NULL, NULL, 0, err);
+}
+
+static int rem_finish(void *ctx, int64_t run, const char *status, const char *message,
+                      nb_err *err) {
+    (void)ctx;
+    msg m = {0};
+    put_i64(&m, run);
+    put_str(&m, status);
+    put_str(&m, message);
+    return request(TAG_FINISH, &m, NULL, NULL, 0, err);
+}
+
+/* Reads a whole file into a new buffer. */
+static char *slurp(const char *path, size_t *n, nb_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return nb_errf(err, "cannot read '%s': %s", path, strerror(errno)), NULL;
+    char *p = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? 2 * cap : 1 << 20;
+            char *q = realloc(p, cap);
+            if (!q) {
+                free(p);
+                fclose(f);
+                return nb_errf(err, "out of memory reading '%s'", path), NULL;
+            }
+            p = q;
+        }
+        size_t k = fread(p + len, 1, cap - len, f);
+        len += k;
+        if (k == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(p);
+        return nb_errf(err, "cannot read '%s'", path), NULL;
+    }
+    *n = len;
+    return p;
+}
+
+static int rem_ckpt_saved(void *ctx, int64_t run, const char *path, nb_err *err) {
+    (void)ctx;
+    size_t n = 0;
+    char *bytes = slurp(path, &n, err);
+    if (!bytes) return -1;
+    msg m = {0};
+    put_i64(&m, run);
+    put_bytes(&m, bytes, n);
+    free(bytes);
+    return request(TAG_CKPT, &m, NULL, NULL, 0, err);
+}
+
+static void send_ready(long job, int code, int stopping) {
+    char host[256];
+    nb_hostname(host, sizeof host);
+    msg m = {0};
+    put_i64(&m, job);
+    put_i64(&m, code);
+    put_i64(&m, stopping);
+    put_str(&m, host);
+    send_msg(0, TAG_READY, &m);
+    msg_free(&m);
+}
+
+/* Removes the files in dir (this rank's copies of checkpoints), and dir itself with rmdir_too. */
+static void clear_dir(const char *dir, int rmdir_too) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+    if (rmdir_too) rmdir(dir);
+}
+
+int nb_mpi_sweep_worker(volatile sig_atomic_t *stop) {
+    /* checkpoints are written here, then copied to rank 0 */
+    char dir[4096];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/normbench-rank%d-%ld", tmp && *tmp ? tmp : "/tmp", mpi_rank,
+             (long)getpid());
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        fprintf(stderr, "warning: rank %d cannot create '%s': %s\n", mpi_rank, dir,
+                strerror(errno));
+    nb_run_rec rec = {.create = rem_create,
+                      .tag = rem_tag,
+                      .param = rem_param,
+                      .metrics = rem_metrics,
+                      .finish = rem_finish,
+                      .ckpt_saved = rem_ckpt_saved,
+                      .ckpt_dir = dir};
+    send_ready(-1, 0, 0);
+    for (;;) {
+        msg m;
+        MPI_Status st;
+        recv_msg(0, MPI_ANY_TAG, &m, &st);
+        if (st.MPI_TAG != TAG_JOB) {
+            msg_free(&m);
+            break;
+        }
+        nb_mpi_job job;
+        memset(&job, 0, sizeof job);
+        job.index = (long)get_i64(&m);
+        job.args = get_str(&m);
+        job.resume_run = get_i64(&m);
+        job.resume_step = get_i64(&m);
+        take(&m, &job.ident, sizeof job.ident);
+        job.ckpt = get_bytes(&m, &job.ckpt_len);
+        int code = NB_EXIT_FAIL;
+        char ckpt[4200] = "";
+        const char *args[256];
+        int nargs = 0;
+        for (char *p = job.args; p && nargs < 255;) {
+            args[nargs++] = p;
+            p = strchr(p, '\x1f');
+            if (p) *p++ = '\0';
+        }
+        args[nargs] = NULL;
+        nb_err err;
+        nb_err_clear(&err);
+        if (m.bad || !job.args) {
+            fprintf(stderr, "error: rank %d: a malformed job from rank 0\n", mpi_rank);
+        } else if (job.ckpt && ((size_t)snprintf(ckpt, sizeof ckpt, "%s/run-%lld.ckpt", dir,
+                                                 (long long)job.resume_run) >= sizeof ckpt ||
+                                write_atomic(ckpt, job.ckpt, job.ckpt_len, &err) != 0)) {
+            nb_report_err(&err);
+        } else {
+            nb_run_host h = {.stop = stop,
+                             .rec = &rec,
+                             .resume_run = job.resume_run,
+                             .resume_step = job.resume_step,
+                             .resume_ident = &job.ident,
+                             .resume_ckpt = job.ckpt ? ckpt : NULL,
+                             .no_result_line = 1};
+            code = nb_run_exec(nargs, args, &h);
+        }
+        clear_dir(dir, 0); /* rank 0 keeps the checkpoints: these copies go */
+        free(job.args);
+        free(job.ckpt);
+        msg_free(&m);
+        send_ready(job.index, code, stop && *stop);
+    }
+    clear_dir(dir, 1);
+    return 0;
+}

@@ -1,0 +1,97 @@
+/* cmd/mpi.h — normbench under an MPI launcher (Open MPI's mpirun, PMIx, Slurm's srun).
+ *
+ * MPI is started only when a launcher's environment variables say the process is one rank of a
+ * job (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK, SLURM_STEP_NUM_TASKS) or when --mpi is given;
+ * a plain `normbench run` never touches it. Under MPI:
+ *
+ * - `sweep`: rank 0 plans the jobs, claims each in the store and hands it to an idle rank (a work
+ *   queue); rank 0 trains jobs of its own too, in a thread beside the coordinator. Every job runs
+ *   inside its rank (nb_run_exec), never as a child process.
+ * - Only rank 0 opens the SQLite store. Another rank records through a proxy (nb_mpi_recorder):
+ *   the run's creation (with that rank's own provenance: host, CPU, threads), tags, parameters,
+ *   metrics, checkpoints and the final status travel to rank 0 as messages and rank 0 writes
+ *   them; the run's process (pid, host) is rank 0, the claimant of every job it hands out, so
+ *   that a job whose MPI job died shows as crashed and is resumed by the next sweep.
+ *
+ * Only cmd/ includes mpi.h; the rest of normbench knows nothing of MPI. */
+#ifndef NB_CMD_MPI_H
+#define NB_CMD_MPI_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmd/cmd.h"
+#include "results/store.h"
+#include "tasks/checkpoint.h"
+#include "tasks/task.h"
+
+/* Starts MPI when the environment says a launcher started this process, or when argv holds
+ * --mpi (removed from argv, *argc lowered). Returns 0, or NB_EXIT_FAIL after printing an error
+ * (--mpi given but MPI cannot start). */
+int nb_mpi_start(int *argc, const char **argv);
+/* Whether MPI was started, this process's rank, and the number of ranks (1 without MPI). */
+int nb_mpi_on(void);
+int nb_mpi_rank(void);
+int nb_mpi_size(void);
+/* Finalizes MPI when it was started; returns rc. */
+int nb_mpi_end(int rc);
+/* Whether the environment names an MPI launcher (the variables above). */
+int nb_mpi_launched(void);
+
+/* ---- data-parallel runs -------------------------------------------------------------------- */
+
+/* Fills d for a run over every rank (MPI_Allreduce, MPI_Bcast on MPI_COMM_WORLD). */
+void nb_mpi_dist(nb_dist *d, int bn_sync);
+/* BatchNorm's sums over the ranks (nb_norm_cfg.bn_sum). */
+void nb_mpi_bn_sum(void *ctx, double *x, int n);
+/* Every rank's host name as a JSON array (rank order), newly allocated; NULL when out of
+ * memory. Collective: every rank calls it. */
+char *nb_mpi_hosts_json(void);
+
+/* ---- the sweep's messages ---------------------------------------------------------------- */
+
+/* A job handed to a rank: the `run` arguments (argv[0] = "run"), and when it resumes a run that
+ * rank 0 has claimed for it, the run, its checkpoint identity and the checkpoint's bytes (none:
+ * it starts over). */
+typedef struct nb_mpi_job {
+    long index; /* the job's number in the sweep (0-based) */
+    char *args; /* arguments separated by \x1f */
+    int64_t resume_run;
+    int64_t resume_step;
+    nb_ckpt_ident ident;
+    char *ckpt; /* checkpoint bytes, or NULL */
+    size_t ckpt_len;
+} nb_mpi_job;
+
+/* Rank 0: sends job to rank r. Returns 0, or -1 with err. */
+int nb_mpi_send_job(int r, const nb_mpi_job *job, nb_err *err);
+/* Rank 0: tells rank r that there is no more work. */
+void nb_mpi_send_stop(int r);
+
+/* What rank 0 hears from the other ranks (nb_mpi_poll). */
+typedef enum nb_mpi_event {
+    NB_MPI_NONE,    /* nothing waiting */
+    NB_MPI_READY,   /* rank is idle; it ran job (-1: none) which ended with exit code */
+    NB_MPI_SERVED,  /* a record request was answered (nothing for the coordinator to do) */
+    NB_MPI_FAILURE, /* a record request failed in the store (answered with the error) */
+} nb_mpi_event;
+
+typedef struct nb_mpi_heard {
+    int rank;
+    long job;
+    int code;
+    int stopping; /* the rank was asked to stop (a signal) */
+    char host[256];
+} nb_mpi_heard;
+
+/* Rank 0: takes one message from another rank if one is waiting (wait: block until one comes)
+ * and answers it; record requests are written to store (checkpoints beside db). */
+nb_mpi_event nb_mpi_poll(nb_store *store, const char *db, int wait, nb_mpi_heard *heard);
+
+/* A rank other than 0: asks rank 0 for jobs and runs them in this process, recording through
+ * rank 0, until rank 0 says there is no more work. stop is the rank's stop flag (signals).
+ * Returns 0. */
+int nb_mpi_sweep_worker(volatile sig_atomic_t *stop);
+
+#endif

@@ -1,0 +1,210 @@
+#!/bin/bash
+# normbench under Open MPI's mpirun on one machine (TAP, for prove): sweeps over ranks write the
+# same runs as without MPI, rank 0 alone holds the store, an interrupted or killed MPI sweep
+# resumes. Every MPI command gets --threads 1, so that the runs compare with the plain ones.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "1..0 # skip mpirun is not installed (Debian: openmpi-bin libopenmpi-dev)"
+    exit 0
+fi
+# Open MPI refuses root without these; in containers its shared-memory single copy (CMA) may be
+# refused; more ranks than cores need oversubscription.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+MPIRUN="mpirun --bind-to none"
+unset NORMBENCH_DB
+quick="--dataset synthetic --subset 1000 --batch 32 --steps 12 --threads 1"
+
+# The runs of a store as text, run by run (norm, seed): the configuration, then every metric
+# except the timings (ms_per_step, epoch_seconds) and the wall clock.
+dump() {
+    sqlite3 "$1" "select norm, seed, config from runs order by norm, seed;
+        select r.norm, r.seed, m.name, m.step, m.kind, quote(m.value) from metrics m
+        join runs r on r.id = m.run where m.name not in ('ms_per_step', 'epoch_seconds')
+        order by r.norm, r.seed, m.name, m.step;"
+}
+
+check "the plain sweep" 0 "$NB" sweep mnist --norms rms,layer --seeds 2 $quick --db "$tmp/plain.db"
+dump "$tmp/plain.db" >"$tmp/plain.txt"
+for np in 1 2 3; do
+    check "mpirun -np $np sweep exits 0" 0 $MPIRUN -np $np "$NB" sweep mnist --norms rms,layer \
+        --seeds 2 $quick --db "$tmp/np$np.db"
+    has "-np $np: every job finished" "$tmp/out" '^sweep: 4 jobs: 4 finished now, 0 finished before'
+    [ "$np" -gt 1 ] && has "-np $np: rank 1 trained a job" "$tmp/err" 'started on rank 1 '
+    [ "$np" -gt 1 ] && has "-np $np: rank 0 trained a job" "$tmp/err" 'started on rank 0 '
+    dump "$tmp/np$np.db" >"$tmp/np$np.txt"
+    if [ -s "$tmp/plain.txt" ] && cmp -s "$tmp/plain.txt" "$tmp/np$np.txt"; then
+        ok "-np $np: the same runs as without MPI (configuration and every metric)"
+    else
+        not_ok "-np $np: the same runs as without MPI" "$(diff "$tmp/plain.txt" "$tmp/np$np.txt" | head -n 8)"
+    fi
+    c=$(sqlite3 "$tmp/np$np.db" "select count(distinct pid) from runs")
+    [ "$c" = 1 ] && ok "-np $np: rank 0 is every run's process (the claimant)" \
+        || not_ok "-np $np: one process holds every run ($c)"
+done
+ls "$tmp"/np3.db* >"$tmp/files" 2>&1
+[ "$(grep -c . "$tmp/files")" -le 3 ] && ok "no store but rank 0's was made" || not_ok "stray stores" "$(cat "$tmp/files")"
+c=$(sqlite3 "$tmp/np3.db" "select count(*) from runs where provenance like '%\"omp_max_threads\":1,%'")
+[ "$c" = 4 ] && ok "every run's provenance is its rank's (threads 1)" || not_ok "the ranks' provenance ($c of 4)"
+
+check "the same MPI sweep again skips everything" 0 $MPIRUN -np 2 "$NB" sweep mnist --norms rms,layer \
+    --seeds 2 $quick --db "$tmp/np2.db"
+has "nothing ran again" "$tmp/out" '^sweep: 4 jobs: 0 finished now, 4 finished before'
+check "--jobs under MPI is a usage error" 2 $MPIRUN -np 1 "$NB" sweep mnist --norms rms --seeds 1 \
+    --jobs 2 $quick --db "$tmp/u.db"
+has "it says to start more ranks" "$tmp/err" 'mpirun -np N'
+
+check "mpirun -np 1 run" 0 $MPIRUN -np 1 "$NB" run mnist --norm rms $quick --db "$tmp/r1.db" --quiet
+check "the same run without MPI" 0 "$NB" run mnist --norm rms $quick --db "$tmp/r0.db" --quiet
+if cmp -s <(dump "$tmp/r0.db") <(dump "$tmp/r1.db"); then ok "one rank: identical to a plain run"
+else not_ok "one rank: identical to a plain run" "$(diff <(dump "$tmp/r0.db") <(dump "$tmp/r1.db") | head)"; fi
+
+# Interrupted: SIGINT to mpirun once two runs have a checkpoint (rank 0's and another rank's),
+# then the same sweep again: every job finishes once, under its run id, and the runs are those
+# of a sweep that was never interrupted (resumed bit-exactly, also on the other ranks).
+long="--dataset synthetic --subset 1000 --batch 32 --steps 150 --threads 1"
+check "the plain sweep (long)" 0 "$NB" sweep mnist --norms none,layer,rms --seeds 1 $long --db "$tmp/lp.db"
+NORMBENCH_SWEEP_SUMMARY=0.2 $MPIRUN -np 3 "$NB" sweep mnist --norms none,layer,rms --seeds 1 $long \
+    --db "$tmp/li.db" >"$tmp/i1" 2>&1 &
+pid=$!
+for _ in $(seq 1 900); do
+    sleep 0.1
+    c=$(sqlite3 "$tmp/li.db" "select count(distinct run) from metrics where name='epoch'" 2>/dev/null)
+    [ "${c:-0}" -ge 2 ] && break
+done
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -ne 0 ] && ok "the interrupted MPI sweep exits non-zero" || not_ok "interrupted sweep exit ($rc)"
+has "rank 0 prints a periodic summary (jobs, where they run)" "$tmp/i1" '^sweep: [0-9]+ of 3 jobs ended \([0-9]+ finished\), [0-9]+ running: .*on rank'
+c=$(sqlite3 "$tmp/li.db" "select count(*) from runs where status='finished'")
+[ "${c:-0}" -lt 3 ] && ok "not every job finished before the interrupt" || not_ok "the interrupt came too late ($c)"
+c=$(ls "$tmp/li.db-checkpoints" 2>/dev/null | grep -c '\.ckpt$')
+[ "$c" -ge 1 ] && ok "rank 0 keeps the checkpoints beside the store ($c)" || not_ok "no checkpoint beside the store"
+check "the interrupted MPI sweep run again" 0 $MPIRUN -np 3 "$NB" sweep mnist --norms none,layer,rms \
+    --seeds 1 $long --db "$tmp/li.db"
+has "it resumed runs" "$tmp/err" 'resumed on rank'
+c=$(sqlite3 "$tmp/li.db" "select count(*) from runs")
+[ "$c" = 3 ] && ok "three jobs, three runs: each resumed under its id" || not_ok "three runs ($c)"
+c=$(sqlite3 "$tmp/li.db" "select count(*) from runs where status='finished'")
+[ "$c" = 3 ] && ok "every job finished once" || not_ok "every job finished once ($c)"
+if cmp -s <(dump "$tmp/lp.db") <(dump "$tmp/li.db"); then ok "the resumed runs equal the uninterrupted ones"
+else not_ok "the resumed runs equal the uninterrupted ones" "$(diff <(dump "$tmp/lp.db") <(dump "$tmp/li.db") | head)"; fi
+ls "$tmp/li.db-checkpoints" | grep -q . && not_ok "finished runs leave no checkpoint" \
+    || ok "finished runs leave no checkpoint"
+
+# kill -9 of a rank other than 0 while jobs run: Open MPI aborts the job; the store stays whole,
+# the jobs that were running are not finished, and the sweep run again finishes them.
+$MPIRUN -np 3 "$NB" sweep mnist --norms none,layer,rms --seeds 1 $long --db "$tmp/k.db" \
+    >"$tmp/k1" 2>&1 &
+pid=$!
+for _ in $(seq 1 900); do
+    sleep 0.1
+    c=$(sqlite3 "$tmp/k.db" "select count(distinct run) from metrics" 2>/dev/null)
+    [ "${c:-0}" -ge 3 ] && break
+done
+victim=""
+for p in $(pgrep -P $pid); do
+    grep -q '^OMPI_COMM_WORLD_RANK=1$' <(tr '\0' '\n' <"/proc/$p/environ") 2>/dev/null && victim=$p
+done
+[ -n "$victim" ] && ok "rank 1 found (pid $victim)" || not_ok "rank 1 found"
+kill -9 $victim
+wait $pid
+rc=$?
+[ $rc -ne 0 ] && ok "the MPI sweep with a killed rank exits non-zero" || not_ok "killed rank: exit $rc"
+sleep 0.5
+c=$(sqlite3 "$tmp/k.db" "pragma integrity_check")
+[ "$c" = ok ] && ok "the store passes integrity_check" || not_ok "integrity_check" "$c"
+c=$(sqlite3 "$tmp/k.db" "select count(*) from runs where status='finished'")
+[ "$c" = 0 ] && ok "no job that was running is shown finished" || not_ok "finished runs after the kill ($c)"
+check "runs lists them" 0 "$NB" runs --db "$tmp/k.db"
+has "as crashed or interrupted" "$tmp/out" '(crashed|interrupted)'
+check "the killed MPI sweep run again" 0 $MPIRUN -np 2 "$NB" sweep mnist --norms none,layer,rms \
+    --seeds 1 $long --db "$tmp/k.db"
+c=$(sqlite3 "$tmp/k.db" "select count(*) from runs where status='finished'")
+[ "$c" = 3 ] && ok "every job finished" || not_ok "every job finished ($c)"
+c=$(sqlite3 "$tmp/k.db" "select count(*) from runs")
+[ "$c" = 3 ] && ok "each under its first run id" || not_ok "three runs ($c)"
+
+# ---- data-parallel runs: one run over the ranks -------------------------------------------------
+# Agreement with the single-process run: every recorded training loss to 1e-4 relative, the
+# final parameters (NORMBENCH_DUMP_PARAMS) to 1e-4 of their largest magnitude.
+agree() { # DESC A.db B.db A.bin B.bin
+    python3 - "$2" "$3" "$4" "$5" <<'PY' >"$tmp/agree" 2>&1
+import array, sqlite3, sys
+def losses(db):
+    c = sqlite3.connect(db)
+    return dict(c.execute("select step, value from metrics where name='train_loss'"))
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+bad = [] if a and a.keys() == b.keys() else ["steps differ: %d vs %d" % (len(a), len(b))]
+worst = max((abs(a[k] - b[k]) / abs(a[k]) for k in a if k in b), default=1)
+if worst > 1e-4: bad.append("train_loss differs by %.3g relative" % worst)
+p = array.array('f', open(sys.argv[3], 'rb').read())
+q = array.array('f', open(sys.argv[4], 'rb').read())
+if len(p) != len(q) or not p: bad.append("parameter counts differ")
+else:
+    d = (sum((x - y) ** 2 for x, y in zip(p, q)) / sum(x * x for x in p)) ** 0.5
+    if d > 1e-4: bad.append("parameters differ by %.3g (relative L2)" % d)
+print("; ".join(bad) if bad else "train_loss within %.2g, parameters %.2g" % (worst, d))
+sys.exit(1 if bad else 0)
+PY
+    if [ $? -eq 0 ]; then ok "$1 ($(cat "$tmp/agree"))"; else not_ok "$1" "$(cat "$tmp/agree")"; fi
+}
+agrees() { # A.db B.db A.bin B.bin: agree without a test line
+    local n0=$n f0=$fails
+    agree x "$@" >/dev/null
+    local r=$((fails - f0))
+    n=$n0
+    fails=$f0
+    return $r
+}
+dp="--dataset synthetic --subset 600 --batch 30 --steps 40 --log-every 1 --threads 1 --quiet"
+NORMBENCH_DUMP_PARAMS=$tmp/m1.bin "$NB" run mnist --norm batch $dp --db "$tmp/m1.db" >/dev/null
+for np in 2 3; do
+    check "mnist --bn-sync on $np ranks" 0 env NORMBENCH_DUMP_PARAMS=$tmp/m$np.bin $MPIRUN -np $np \
+        "$NB" run mnist --norm batch --bn-sync $dp --db "$tmp/m$np.db"
+    agree "mnist --bn-sync: $np ranks agree with one process for 40 steps" "$tmp/m1.db" "$tmp/m$np.db" "$tmp/m1.bin" "$tmp/m$np.bin"
+done
+cmp -s "$tmp/m3.bin" "$tmp/m3.bin.rank1" && cmp -s "$tmp/m3.bin" "$tmp/m3.bin.rank2" \
+    && ok "every rank holds the same parameters, bit for bit" || not_ok "the ranks' parameters differ"
+c=$(sqlite3 "$tmp/m3.db" "select count(*) from runs"); [ "$c" = 1 ] && ok "one run recorded, by rank 0" || not_ok "one run ($c)"
+has "run prints its result once" "$tmp/out" '^run 1 finished$'
+[ "$(grep -c '^run ' "$tmp/out")" = 1 ] && ok "and only once" || not_ok "result lines" "$(cat "$tmp/out")"
+c=$(sqlite3 "$tmp/m3.db" "select json_extract(config, '\$.ranks') || ' ' || json_array_length(config, '\$.hosts') || ' ' || json_extract(config, '\$.bn_statistics') from runs")
+[ "$c" = "3 3 global" ] && ok "the configuration records ranks, hosts and the BN statistics" || not_ok "ranks/hosts in the config ($c)"
+c=$(sqlite3 "$tmp/m3.db" "select value from tags where key='variant'")
+[ "$c" = "--bn-sync" ] && ok "sync BN is its own variant in report" || not_ok "variant ($c)"
+check "mnist with per-rank BN on 3 ranks" 0 env NORMBENCH_DUMP_PARAMS=$tmp/mp.bin $MPIRUN -np 3 \
+    "$NB" run mnist --norm batch $dp --db "$tmp/mp.db"
+agrees "$tmp/m1.db" "$tmp/mp.db" "$tmp/m1.bin" "$tmp/mp.bin" \
+    && not_ok "per-rank BN differs from sync BN" "$(cat "$tmp/agree")" \
+    || ok "per-rank BN differs from sync BN: the option is real ($(cat "$tmp/agree"))"
+c=$(sqlite3 "$tmp/mp.db" "select json_extract(config, '\$.bn_statistics') from runs")
+[ "$c" = per-rank ] && ok "per-rank BN is recorded" || not_ok "per-rank BN recorded ($c)"
+uneven="--dataset synthetic --subset 600 --batch 10 --steps 40 --log-every 1 --threads 1 --quiet"
+NORMBENCH_DUMP_PARAMS=$tmp/u1.bin "$NB" run mnist --norm batch $uneven --db "$tmp/u1.db" >/dev/null
+check "batch 10 on 3 ranks (4, 3, 3 rows)" 0 env NORMBENCH_DUMP_PARAMS=$tmp/u3.bin $MPIRUN -np 3 \
+    "$NB" run mnist --norm batch --bn-sync $uneven --db "$tmp/u3.db"
+agree "an uneven split agrees too" "$tmp/u1.db" "$tmp/u3.db" "$tmp/u1.bin" "$tmp/u3.bin"
+# cifar: the ConvPool-CNN-C at width 0.125 with noise, dropout and max-pooling. Its dropout and
+# noise are drawn per example (the stream of the example's row in the whole batch), so the ranks
+# draw what one process draws. 10 steps: further on, the float rounding of sums split
+# differently grows through max-pool and leaky-ReLU switches (docs in README).
+cf="--dataset synthetic --width 0.125 --subset 300 --batch 30 --steps 10 --lr 1e-4 --log-every 1 --threads 1 --quiet"
+NORMBENCH_DUMP_PARAMS=$tmp/c1.bin "$NB" run cifar --norm batch $cf --db "$tmp/c1.db" >/dev/null
+for np in 2 3; do
+    check "cifar --bn-sync on $np ranks" 0 env NORMBENCH_DUMP_PARAMS=$tmp/c$np.bin $MPIRUN -np $np \
+        "$NB" run cifar --norm batch --bn-sync $cf --db "$tmp/c$np.db"
+    agree "cifar --bn-sync: $np ranks agree with one process" "$tmp/c1.db" "$tmp/c$np.db" "$tmp/c1.bin" "$tmp/c$np.bin"
+done
+check "--resume of a data-parallel run is a usage error" 2 $MPIRUN -np 2 "$NB" run --resume 1 --db "$tmp/c1.db"
+has "it says resume is not supported data-parallel" "$tmp/err" 'resume is not supported'
+
+check "a batch smaller than the ranks is a usage error" 2 $MPIRUN -np 3 "$NB" run mnist --batch 2 \
+    --dataset synthetic --subset 100 --steps 2 --threads 1 --db "$tmp/x.db"
+has "it says so" "$tmp/err" 'smaller than the number of ranks'
+
+echo "1..$n"
+[ $fails -eq 0 ]
