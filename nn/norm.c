@@ -400,9 +400,9 @@ static inline int bn_blocks(int C) {
     return (C + BN_CB - 1) / BN_CB;
 }
 
-void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_mean,
-                              real *running_var, const real *inp, const real *g, const real *b,
-                              int B, int C, int training, const nb_norm_cfg *cfg) {
+static void bn_fwd_cols(real *out, real *mean, real *rstd, real *running_mean, real *running_var,
+                        const real *inp, const real *g, const real *b, int B, int C, int training,
+                        const nb_norm_cfg *cfg) {
     const int nblk = bn_blocks(C);
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int blk = 0; blk < nblk; blk++) {
@@ -463,9 +463,9 @@ void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_m
     }
 }
 
-void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
-                               const real *g, const real *mean, const real *rstd, int B, int C,
-                               int training, const nb_norm_cfg *cfg) {
+static void bn_bwd_cols(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                        const real *g, const real *mean, const real *rstd, int B, int C,
+                        int training, const nb_norm_cfg *cfg) {
     const int nblk = bn_blocks(C);
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int blk = 0; blk < nblk; blk++) {
@@ -516,6 +516,321 @@ void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout,
                 dx[c] += A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
         }
     }
+}
+
+/* BatchNorm on many rows: the column-block kernels above walk each 64-column block down all B
+ * rows, a 256-byte read per 4 KB row stride that reaches an eighth of the memory bandwidth at
+ * 65,536 x 1,024. Here the rows are cut into at most BN_NCH contiguous chunks (a cut that does
+ * not depend on the thread count), each chunk read row by row, and the chunks' statistics are
+ * merged in chunk order: the results are the same for any thread count.
+ *
+ * Forward statistics: within a chunk, sub-blocks of bn_sub_rows(C) rows (about BN_SUB_BYTES,
+ * so the sub-block is still in L2 for its second pass) are two-pass in double (the sub-block's
+ * column sums, its mean, then the squared deviations from that mean), and merged into the
+ * chunk's (count, mean, sum of squared deviations) by Chan's update; the chunks are merged the
+ * same way. x is read twice from memory (statistics, then normalization) instead of three
+ * times. Backward sums (dy, dy (x - mu), (x - mu)^2) are plain double sums per chunk, added in
+ * chunk order. */
+#define BN_NCH 64
+#define BN_SUB_BYTES (128u << 10)
+#define BN_COLS_MAX_BYTES (256u << 10)
+
+static inline int bn_sub_rows(int C) {
+    size_t r = BN_SUB_BYTES / ((size_t)C * sizeof(real));
+    return r < 4 ? 4 : (r > 256 ? 256 : (int)r);
+}
+
+/* Prefetches n values at p (the next row of a pass: hardware prefetchers stop at a page, and a
+ * row of 1,024 floats is one page, so each row would otherwise start with a wait on memory). */
+static inline void prefetch_span(const real *p, int n) {
+    for (int i = 0; i < n; i += 64 / (int)sizeof(real))
+        __builtin_prefetch(p + i, 0, 3);
+}
+
+/* Chunk k of nch covers rows [bn_row(k), bn_row(k + 1)): whole sub-blocks but the last. */
+static inline int bn_row(int k, int nch, int B, int sub) {
+    const int nsub = (B + sub - 1) / sub;
+    const long long r = (long long)nsub * k / nch * sub;
+    return r < B ? (int)r : B;
+}
+
+/* (n, m, q) <- (n, m, q) merged with (nb, mb, qb): count, mean and sum of squared deviations
+ * per column (Chan, Golub and LeVeque's pairwise update). */
+static inline void bn_merge(double *restrict m, double *restrict q, const double *restrict mb,
+                            const double *restrict qb, double n, double nb, int C) {
+    const double f = nb / (n + nb), h = n * nb / (n + nb);
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        const double d = mb[c] - m[c];
+        m[c] += d * f;
+        q[c] += qb[c] + d * d * h;
+    }
+}
+
+/* The chunk's column mean cm and sum of squared deviations cq over rows [r0, r1); bm, bq:
+ * C doubles each of scratch. */
+static void bn_chunk_stats(double *restrict cm, double *restrict cq, double *restrict bm,
+                           double *restrict bq, const real *inp, int r0, int r1, int C, int sub) {
+    double cnt = 0;
+    for (int rb = r0; rb < r1; rb += sub) {
+        const int re = rb + sub < r1 ? rb + sub : r1;
+        double *m = cnt == 0 ? cm : bm, *q = cnt == 0 ? cq : bq;
+        memset(m, 0, sizeof(double) * (size_t)C);
+        memset(q, 0, sizeof(double) * (size_t)C);
+        /* four rows at a time: a quarter of the loads and stores of the accumulators */
+        int row = rb;
+        for (; row + 4 <= re; row += 4) {
+            const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
+            if (row + 4 < r1) prefetch_span(x3 + C, (r1 - row - 4 < 4 ? r1 - row - 4 : 4) * C);
+#pragma omp simd
+            for (int c = 0; c < C; c++)
+                m[c] += ((double)x0[c] + (double)x1[c]) + ((double)x2[c] + (double)x3[c]);
+        }
+        for (; row < re; row++) {
+            const real *x = inp + (size_t)row * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++)
+                m[c] += (double)x[c];
+        }
+        const double nb = re - rb;
+#pragma omp simd
+        for (int c = 0; c < C; c++)
+            m[c] /= nb;
+        for (row = rb; row + 4 <= re; row += 4) {
+            const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) {
+                const double d0 = (double)x0[c] - m[c], d1 = (double)x1[c] - m[c];
+                const double d2 = (double)x2[c] - m[c], d3 = (double)x3[c] - m[c];
+                q[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+            }
+        }
+        for (; row < re; row++) {
+            const real *x = inp + (size_t)row * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) {
+                const double d = (double)x[c] - m[c];
+                q[c] += d * d;
+            }
+        }
+        if (cnt > 0) bn_merge(cm, cq, bm, bq, cnt, nb, C);
+        cnt += nb;
+    }
+}
+
+/* y = g ((x - mu) r) + b over one row, per column; streamed out through an L1 buffer when nt. */
+static inline void bn_apply_row(real *out, const real *x, const real *g, const real *b,
+                                const real *mu, const real *r, int C, int nt, const real *next) {
+    _Alignas(64) real tmp[NT_CHUNK];
+    for (int c0 = 0; c0 < C; c0 += NT_CHUNK) {
+        const int n = C - c0 < NT_CHUNK ? C - c0 : NT_CHUNK;
+        if (next) prefetch_span(next + c0, n);
+        real *y = nt ? tmp : out + c0;
+        const real *xx = x + c0, *gg = g + c0, *mm = mu + c0, *rr = r + c0;
+        if (b) {
+            const real *bb = b + c0;
+#pragma omp simd
+            for (int c = 0; c < n; c++)
+                y[c] = gg[c] * ((xx[c] - mm[c]) * rr[c]) + bb[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < n; c++)
+                y[c] = gg[c] * ((xx[c] - mm[c]) * rr[c]);
+        }
+        if (nt) nt_copy(out + c0, tmp, n);
+    }
+}
+
+/* This thread's share [*r0, *r1) of B rows. */
+static inline void thread_rows(int B, int *r0, int *r1) {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    *r0 = (int)((long long)B * t / nt);
+    *r1 = (int)((long long)B * (t + 1) / nt);
+}
+
+/* Whether BatchNorm on (B, C) takes the row-chunk kernels: when a column block down all the
+ * rows no longer fits in L2 (up to 1,024 float rows the column blocks are faster: each block's
+ * three passes stay in cache and no thread waits for another). */
+static inline int bn_by_rows(int B, int C) {
+    return (size_t)B * BN_CB * sizeof(real) > BN_COLS_MAX_BYTES && B >= 2 * bn_sub_rows(C);
+}
+
+static int bn_fwd_rows(real *out, real *mean, real *rstd, real *running_mean, real *running_var,
+                       const real *inp, const real *g, const real *b, int B, int C, int training,
+                       const nb_norm_cfg *cfg) {
+    const int sub = bn_sub_rows(C), nsub = (B + sub - 1) / sub;
+    const int nch = nsub < BN_NCH ? nsub : BN_NCH, par = par_ok(B, C);
+    const int T = par ? omp_get_max_threads() : 1, nt = use_nt(B, C);
+    double *st = NULL;
+    if (training) {
+        st = malloc(sizeof(double) * 2 * (size_t)C * (size_t)(nch + T));
+        if (!st) return -1;
+    }
+#pragma omp parallel if (par) num_threads(T)
+    {
+        if (training) {
+            double *scratch = st + (size_t)2 * C * (size_t)(nch + omp_get_thread_num());
+#pragma omp for schedule(static)
+            for (int k = 0; k < nch; k++) {
+                double *cm = st + (size_t)2 * C * k;
+                bn_chunk_stats(cm, cm + C, scratch, scratch + C, inp, bn_row(k, nch, B, sub),
+                               bn_row(k + 1, nch, B, sub), C, sub);
+            }
+            /* the chunks merged in chunk order: count, mean and squared deviations */
+#pragma omp single
+            {
+                double n = bn_row(1, nch, B, sub);
+                for (int k = 1; k < nch; k++) {
+                    const double nb = bn_row(k + 1, nch, B, sub) - bn_row(k, nch, B, sub);
+                    const double *ck = st + (size_t)2 * C * k;
+                    bn_merge(st, st + C, ck, ck + C, n, nb, C);
+                    n += nb;
+                }
+                const double nb = B, unb = nb / (B - 1), mom = cfg->bn_momentum;
+                for (int c = 0; c < C; c++) {
+                    const double var = st[C + c] / nb; /* biased */
+                    mean[c] = (real)st[c];
+                    rstd[c] = (real)rstd_of(cfg->bn_unbiased_batch ? var * unb : var, cfg);
+                    if (running_mean)
+                        running_mean[c] = (real)((1 - mom) * (double)running_mean[c] + mom * st[c]);
+                    if (running_var)
+                        running_var[c] = (real)((1 - mom) * (double)running_var[c] +
+                                                mom * (cfg->bn_unbiased_running ? var * unb : var));
+                }
+            }
+        } else {
+#pragma omp for schedule(static)
+            for (int c = 0; c < C; c++) {
+                mean[c] = running_mean ? running_mean[c] : 0;
+                rstd[c] = (real)rstd_of(running_var ? (double)running_var[c] : 1.0, cfg);
+            }
+        }
+        /* normalization: each thread its share of the rows, last rows first (the ones the
+         * statistics pass read last are the likeliest still in cache) */
+        int r0, r1;
+        thread_rows(B, &r0, &r1);
+        for (int row = r1 - 1; row >= r0; row--) {
+            const size_t o = (size_t)row * C;
+            bn_apply_row(out + o, inp + o, g, b, mean, rstd, C, nt, row > r0 ? inp + o - C : NULL);
+        }
+        if (nt) nt_fence();
+    }
+    free(st);
+    return 0;
+}
+
+static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                       const real *g, const real *mean, const real *rstd, int B, int C,
+                       int training, const nb_norm_cfg *cfg) {
+    const int sub = bn_sub_rows(C), nsub = (B + sub - 1) / sub;
+    const int nch = nsub < BN_NCH ? nsub : BN_NCH, par = par_ok(B, C);
+    const int need_sxx = training && cfg->eps_outside;
+    /* per chunk: sum dy, sum dy (x - mu), sum (x - mu)^2; then A, K, M per column */
+    double *st = malloc(sizeof(double) * (size_t)C * (3 * (size_t)nch + 3));
+    if (!st) return -1;
+    real *A = (real *)(st + (size_t)3 * C * nch), *K = A + C, *M = K + C;
+#pragma omp parallel if (par)
+    {
+#pragma omp for schedule(static)
+        for (int k = 0; k < nch; k++) {
+            double *sy = st + (size_t)3 * C * k, *syx = sy + C, *sxx = syx + C;
+            memset(sy, 0, sizeof(double) * 3 * (size_t)C);
+            const int r1 = bn_row(k + 1, nch, B, sub);
+            int row = bn_row(k, nch, B, sub);
+            for (; row + 4 <= r1; row += 4) { /* four rows at a time, as bn_chunk_stats */
+                const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
+                const real *y0 = dout + (size_t)row * C, *y1 = y0 + C, *y2 = y1 + C, *y3 = y2 + C;
+                if (row + 4 < r1) {
+                    const int n = (r1 - row - 4 < 4 ? r1 - row - 4 : 4) * C;
+                    prefetch_span(x3 + C, n);
+                    prefetch_span(y3 + C, n);
+                }
+#pragma omp simd
+                for (int c = 0; c < C; c++) {
+                    const double d0 = (double)(x0[c] - mean[c]), d1 = (double)(x1[c] - mean[c]);
+                    const double d2 = (double)(x2[c] - mean[c]), d3 = (double)(x3[c] - mean[c]);
+                    sy[c] += ((double)y0[c] + (double)y1[c]) + ((double)y2[c] + (double)y3[c]);
+                    syx[c] += ((double)y0[c] * d0 + (double)y1[c] * d1) +
+                              ((double)y2[c] * d2 + (double)y3[c] * d3);
+                }
+                if (need_sxx) {
+#pragma omp simd
+                    for (int c = 0; c < C; c++) {
+                        const double d0 = (double)(x0[c] - mean[c]), d1 = (double)(x1[c] - mean[c]);
+                        const double d2 = (double)(x2[c] - mean[c]), d3 = (double)(x3[c] - mean[c]);
+                        sxx[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+                    }
+                }
+            }
+            for (; row < r1; row++) {
+                const real *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+#pragma omp simd
+                for (int c = 0; c < C; c++) {
+                    const double d = (double)(x[c] - mean[c]);
+                    sy[c] += (double)dy[c];
+                    syx[c] += (double)dy[c] * d;
+                }
+                if (need_sxx) {
+#pragma omp simd
+                    for (int c = 0; c < C; c++) {
+                        const double d = (double)(x[c] - mean[c]);
+                        sxx[c] += d * d;
+                    }
+                }
+            }
+        }
+#pragma omp for schedule(static)
+        for (int c = 0; c < C; c++) {
+            double sy = 0, syx = 0, sxx = 0;
+            for (int k = 0; k < nch; k++) {
+                const double *s = st + (size_t)3 * C * k;
+                sy += s[c];
+                syx += s[C + c];
+                sxx += s[2 * C + c];
+            }
+            const double rc = rstd[c], gc = g[c], nb = B;
+            const double D = cfg->bn_unbiased_batch && B > 1 ? nb - 1 : nb;
+            if (dg) dg[c] += (real)(rc * syx);
+            if (db) db[c] += (real)sy;
+            A[c] = (real)(gc * rc);
+            K[c] = training ? (real)(rstd_coef(rc, sxx / D, D, cfg) * gc * syx) : 0;
+            M[c] = training ? (real)(-gc * rc * sy / nb) : 0;
+        }
+        int r0, r1;
+        thread_rows(B, &r0, &r1);
+        for (int row = r1 - 1; row >= r0; row--) {
+            const real *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+            real *dx = dinp + (size_t)row * C;
+            if (row > r0) {
+                prefetch_span(x - C, C);
+                prefetch_span(dy - C, C);
+                prefetch_span(dx - C, C);
+            }
+#pragma omp simd
+            for (int c = 0; c < C; c++)
+                dx[c] += A[c] * dy[c] + K[c] * (x[c] - mean[c]) + M[c];
+        }
+    }
+    free(st);
+    return 0;
+}
+
+void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_mean,
+                              real *running_var, const real *inp, const real *g, const real *b,
+                              int B, int C, int training, const nb_norm_cfg *cfg) {
+    if (bn_by_rows(B, C) && bn_fwd_rows(out, mean, rstd, running_mean, running_var, inp, g, b, B, C,
+                                        training, cfg) == 0)
+        return;
+    bn_fwd_cols(out, mean, rstd, running_mean, running_var, inp, g, b, B, C, training, cfg);
+}
+
+void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                               const real *g, const real *mean, const real *rstd, int B, int C,
+                               int training, const nb_norm_cfg *cfg) {
+    if (bn_by_rows(B, C) &&
+        bn_bwd_rows(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg) == 0)
+        return;
+    bn_bwd_cols(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg);
 }
 
 /* ---- WeightNorm ----------------------------------------------------------------------------- */
