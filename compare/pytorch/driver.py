@@ -35,23 +35,35 @@ def say(line):
 
 
 def settings(torch):
+    """Threads, BLAS and oneDNN as this torch build reports them (torch.__config__.show()), and
+    the BLAS/LAPACK libraries actually mapped into this process (Debian's BLAS_INFO=generic
+    means whatever libblas.so.3 the alternatives system points at)."""
     cfg = torch.__config__.show()
-    blas = "?"
-    for part in cfg.replace("\n", ",").split(","):
-        part = part.strip()
-        if part.startswith("BLAS_INFO="):
-            blas = part.split("=", 1)[1]
-    mkldnn = torch.backends.mkldnn.is_available()
+    blas, cpu, dnn = "?", "?", "?"
+    for line in cfg.splitlines():
+        line = line.strip(" -")
+        if line.startswith("CPU capability usage:"):
+            cpu = line.split(":", 1)[1].strip()
+        if "MKL-DNN" in line or "oneDNN" in line:
+            dnn = line.replace("Intel(R) ", "").replace(" (Git Hash N/A)", "").replace(" ", "-")
+        for part in line.split(","):
+            if "BLAS_INFO=" in part:
+                blas = part.split("BLAS_INFO=", 1)[1].strip()
+    libs = set()
     try:
-        par = torch.__config__.parallel_info()
-        omp = [l.strip() for l in par.splitlines() if l.strip().startswith("ATen parallel backend")]
-        backend = omp[0].split(":", 1)[1].strip() if omp else "?"
-    except Exception:  # older builds
-        backend = "?"
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                name = os.path.basename(path)
+                if name.startswith(("libblas", "libopenblas", "liblapack", "libmkl")):
+                    libs.add(os.path.realpath(path))
+    except OSError:
+        pass
     wait = os.environ.get("OMP_WAIT_POLICY", "(unset)")
     return (f"torch={torch.__version__} threads={torch.get_num_threads()} "
             f"interop_threads={torch.get_num_interop_threads()} OMP_WAIT_POLICY={wait} "
-            f"blas={blas} mkldnn={'on' if mkldnn else 'off'} parallel={backend}")
+            f"blas_info={blas} blas_libs={','.join(sorted(libs)) or '?'} "
+            f"onednn={dnn if torch.backends.mkldnn.is_available() else 'off'} cpu_capability={cpu}")
 
 
 def main():
