@@ -35,7 +35,7 @@
 #include "normmath.h"
 
 /* Below this many elements a kernel runs on one thread (fork/join would cost more). */
-#define PAR_MIN 32768
+#define PAR_MIN 262144
 /* BatchNorm's column block: the per-column double accumulators of one block live on the stack
  * and one row's slice of a block is 256 (float) or 512 (double) contiguous bytes. */
 #define BN_CB 64
@@ -130,35 +130,71 @@ static void partials_reduce(const partials *p, real *dg, real *db, int C, int nt
 
 /* Reductions over n values with four independent vector accumulators (one per quarter of the
  * span): one accumulator chains every add through the adder's latency, which caps a
- * memory-speed row pass at about half of what the memory system delivers here. */
-#define QUARTER_REDUCE(EXPR)                                                                       \
-    real s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                           \
-    const int q = n / 4;                                                                           \
-    _Pragma("omp simd reduction(+ : s0, s1, s2, s3)") for (int i = 0; i < q; i++) {                \
-        s0 += EXPR(i);                                                                             \
-        s1 += EXPR(i + q);                                                                         \
-        s2 += EXPR(i + 2 * q);                                                                     \
-        s3 += EXPR(i + 3 * q);                                                                     \
+ * memory-speed row pass at about half of what the memory system delivers here. The
+ * accumulators are explicit 64-byte vectors (GCC's vector extension: AVX-512 registers here,
+ * two AVX2 registers elsewhere), each quarter a multiple of NB_VL values; lane j of quarter a
+ * sums the values a q + j + k NB_VL. At the end the four are added as vectors, (v0 + v1) +
+ * (v2 + v3), the lanes by halving (lane i + lane i + w for w = NB_VL/2, ..., 1). Of the last
+ * n mod 4 NB_VL values, whole vectors go into v0 after the quarters, the rest (fewer than
+ * NB_VL) in order into a scalar added last. (omp simd's own reduction finished
+ * each accumulator through the stack, lane by lane: on a 1,000-value row that cost as much as
+ * the row's loads.) */
+#define NB_VL (64 / (int)sizeof(real))
+typedef real vreal __attribute__((vector_size(64)));
+
+static inline vreal vload(const real *p) {
+    vreal v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline real vhsum(vreal v) {
+    real b[NB_VL];
+    memcpy(b, &v, sizeof v);
+    for (int w = NB_VL / 2; w >= 1; w /= 2)
+        for (int i = 0; i < w; i++)
+            b[i] += b[i + w];
+    return b[0];
+}
+
+#define QUARTER_REDUCE(VEXPR, EXPR)                                                                \
+    const int q = n / (4 * NB_VL) * NB_VL;                                                         \
+    vreal v0 = {0}, v1 = {0}, v2 = {0}, v3 = {0};                                                  \
+    for (int i = 0; i < q; i += NB_VL) {                                                           \
+        v0 += VEXPR(i);                                                                            \
+        v1 += VEXPR(i + q);                                                                        \
+        v2 += VEXPR(i + 2 * q);                                                                    \
+        v3 += VEXPR(i + 3 * q);                                                                    \
     }                                                                                              \
-    for (int i = 4 * q; i < n; i++)                                                                \
-        s0 += EXPR(i);                                                                             \
-    return (s0 + s1) + (s2 + s3)
+    int i_ = 4 * q;                                                                                \
+    for (; i_ + NB_VL <= n; i_ += NB_VL)                                                           \
+        v0 += VEXPR(i_);                                                                           \
+    real t = 0;                                                                                    \
+    for (; i_ < n; i_++)                                                                           \
+        t += EXPR(i_);                                                                             \
+    return vhsum((v0 + v1) + (v2 + v3)) + t
 
 static inline real red_sum(const real *x, int n) {
+#define V_SUM(i) vload(x + (i))
 #define E_SUM(i) x[i]
-    QUARTER_REDUCE(E_SUM);
+    QUARTER_REDUCE(V_SUM, E_SUM);
+#undef V_SUM
 #undef E_SUM
 }
 
 static inline real red_sumsq(const real *x, int n) {
+#define V_SQ(i) (vload(x + (i)) * vload(x + (i)))
 #define E_SQ(i) (x[i] * x[i])
-    QUARTER_REDUCE(E_SQ);
+    QUARTER_REDUCE(V_SQ, E_SQ);
+#undef V_SQ
 #undef E_SQ
 }
 
 static inline real red_sumsqdev(const real *x, real mu, int n) {
+#define V_DEV(i) ((vload(x + (i)) - mu) * (vload(x + (i)) - mu))
 #define E_DEV(i) ((x[i] - mu) * (x[i] - mu))
-    QUARTER_REDUCE(E_DEV);
+    QUARTER_REDUCE(V_DEV, E_DEV);
+#undef V_DEV
 #undef E_DEV
 }
 
@@ -249,6 +285,15 @@ static inline void ln_bwd_row(real *dx, double *pg, double *pb, const real *dy, 
     }
     const real mg = (real)((double)sg / C);
     const real k = (real)(rstd_coef(r, (double)sxx / C, C, cfg) * (double)sgx);
+    if (pg && pb) { /* one pass for dx and both partials */
+#pragma omp simd
+        for (int i = 0; i < C; i++) {
+            dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
+            pg[i] += (double)dy[i] * (double)((x[i] - mu) * r);
+            pb[i] += (double)dy[i];
+        }
+        return;
+    }
 #pragma omp simd
     for (int i = 0; i < C; i++)
         dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
@@ -341,6 +386,21 @@ static inline void rms_bwd_row(real *dx, double *pg, double *pb, const real *dy,
             sxx += x[i] * x[i];
     }
     const real kc = (real)(rstd_coef(r, (double)sxx / k, k, cfg) * (double)sgx);
+    if (pg && pb) { /* one pass for dx and both partials */
+#pragma omp simd
+        for (int i = 0; i < k; i++) {
+            dx[i] += r * (g[i] * dy[i]) + x[i] * kc;
+            pg[i] += (double)dy[i] * (double)(x[i] * r);
+            pb[i] += (double)dy[i];
+        }
+#pragma omp simd
+        for (int i = k; i < C; i++) {
+            dx[i] += r * (g[i] * dy[i]);
+            pg[i] += (double)dy[i] * (double)(x[i] * r);
+            pb[i] += (double)dy[i];
+        }
+        return;
+    }
 #pragma omp simd
     for (int i = 0; i < k; i++)
         dx[i] += r * (g[i] * dy[i]) + x[i] * kc;
@@ -400,65 +460,152 @@ static inline int bn_blocks(int C) {
     return (C + BN_CB - 1) / BN_CB;
 }
 
+/* r[c] = rstd_of(m[c]) for c < n, in one vectorized loop (the same expression as rstd_of, so
+ * the same values): a scalar sqrt and division per column cost more than BatchNorm's own
+ * passes over 128 rows. Without errno, sqrt is a vector instruction (the results are those of
+ * IEEE sqrt either way; only errno is not set, which nothing reads). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-math-errno")))
+#endif
+static void
+rstd_array(real *r, const double *m, int n, const nb_norm_cfg *cfg) {
+    const double eps = cfg->eps;
+    if (cfg->eps_outside) {
+#pragma omp simd
+        for (int c = 0; c < n; c++)
+            r[c] = (real)(1.0 / (sqrt(m[c]) + eps));
+    } else {
+#pragma omp simd
+        for (int c = 0; c < n; c++)
+            r[c] = (real)(1.0 / sqrt(m[c] + eps));
+    }
+}
+
+/* Column sums for the column-block kernels, over rows [0, B) of a strip of w <= BN_CB columns
+ * (row stride ld): each group of 8 rows summed in the working precision by a fixed tree,
+ * ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), the group's sum added to a double
+ * accumulator; the last B mod 8 rows added to it one by one. (Value by value in double, the
+ * conversion of every value cost more than the whole of LayerNorm at 128 x 1,000.) */
+#define BN_G8(E) (((E(0) + E(1)) + (E(2) + E(3))) + ((E(4) + E(5)) + (E(6) + E(7))))
+
+/* s += sum of x; with mf: e += sum of (x - mf), v += sum of (x - mf)^2 instead. */
+static inline void bn_colsums(double *restrict s, double *restrict e, double *restrict v,
+                              const real *x, size_t ld, const real *mf, int B, int w) {
+    int row = 0;
+    for (; row + 8 <= B; row += 8) {
+        const real *x0 = x + (size_t)row * ld;
+        if (!mf) {
+#define E_X(k) x0[(size_t)(k)*ld + c]
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                s[c] += (double)BN_G8(E_X);
+#undef E_X
+        } else {
+#define E_D(k) (x0[(size_t)(k)*ld + c] - mf[c])
+#define E_D2(k) (E_D(k) * E_D(k))
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                e[c] += (double)BN_G8(E_D);
+                v[c] += (double)BN_G8(E_D2);
+            }
+#undef E_D
+#undef E_D2
+        }
+    }
+    for (; row < B; row++) {
+        const real *xr = x + (size_t)row * ld;
+        if (!mf) {
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                s[c] += (double)xr[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                const real d = xr[c] - mf[c];
+                e[c] += (double)d;
+                v[c] += (double)(d * d);
+            }
+        }
+    }
+}
+
+/* The column-block kernels (up to BN_COLS_MAX_BYTES per block column: small batches): each
+ * block of BN_CB columns down all rows, owned by one thread, its three passes in cache.
+ * Statistics: the column sums (bn_colsums) give the mean mu in double; the second pass sums
+ * d = x - mu_f with mu_f = (real)mu, the mean as the output uses it, and the variance is the
+ * corrected two-pass (sum d^2 - (sum d)^2 / B) / B: the correction removes what rounding mu to
+ * mu_f adds. */
+/* The statistics of one block of columns [c0, c0 + w) of bn_fwd_cols; inlined twice, so that
+ * full blocks run with the constant width BN_CB. */
+static inline __attribute__((always_inline)) void
+bn_fwd_block(real *mean, real *rstd, real *running_mean, real *running_var, const real *inp, int B,
+             int C, int training, const nb_norm_cfg *cfg, int c0, int w) {
+    if (training) {
+        double s[BN_CB], e[BN_CB], v[BN_CB];
+        memset(s, 0, sizeof s);
+        memset(e, 0, sizeof e);
+        memset(v, 0, sizeof v);
+        bn_colsums(s, NULL, NULL, inp + c0, (size_t)C, NULL, B, w);
+        const double nb = B, unb = B > 1 ? nb / (B - 1) : 1.0, mom = cfg->bn_momentum;
+        for (int c = 0; c < w; c++)
+            mean[c0 + c] = (real)(s[c] / nb);
+        bn_colsums(NULL, e, v, inp + c0, (size_t)C, mean + c0, B, w);
+        double var[BN_CB], m[BN_CB];
+#pragma omp simd
+        for (int c = 0; c < w; c++) {
+            const double vb = (v[c] - e[c] * e[c] / nb) / nb; /* biased */
+            var[c] = vb > 0 ? vb : 0;
+            m[c] = cfg->bn_unbiased_batch ? var[c] * unb : var[c];
+        }
+        rstd_array(rstd + c0, m, w, cfg);
+        if (running_mean) {
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                running_mean[c0 + c] =
+                    (real)((1 - mom) * (double)running_mean[c0 + c] + mom * (s[c] / nb));
+        }
+        if (running_var) {
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                running_var[c0 + c] =
+                    (real)((1 - mom) * (double)running_var[c0 + c] +
+                           mom * (cfg->bn_unbiased_running ? var[c] * unb : var[c]));
+        }
+    } else {
+        for (int c = 0; c < w; c++) {
+            mean[c0 + c] = running_mean ? running_mean[c0 + c] : 0;
+            rstd[c0 + c] = (real)rstd_of(running_var ? (double)running_var[c0 + c] : 1.0, cfg);
+        }
+    }
+}
+
 static void bn_fwd_cols(real *out, real *mean, real *rstd, real *running_mean, real *running_var,
                         const real *inp, const real *g, const real *b, int B, int C, int training,
                         const nb_norm_cfg *cfg) {
     const int nblk = bn_blocks(C);
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;
-        if (training) {
-            double s[BN_CB], v[BN_CB];
-            memset(s, 0, sizeof s);
-            memset(v, 0, sizeof v);
-            for (int row = 0; row < B; row++) {
-                const real *x = inp + (size_t)row * C + c0;
+        const int c0 = blk * BN_CB;
+        if (C - c0 >= BN_CB)
+            bn_fwd_block(mean, rstd, running_mean, running_var, inp, B, C, training, cfg, c0,
+                         BN_CB);
+        else
+            bn_fwd_block(mean, rstd, running_mean, running_var, inp, B, C, training, cfg, c0,
+                         C - c0);
+    }
+    /* normalization row by row: long contiguous loops, the C statistics and gains in L1 */
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int row = 0; row < B; row++) {
+        const real *x = inp + (size_t)row * C;
+        real *y = out + (size_t)row * C;
+        if (b) {
 #pragma omp simd
-                for (int c = 0; c < w; c++)
-                    s[c] += (double)x[c];
-            }
-            for (int c = 0; c < w; c++)
-                s[c] /= B;
-            for (int row = 0; row < B; row++) {
-                const real *x = inp + (size_t)row * C + c0;
-#pragma omp simd
-                for (int c = 0; c < w; c++) {
-                    double d = (double)x[c] - s[c];
-                    v[c] += d * d;
-                }
-            }
-            const double nb = B, unb = B > 1 ? nb / (B - 1) : 1.0, mom = cfg->bn_momentum;
-            for (int c = 0; c < w; c++) {
-                double var = v[c] / nb; /* biased */
-                mean[c0 + c] = (real)s[c];
-                rstd[c0 + c] = (real)rstd_of(cfg->bn_unbiased_batch ? var * unb : var, cfg);
-                if (running_mean)
-                    running_mean[c0 + c] =
-                        (real)((1 - mom) * (double)running_mean[c0 + c] + mom * s[c]);
-                if (running_var)
-                    running_var[c0 + c] =
-                        (real)((1 - mom) * (double)running_var[c0 + c] +
-                               mom * (cfg->bn_unbiased_running ? var * unb : var));
-            }
+            for (int c = 0; c < C; c++)
+                y[c] = g[c] * ((x[c] - mean[c]) * rstd[c]) + b[c];
         } else {
-            for (int c = 0; c < w; c++) {
-                mean[c0 + c] = running_mean ? running_mean[c0 + c] : 0;
-                rstd[c0 + c] = (real)rstd_of(running_var ? (double)running_var[c0 + c] : 1.0, cfg);
-            }
-        }
-        const real *mu = mean + c0, *r = rstd + c0, *gg = g + c0, *bb = b ? b + c0 : NULL;
-        for (int row = 0; row < B; row++) {
-            const real *x = inp + (size_t)row * C + c0;
-            real *y = out + (size_t)row * C + c0;
-            if (bb) {
 #pragma omp simd
-                for (int c = 0; c < w; c++)
-                    y[c] = gg[c] * ((x[c] - mu[c]) * r[c]) + bb[c];
-            } else {
-#pragma omp simd
-                for (int c = 0; c < w; c++)
-                    y[c] = gg[c] * ((x[c] - mu[c]) * r[c]);
-            }
+            for (int c = 0; c < C; c++)
+                y[c] = g[c] * ((x[c] - mean[c]) * rstd[c]);
         }
     }
 }
@@ -476,20 +623,38 @@ static void bn_bwd_cols(real *dinp, real *dg, real *db, const real *dout, const 
         memset(syx, 0, sizeof syx);
         memset(sxx, 0, sizeof sxx);
         const int need_sxx = training && cfg->eps_outside;
-        for (int row = 0; row < B; row++) {
-            const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
+        /* the backward sums as bn_colsums: groups of 8 rows in real, added in double */
+        int row = 0;
+        for (; row + 8 <= B; row += 8) {
+            const real *x0 = inp + (size_t)row * C + c0, *y0 = dout + (size_t)row * C + c0;
+#define E_Y(k) y0[(size_t)(k)*C + c]
+#define E_YD(k) (y0[(size_t)(k)*C + c] * (x0[(size_t)(k)*C + c] - mu[c]))
+#define E_D2(k) ((x0[(size_t)(k)*C + c] - mu[c]) * (x0[(size_t)(k)*C + c] - mu[c]))
 #pragma omp simd
             for (int c = 0; c < w; c++) {
-                double d = (double)(x[c] - mu[c]);
-                sy[c] += (double)dy[c];
-                syx[c] += (double)dy[c] * d;
+                sy[c] += (double)BN_G8(E_Y);
+                syx[c] += (double)BN_G8(E_YD);
             }
             if (need_sxx) {
 #pragma omp simd
-                for (int c = 0; c < w; c++) {
-                    double d = (double)(x[c] - mu[c]);
-                    sxx[c] += d * d;
-                }
+                for (int c = 0; c < w; c++)
+                    sxx[c] += (double)BN_G8(E_D2);
+            }
+#undef E_Y
+#undef E_YD
+#undef E_D2
+        }
+        for (; row < B; row++) {
+            const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                sy[c] += (double)dy[c];
+                syx[c] += (double)(dy[c] * (x[c] - mu[c]));
+            }
+            if (need_sxx) {
+#pragma omp simd
+                for (int c = 0; c < w; c++)
+                    sxx[c] += (double)((x[c] - mu[c]) * (x[c] - mu[c]));
             }
         }
         /* per column: dx = A*dy + K*(x - mu) + M */
@@ -508,7 +673,7 @@ static void bn_bwd_cols(real *dinp, real *dg, real *db, const real *dout, const 
                 M[c] = 0;
             }
         }
-        for (int row = 0; row < B; row++) {
+        for (row = 0; row < B; row++) {
             const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
             real *dx = dinp + (size_t)row * C + c0;
 #pragma omp simd
