@@ -19,8 +19,10 @@
  *
  * Threads. Row-wise kernels split rows over threads (static schedule); gain/bias gradients go
  * through per-thread double partials summed in thread order, so results are deterministic for
- * a fixed thread count. BatchNorm works on blocks of columns, each owned by one thread, and
- * is deterministic for any thread count. Small problems stay serial.
+ * a fixed thread count. BatchNorm works on blocks of columns, each owned by one thread, up to
+ * 1,024 rows, and on row chunks (a cut that does not depend on the thread count) beyond; either
+ * way deterministic for any thread count (docs/numerics.md#batch). Problems below PAR_MIN
+ * values stay serial.
  */
 
 #include <math.h>
@@ -34,7 +36,8 @@
 
 #include "normmath.h"
 
-/* Below this many elements a kernel runs on one thread (fork/join would cost more). */
+/* Below this many elements a kernel runs on one thread: waking the passive OpenMP threads cost
+ * more than the whole kernel at the MLP's 128 x 1,000 (docs/numerics.md#reductions). */
 #define PAR_MIN 262144
 /* BatchNorm's column block: the per-column double accumulators of one block live on the stack
  * and one row's slice of a block is 256 (float) or 512 (double) contiguous bytes. */
