@@ -120,8 +120,11 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c $(LIB)
 
 # ---- tests -----------------------------------------------------------------------------------
 # Threads pinned so that reproducibility checks compare like with like.
+# The real Multi30k text, where a copy sits beside the checkout (the development and CI
+# machines have one): the BPE round-trip test runs on it, and skips without it.
+MULTI30K ?= $(wildcard $(CURDIR)/../shared/data/multi30k)
 TEST_ENV = OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive NORMBENCH_BIN=$(CURDIR)/$(BIN) \
-           NORMBENCH_REF=$(CURDIR)/tests/ref
+           NORMBENCH_REF=$(CURDIR)/tests/ref NB_TEST_MULTI30K=$(MULTI30K)
 
 test check: deps
 	@$(MAKE) --no-print-directory unit cli

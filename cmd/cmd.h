@@ -23,6 +23,8 @@ int cmd_sweep(int argc, const char **argv);
 int cmd_plot(int argc, const char **argv);
 int cmd_fetch(int argc, const char **argv);
 int cmd_datasets(int argc, const char **argv);
+int cmd_translate(int argc, const char **argv);
+int cmd_bleu(int argc, const char **argv);
 
 /* Makes sure the registry dataset name is installed in data_dir, fetching it on first use
  * (with a progress bar on stderr unless quiet; NORMBENCH_MIRROR honoured) unless no_fetch.
@@ -36,6 +38,14 @@ int nb_run_check_args(int argc, const char **argv);
 /* Whether `run` takes the option name (without "--") as a flag, with no value: the common
  * options and every task's declared ones (tasks/taskopt.h). *known is set when any takes it. */
 int nb_run_opt_is_flag(const char *name, int *known);
+
+struct nb_train_cfg;
+/* The configuration of finished run id in store db, rebuilt from its recorded command line (the
+ * strings live in *buf: free it, and cfg's task options with nb_task_opts_free, after use), and
+ * the directory its model is kept in. Prints its errors; returns 0, NB_EXIT_FAIL or
+ * NB_EXIT_USAGE. (cmd/cmd_run.c) */
+int nb_run_load_config(const char *db, int64_t id, struct nb_train_cfg *cfg, char **buf,
+                       char *model, size_t model_size);
 
 /* `normbench help run TASK`: the common options and TASK's own, with defaults. */
 int nb_run_help_task(const char *name);

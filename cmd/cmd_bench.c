@@ -50,6 +50,9 @@ static const char bench_usage[] =
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
 static const char *const device_choices[] = {"cpu", "cuda", NULL};
 static int g_device; /* --device: 0 cpu, 1 cuda */
+enum { MAXGIVEN = 64 };
+static nb_given g_given[MAXGIVEN + 1]; /* the task's own options for `bench step` (mt --model) */
+static int g_ngiven;
 enum { FMT_TABLE, FMT_CSV, FMT_JSON };
 
 /* The settings every timing depends on, in one line. */
@@ -580,8 +583,14 @@ static void *open_native(const nb_task *task, int row, int B, nb_err *err) {
     nb_train_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.norm.kind = row_kind(row);
-    nb_given flag = {row >= NB_NORM_COUNT ? labels[row - NB_NORM_COUNT].flag : NULL, NULL};
-    if (nb_task_configure(task, &cfg, cfg.norm.kind, &flag, flag.name ? 1 : 0, err) != 0) {
+    nb_given given[MAXGIVEN + 1];
+    int ng = 0;
+    for (int k = 0; k < g_ngiven; k++)
+        given[ng++] = g_given[k];
+    if (row >= NB_NORM_COUNT) given[ng++] = (nb_given){labels[row - NB_NORM_COUNT].flag, NULL};
+    cfg.task = task->name;
+    cfg.dataset = task->default_dataset;
+    if (nb_task_configure(task, &cfg, cfg.norm.kind, given, ng, err) != 0) {
         nb_task_opts_free(&cfg);
         return NULL;
     }
@@ -1241,12 +1250,35 @@ int cmd_bench(int argc, const char **argv) {
          dtype_choices},
         {NULL},
     };
+    /* the task's own options (mt's --model, --dim): kept aside for the step benchmark's task */
+    const char *args[256];
+    int nargs = 0;
+    g_ngiven = 0;
+    for (int i = 0; i < argc && nargs < 255; i++) {
+        int known = 0, flag = 0;
+        if (i > 0 && strncmp(argv[i], "--", 2) == 0 && argv[i][2] && !strchr(argv[i], '='))
+            flag = nb_task_opt_is_flag(argv[i] + 2, &known);
+        if (!known || g_ngiven >= MAXGIVEN) {
+            args[nargs++] = argv[i];
+            continue;
+        }
+        const char *name = argv[i] + 2, *v = NULL;
+        if (!flag) {
+            if (i + 1 >= argc) return nb_usage_error("bench", "option '%s' needs a value", argv[i]);
+            v = argv[++i];
+        }
+        g_given[g_ngiven++] = (nb_given){name, v};
+    }
+    args[nargs] = NULL;
     const char *pos[2];
     int npos = 0;
-    int rc = nb_parse_opts("bench", bench_usage, argc, argv, opts, pos, 2, &npos);
+    int rc = nb_parse_opts("bench", bench_usage, nargs, args, opts, pos, 2, &npos);
     if (rc < 0) return NB_EXIT_OK;
     if (rc) return rc;
     if (npos < 1) return nb_usage_error("bench", "what to benchmark? 'kernels' or 'step TASK'");
+    if (g_ngiven && (strcmp(pos[0], "step") != 0 || npos < 2))
+        return nb_usage_error("bench", "'--%s' is a task's option: it goes with 'bench step TASK'",
+                              g_given[0].name);
     nb_note_blas_core();
     /* the labels (batch-everywhere) are taken out of the list before the six norms are parsed */
     find_labels();
@@ -1302,6 +1334,17 @@ int cmd_bench(int argc, const char **argv) {
     if (!task) return nb_unknown_task("bench", pos[1]);
     if (!task->bench_open || !task->bench_step || !task->bench_close)
         return nb_die("task '%s' has no step benchmark", task->name);
+    if (g_ngiven) { /* the task's options checked once, as `run` checks them */
+        nb_train_cfg cfg;
+        nb_err gerr;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.norm.kind = NB_NORM_LAYER;
+        cfg.task = task->name;
+        cfg.dataset = task->default_dataset;
+        int bad = nb_task_configure(task, &cfg, NB_NORM_LAYER, g_given, g_ngiven, &gerr);
+        nb_task_opts_free(&cfg);
+        if (bad) return nb_usage_error("bench", "%s", gerr.msg);
+    }
     if (g_device) {
         nb_err derr;
         nb_err_clear(&derr);

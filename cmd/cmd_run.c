@@ -25,15 +25,17 @@ static const char run_usage[] =
     "usage: normbench run TASK [--norm NAME] [--dataset NAME] [--seed N] [--epochs N] [--steps N]\n"
     "                     [--batch N] [--lr X] [--subset N] [--p X] [--eps X] [--threads N]\n"
     "                     [--data-dir DIR] [--db FILE] [--tag TEXT] [--quiet] [TASK options]\n"
-    "       normbench run --resume RUN [--db FILE] [--quiet]\n"
+    "       normbench run --resume RUN [--db FILE] [--quiet] [--from-scratch]\n"
     "       normbench help run TASK      (one task's options, with their defaults)\n\n"
     "Trains TASK with one normalization and records the run (configuration, provenance,\n"
     "training loss with wall time, evaluation metrics, time per step) in the results store.\n"
-    "Ctrl-C stops the run cleanly: it is recorded as interrupted and keeps what it measured.\n"
+    "Ctrl-C (or SIGTERM, SIGHUP) stops the run cleanly: it is recorded as interrupted and keeps\n"
+    "what it measured.\n"
     "A NaN or infinite loss stops it as diverged. A checkpoint is written at the end of every\n"
     "epoch (beside the store, in DB-checkpoints/); 'normbench run --resume RUN' continues an\n"
-    "interrupted or crashed run from it, bit-exactly. Exit status: 0 finished, 1 failed,\n"
-    "interrupted or diverged, 2 usage error.\n";
+    "interrupted or crashed run from it, bit-exactly (a checkpoint of another store or run is\n"
+    "refused; one run is resumed by one process at a time); --from-scratch starts it over under\n"
+    "its id instead. Exit status: 0 finished, 1 failed, interrupted or diverged, 2 usage error.\n";
 
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
 static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};
@@ -62,6 +64,10 @@ typedef struct run_ctx {
     const char *db;       /* the store's path: checkpoints live beside it */
     const char *argv_rec; /* the command line, recorded so that --resume can rebuild it */
     char ckpt[4096];      /* this run's checkpoint file, once known */
+    char model[4096];     /* this run's model directory, once made */
+    char store_id[40];    /* the store's id, recorded in every checkpoint */
+    nb_ckpt_ident ident;  /* what this run's checkpoints belong to, once known */
+    int have_ident;
     nb_progress_line progress;
 } run_ctx;
 
@@ -121,7 +127,31 @@ static const char *sink_checkpoint(void *ctx, nb_err *err) {
     if (ensure_run(c, err) != 0) return NULL;
     if (!c->ckpt[0] && checkpoint_file(c->ckpt, sizeof c->ckpt, c->db, c->run_id, 1, err) != 0)
         return NULL;
+    if (!c->have_ident) {
+        nb_ckpt_ident_set(&c->ident, c->store_id, c->run_id, c->spec.task, c->spec.norm,
+                          c->spec.seed, c->spec.config_json);
+        c->have_ident = 1;
+    }
     return c->ckpt;
+}
+
+/* DB-checkpoints/run-ID.model/, beside the store: a finished run's model (tasks that keep one). */
+static const char *sink_model_dir(void *ctx, nb_err *err) {
+    run_ctx *c = ctx;
+    if (ensure_run(c, err) != 0) return NULL;
+    char ck[4096];
+    if (checkpoint_file(ck, sizeof ck, c->db, c->run_id, 1, err) != 0) return NULL;
+    size_t n = strlen(ck);
+    if (n < 5 || n + 2 >= sizeof c->model) {
+        nb_errf(err, "store path '%s' is too long", c->db);
+        return NULL;
+    }
+    snprintf(c->model, sizeof c->model, "%.*s.model", (int)(n - 5), ck); /* run-ID.ckpt -> .model */
+    if (mkdir(c->model, 0755) != 0 && errno != EEXIST) {
+        nb_errf(err, "cannot create '%s': %s", c->model, strerror(errno));
+        return NULL;
+    }
+    return c->model;
 }
 
 static void sink_progress(void *ctx, const nb_progress *p) {
@@ -283,6 +313,21 @@ int nb_run_opt_is_flag(const char *name, int *known) {
 
 /* ---- help ---------------------------------------------------------------------------------- */
 
+/* The norms in the order help shows defaults: layer (run's default, the base) first. */
+static const int help_norms[NB_NORM_COUNT] = {NB_NORM_LAYER,  NB_NORM_NONE, NB_NORM_BATCH,
+                                              NB_NORM_WEIGHT, NB_NORM_RMS,  NB_NORM_PRMS};
+
+/* cfg configured for task t with the given norm and options, as `run` would (its own struct
+ * allocated: free with nb_task_opts_free). Returns 0, or -1 when that combination is refused. */
+static int configure_for(const nb_task *t, int norm, const nb_given *g, int ng, nb_train_cfg *cfg) {
+    nb_err err;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->norm.kind = (nb_norm_kind)norm;
+    if (nb_task_configure(t, cfg, norm, g, ng, &err) == 0) return 0;
+    nb_task_opts_free(cfg);
+    return -1;
+}
+
 /* The default of a task's option row as "X", or "X; none: Y, batch: Y" where the task's
  * defaults differ by norm, and per model where the task has models. */
 static void opt_default(const nb_task *t, const nb_task_opt *o, char *out, size_t size) {
@@ -300,25 +345,17 @@ static void opt_default(const nb_task *t, const nb_task_opt *o, char *out, size_
         nb_given g = {sel ? sel->name : NULL, sel ? sel->choices[m] : NULL};
         char diff[512] = "";
         size_t dn = 0;
-        for (int k = -1; k < NB_NORM_COUNT; k++) {
-            /* k = -1: the default norm (layer) gives the base value */
-            int norm = k < 0 ? NB_NORM_LAYER : k;
-            if (k == NB_NORM_LAYER) continue;
+        for (int k = 0; k < NB_NORM_COUNT; k++) {
+            int norm = help_norms[k];
             nb_train_cfg cfg;
-            nb_err err;
-            memset(&cfg, 0, sizeof cfg);
-            cfg.norm.kind = (nb_norm_kind)norm;
-            if (nb_task_configure(t, &cfg, norm, &g, sel ? 1 : 0, &err) != 0) {
-                nb_task_opts_free(&cfg);
-                continue;
-            }
+            if (configure_for(t, norm, &g, sel ? 1 : 0, &cfg) != 0) continue;
             if (o->models && sel && !strstr(o->models, sel->choices[m])) {
                 nb_task_opts_free(&cfg);
                 break;
             }
             nb_task_opt_format(o, cfg.task_opts, val, sizeof val);
             nb_task_opts_free(&cfg);
-            if (k < 0) {
+            if (k == 0) {
                 snprintf(base, sizeof base, "%s", val);
             } else if (strcmp(val, base) != 0 && dn < sizeof diff) {
                 dn += (size_t)snprintf(diff + dn, sizeof diff - dn, "%s%s: %s", dn ? ", " : "",
@@ -413,18 +450,14 @@ static void print_task_opts(FILE *f, const nb_task *t) {
     nb_buf d = {0};
     for (int which = 0; which < 9; which++) {
         char base[96] = "", val[96];
-        for (int k = -1; k < NB_NORM_COUNT; k++) {
-            int norm = k < 0 ? NB_NORM_LAYER : k;
-            if (k == NB_NORM_LAYER) continue;
+        for (int k = 0; k < NB_NORM_COUNT; k++) {
+            int norm = help_norms[k];
             nb_train_cfg cfg;
-            nb_err err;
-            memset(&cfg, 0, sizeof cfg);
-            cfg.norm.kind = (nb_norm_kind)norm;
-            int ok = nb_task_configure(t, &cfg, norm, NULL, 0, &err) == 0;
+            int ok = configure_for(t, norm, NULL, 0, &cfg) == 0;
             if (ok) common_default(&cfg, which, val, sizeof val);
             nb_task_opts_free(&cfg);
             if (!ok) continue;
-            if (k < 0) {
+            if (k == 0) {
                 snprintf(base, sizeof base, "%s", val);
                 nb_buf_printf(&d, "%s%s", d.len ? ", " : "", val);
             } else if (strcmp(val, base) != 0) {
@@ -559,6 +592,9 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     nb_train_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.norm.kind = (nb_norm_kind)v.norm;
+    cfg.task = task->name;
+    /* the dataset first: a task's defaults may depend on it (mt's BPE merges) */
+    cfg.dataset = v.dataset ? v.dataset : task->default_dataset;
     nb_err err;
     nb_err_clear(&err);
     if (nb_task_configure(task, &cfg, v.norm, given, ntask, &err) != 0) {
@@ -569,8 +605,6 @@ static int parse_run(int argc, const char **argv, run_args *a) {
             fprintf(stderr, "error: %s\nhint: see 'normbench help run %s'\n", err.msg, task->name);
         return NB_EXIT_USAGE;
     }
-    cfg.task = task->name;
-    cfg.dataset = v.dataset ? v.dataset : task->default_dataset;
     int known = 0;
     for (int i = 0; task->datasets[i]; i++)
         known |= strcmp(task->datasets[i], cfg.dataset) == 0;
@@ -652,9 +686,13 @@ static char *join_argv(int argc, const char **argv) {
 }
 
 /* `run --resume RUN`: the recorded command line of RUN, split back into arguments (into
- * storage owned by the caller: *buf). Checks that the run can be resumed and where from. */
-static int resume_args(const char *db, int64_t id, char **buf, const char **args, int max,
-                       int *nargs, char *ckpt, size_t ckpt_size, int64_t *ckpt_step) {
+ * storage owned by the caller: *buf). Checks that the run can be resumed and where from: its
+ * checkpoint must exist and belong to it (store, run, task, norm, seed, configuration), whose
+ * identity goes to *ident. With from_scratch the checkpoint is not needed (*ckpt_step = -1): the
+ * run starts over under its id. */
+static int resume_args(const char *db, int64_t id, int from_scratch, char **buf, const char **args,
+                       int max, int *nargs, char *ckpt, size_t ckpt_size, int64_t *ckpt_step,
+                       nb_ckpt_ident *ident) {
     nb_err err;
     nb_err_clear(&err);
     nb_store *s = NULL;
@@ -680,22 +718,34 @@ static int resume_args(const char *db, int64_t id, char **buf, const char **args
         nb_die("run %lld has no recorded command line: it cannot be resumed", (long long)id);
         goto out;
     }
-    if (checkpoint_file(ckpt, ckpt_size, db, id, 0, &err) != 0) {
+    char store_id[40];
+    if (checkpoint_file(ckpt, ckpt_size, db, id, 0, &err) != 0 ||
+        nb_store_id(s, store_id, sizeof store_id, &err) != 0) {
         nb_report_err(&err);
         goto out;
     }
-    if (access(ckpt, R_OK) != 0) {
-        nb_die("run %lld has no checkpoint '%s'", (long long)id, ckpt);
-        fprintf(stderr, "hint: checkpoints are written at the end of each epoch; a run stopped "
-                        "in its first epoch must be started again\n");
-        goto out;
+    nb_ckpt_ident_set(ident, store_id, id, d->info.task, d->info.norm, d->info.seed, d->config);
+    if (from_scratch) {
+        *ckpt_step = -1;
+    } else {
+        if (access(ckpt, R_OK) != 0) {
+            nb_die("run %lld has no checkpoint '%s'", (long long)id, ckpt);
+            fprintf(stderr,
+                    "hint: checkpoints are written at the end of each epoch; a run stopped in its "
+                    "first epoch must be started again ('normbench run --resume %lld "
+                    "--from-scratch' does it under the same run id)\n",
+                    (long long)id);
+            goto out;
+        }
+        nb_ckpt_state st;
+        nb_ckpt_ident have;
+        if (nb_ckpt_read_state(ckpt, &have, &st, &err) != 0 ||
+            nb_ckpt_ident_check(ckpt, &have, ident, &err) != 0) {
+            nb_report_err(&err);
+            goto out;
+        }
+        *ckpt_step = st.step;
     }
-    nb_ckpt_state st;
-    if (nb_ckpt_read_state(ckpt, &st, &err) != 0) {
-        nb_report_err(&err);
-        goto out;
-    }
-    *ckpt_step = st.step;
     *buf = strdup(rec);
     if (!*buf) {
         nb_die("out of memory");
@@ -715,10 +765,79 @@ out:
     return rc;
 }
 
+/* Removes the checkpoint temporary files that a run killed while writing left beside the store
+ * (their writer is gone); a failure only warns. */
+static void remove_stale_checkpoints(const char *db) {
+    char dir[4096];
+    if ((size_t)snprintf(dir, sizeof dir, "%s-checkpoints", db) >= sizeof dir) return;
+    nb_err err;
+    nb_err_clear(&err);
+    if (nb_ckpt_remove_stale(dir, NULL, &err) != 0) fprintf(stderr, "warning: %s\n", err.msg);
+}
+
+int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf, char *model,
+                       size_t model_size) {
+    nb_err err;
+    nb_err_clear(&err);
+    nb_store *s = NULL;
+    nb_run_detail *d = NULL;
+    int rc = NB_EXIT_FAIL;
+    *buf = NULL;
+    if (nb_store_open(&s, db, 1, &err) != 0 || nb_run_get(s, id, &d, &err) != 0) {
+        nb_report_err(&err);
+        goto out;
+    }
+    if (strcmp(d->info.status, "finished") != 0) {
+        nb_die("run %lld is %s: only a finished run keeps its model", (long long)id,
+               d->info.status);
+        goto out;
+    }
+    const char *rec = NULL;
+    for (int i = 0; i < d->nparams; i++)
+        if (strcmp(d->params[i].key, "argv") == 0) rec = d->params[i].value;
+    if (!rec || !(*buf = strdup(rec))) {
+        nb_die("run %lld has no recorded command line", (long long)id);
+        goto out;
+    }
+    const char *args[256];
+    int n = 0;
+    args[n++] = "run";
+    for (char *p = *buf; p && n < 250;) {
+        args[n++] = p;
+        p = strchr(p, '\x1f');
+        if (p) *p++ = '\0';
+    }
+    run_args a;
+    if (parse_run(n, args, &a) != 0) {
+        fprintf(stderr, "hint: run %lld's recorded command line no longer parses\n", (long long)id);
+        rc = NB_EXIT_USAGE;
+        goto out;
+    }
+    *cfg = a.cfg;
+    char ck[4096];
+    if (checkpoint_file(ck, sizeof ck, db, id, 0, &err) != 0) {
+        nb_task_opts_free(cfg);
+        nb_report_err(&err);
+        goto out;
+    }
+    snprintf(model, model_size, "%.*s.model", (int)strlen(ck) - 5, ck);
+    rc = 0;
+out:
+    nb_run_detail_free(d);
+    if (s) nb_store_close(s);
+    if (rc) {
+        free(*buf);
+        *buf = NULL;
+    }
+    return rc;
+}
+
 int cmd_run(int argc, const char **argv) {
     /* --resume RUN [--db FILE] [--quiet]: continue a run from its last checkpoint. */
     int64_t resume_id = 0, resume_step = 0;
+    int from_scratch = 0;
     char *resume_buf = NULL, resume_ckpt[4096] = "";
+    nb_ckpt_ident resume_ident;
     const char *rargs[256];
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0) {
@@ -726,19 +845,22 @@ int cmd_run(int argc, const char **argv) {
             int quiet = 0;
             nb_opt ro[] = {
                 {"resume", NB_OPT_I64, &resume_id, "RUN", "run to resume", NULL, 1, 1e15},
+                {"from-scratch", NB_OPT_FLAG, &from_scratch, NULL,
+                 "start the run over under its id instead (no checkpoint needed)"},
                 NB_OPT_DB(&db),
                 {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
                 {NULL}};
             int prc = nb_parse_opts("run", run_usage, argc, argv, ro, NULL, 0, NULL);
             if (prc < 0) return NB_EXIT_OK;
             if (prc) {
-                fprintf(stderr, "hint: --resume takes only --db and --quiet beside it: the run "
-                                "keeps its own options\n");
+                fprintf(stderr, "hint: --resume takes only --db, --quiet and --from-scratch beside "
+                                "it: the run keeps its own options\n");
                 return prc;
             }
             int nargs = 0;
-            int rrc = resume_args(db ? db : nb_default_db(), resume_id, &resume_buf, rargs + 1, 250,
-                                  &nargs, resume_ckpt, sizeof resume_ckpt, &resume_step);
+            int rrc = resume_args(db ? db : nb_default_db(), resume_id, from_scratch, &resume_buf,
+                                  rargs + 1, 250, &nargs, resume_ckpt, sizeof resume_ckpt,
+                                  &resume_step, &resume_ident);
             if (rrc) return rrc;
             rargs[0] = "run";
             nargs++;
@@ -810,10 +932,24 @@ int cmd_run(int argc, const char **argv) {
     run_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     const char *dbpath = a.db;
-    if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0) {
+    if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0 ||
+        nb_store_id(ctx.store, ctx.store_id, sizeof ctx.store_id, &err) != 0) {
+        nb_store_close(ctx.store);
+        free(resume_buf);
         nb_task_opts_free(&cfg);
         return nb_report_err(&err);
     }
+    remove_stale_checkpoints(dbpath);
+    /* From here a signal stops the run at its next step, recorded as interrupted (a resume's
+     * claim included: a run left claimed by a killed process shows as crashed). */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session */
+
     char *json = config_json(&cfg);
     if (!json) {
         nb_task_opts_free(&cfg);
@@ -839,7 +975,9 @@ int cmd_run(int argc, const char **argv) {
                     .record = sink_record,
                     .param = sink_param,
                     .checkpoint_path = sink_checkpoint,
-                    .progress = sink_progress};
+                    .ckpt_ident = &ctx.ident,
+                    .progress = sink_progress,
+                    .model_dir = sink_model_dir};
     if (resume_id) {
         if (nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0) {
             free(json), free(argv_rec), free(resume_buf), free(compute);
@@ -849,19 +987,21 @@ int cmd_run(int argc, const char **argv) {
         }
         ctx.created = 1;
         ctx.run_id = resume_id;
+        /* the identity recorded with the run (its stored configuration), not the rebuilt one */
+        ctx.ident = resume_ident;
+        ctx.have_ident = 1;
         snprintf(ctx.ckpt, sizeof ctx.ckpt, "%s", resume_ckpt);
-        cfg.resume_from = ctx.ckpt;
-        if (!quiet)
-            fprintf(stderr, "run %lld: resuming from its checkpoint at step %lld\n",
-                    (long long)resume_id, (long long)resume_step);
+        if (from_scratch) {
+            unlink(ctx.ckpt);
+            if (!quiet)
+                fprintf(stderr, "run %lld: starting over from step 0\n", (long long)resume_id);
+        } else {
+            cfg.resume_from = ctx.ckpt;
+            if (!quiet)
+                fprintf(stderr, "run %lld: resuming from its checkpoint at step %lld\n",
+                        (long long)resume_id, (long long)resume_step);
+        }
     }
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
 
     nb_status status = NB_STATUS_FAILED;
     int trc = nb_task_find(cfg.task)->train(&cfg, &sink, &status, &err);

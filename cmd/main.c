@@ -30,6 +30,8 @@ static const nb_command commands[] = {
     {"show", cmd_show, "show one run: configuration, provenance, metrics"},
     {"report", cmd_report, "compare norms: final metrics, time per step, speed vs layer"},
     {"plot", cmd_plot, "figures: loss against steps and against time, a line per norm"},
+    {"translate", cmd_translate, "translate stdin with a finished translation run's model"},
+    {"bleu", cmd_bleu, "score translations with SacreBLEU's corpus BLEU"},
     {"bench", cmd_bench, "benchmark the norm kernels or a task's training step"},
     {"fetch", cmd_fetch, "download, verify and unpack a paper dataset (resumable)"},
     {"datasets", cmd_datasets, "list the datasets: source, checksum, location, status"},

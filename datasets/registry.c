@@ -98,6 +98,65 @@ static const nb_member top4_members[] = {
     {"valid4_ans.pkl", NULL, 256 * MiB},
 };
 
+/* ---- Multi30k task 1, English-German (docs/papers.md#mt-data)
+ * ------------------------------------- The raw gzipped text of the multi30k/dataset GitHub
+ * repository (data/task1/raw/), one sentence a line: 29,000 training pairs, 1,014 validation, 1,000
+ * each for the 2016 and 2017 Flickr test sets. The repository publishes no checksums: the SHA-256
+ * and sizes pinned here were computed from the files as that repository serves them (master), and
+ * checked against their MD5s. The parallel text reader (datasets/mt.h) caps each decompressed file
+ * at 64 MiB. */
+#define M30K_URL "https://github.com/multi30k/dataset/raw/master/data/task1/raw/"
+static const nb_source m30k_src[] = {
+    {M30K_URL "train.en.gz", "train.en.gz", 568929, NULL,
+     "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f", NULL, NULL},
+    {M30K_URL "train.de.gz", "train.de.gz", 637044, NULL,
+     "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6", NULL, NULL},
+    {M30K_URL "val.en.gz", "val.en.gz", 21650, NULL,
+     "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28", NULL, NULL},
+    {M30K_URL "val.de.gz", "val.de.gz", 24681, NULL,
+     "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a", NULL, NULL},
+    {M30K_URL "test_2016_flickr.en.gz", "test_2016_flickr.en.gz", 21077, NULL,
+     "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9", NULL, NULL},
+    {M30K_URL "test_2016_flickr.de.gz", "test_2016_flickr.de.gz", 22890, NULL,
+     "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8", NULL, NULL},
+    {M30K_URL "test_2017_flickr.en.gz", "test_2017_flickr.en.gz", 19138, NULL,
+     "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074", NULL, NULL},
+    {M30K_URL "test_2017_flickr.de.gz", "test_2017_flickr.de.gz", 21471, NULL,
+     "a2c89666db00c495cd8513b9d708d5a3acc205d7de312ef2bf5fb7ebc1540aee", NULL, NULL},
+};
+static const nb_member m30k_members[] = {
+    {"train.en.gz", NULL, 8 * MiB},
+    {"train.de.gz", NULL, 8 * MiB},
+    {"val.en.gz", NULL, 8 * MiB},
+    {"val.de.gz", NULL, 8 * MiB},
+    {"test_2016_flickr.en.gz", NULL, 8 * MiB},
+    {"test_2016_flickr.de.gz", NULL, 8 * MiB},
+    {"test_2017_flickr.en.gz", NULL, 8 * MiB},
+    {"test_2017_flickr.de.gz", NULL, 8 * MiB},
+};
+
+/* ---- WMT14 English-German, the RMS paper's RNNSearch data (docs/papers.md#mt-data)
+ * --------------- The 4.5M-pair WMT14 training set as Stanford's NMT group distributes it (Europarl
+ * v7, Common Crawl and News Commentary v9, Moses-tokenized), with newstest2013 (development) and
+ * newstest2014 (test). No checksum or size is published: trust on first use. The RMS authors'
+ * own preprocessed copy (data.statmt.org/bzhang/neurips19_rmsnorm/) lists no file names that
+ * could be verified offline (docs/papers.md#mt-data), and newstest2017 is not in this copy: BLEU
+ * on it needs SacreBLEU's detokenized references (wmt17 test.tgz), not part of this entry. */
+#define WMT14_URL "https://nlp.stanford.edu/projects/nmt/data/wmt14.en-de/"
+static const nb_source wmt14_src[] = {
+    {WMT14_URL "train.en", "wmt14-train.en", 0, NULL, NULL, NULL, NULL},
+    {WMT14_URL "train.de", "wmt14-train.de", 0, NULL, NULL, NULL, NULL},
+    {WMT14_URL "newstest2013.en", "wmt14-newstest2013.en", 0, NULL, NULL, NULL, NULL},
+    {WMT14_URL "newstest2013.de", "wmt14-newstest2013.de", 0, NULL, NULL, NULL, NULL},
+    {WMT14_URL "newstest2014.en", "wmt14-newstest2014.en", 0, NULL, NULL, NULL, NULL},
+    {WMT14_URL "newstest2014.de", "wmt14-newstest2014.de", 0, NULL, NULL, NULL, NULL},
+};
+static const nb_member wmt14_members[] = {
+    {"train.en", NULL, 2 * GiB},         {"train.de", NULL, 2 * GiB},
+    {"newstest2013.en", NULL, 16 * MiB}, {"newstest2013.de", NULL, 16 * MiB},
+    {"newstest2014.en", NULL, 16 * MiB}, {"newstest2014.de", NULL, 16 * MiB},
+};
+
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const nb_dataset registry[] = {
@@ -112,6 +171,11 @@ static const nb_dataset registry[] = {
      NULL},
     {"cnn-top4", "CNN reading comprehension, top-4 sentences (top4.zip)", "pickle subset",
      NB_PACK_ZIP, top4_src, N(top4_src), top4_members, N(top4_members), 0, NULL},
+    {"multi30k", "Multi30k task 1 English-German captions (raw text, gzip)", "parallel text",
+     NB_PACK_FILES, m30k_src, N(m30k_src), m30k_members, N(m30k_members), 1, NULL},
+    {"wmt14-en-de", "WMT14 English-German, 4.5M pairs (Stanford NMT copy, tokenized text)",
+     "parallel text", NB_PACK_FILES, wmt14_src, N(wmt14_src), wmt14_members, N(wmt14_members), 1,
+     NULL},
 };
 
 int nb_registry_count(void) {

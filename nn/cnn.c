@@ -440,7 +440,7 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
     }
 }
 
-int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_err *err) {
+int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_rng *rng, nb_err *err) {
     int none = m->norm.kind == NB_NORM_NONE && m->opts.none_data_init;
     int weight = m->norm.kind == NB_NORM_WEIGHT && m->norm.wn_data_init;
     if (!none && !weight) return 0;
@@ -457,8 +457,23 @@ int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_err *err) {
         int S = L->OH * L->OW;
         switch (L->spec.op) {
         case NB_CNN_NOISE:
+            /* in place; a deterministic pass lets the activations through */
+            if (rng && L->spec.p > 0)
+                FN(nb_gauss_noise_forward)(cur, cur, (size_t)B * out_size(L), B, L->spec.p, rng);
+            continue;
         case NB_CNN_DROPOUT:
-            continue; /* deterministic pass: the activations pass through */
+            if (rng && L->spec.p > 0) {
+                const size_t n = (size_t)B * out_size(L);
+                real *mask = alloc_real(n);
+                if (!mask) {
+                    free(a);
+                    free(b2);
+                    return nb_errf(err, "out of memory for data-dependent initialisation");
+                }
+                FN(nb_dropout_forward)(cur, mask, cur, n, B, L->spec.p, rng);
+                free(mask);
+            }
+            continue;
         case NB_CNN_POOL: {
             unsigned char *arg = malloc((size_t)B * out_size(L));
             if (!arg) {

@@ -95,11 +95,15 @@ void NB_FN(nb_cnn_backward)(NB_FN(nb_cnn) * m, const int *y);
 void NB_FN(nb_cnn_zero_grad)(NB_FN(nb_cnn) * m);
 
 /* Data-dependent initialisation (WN code): for weight (when norm.wn_data_init) and none (when
- * opts.none_data_init), runs x (B images, noise and dropout off) through the network layer by
- * layer and sets each conv layer's g and b so that g·t + b has zero mean and unit variance per
- * channel over (B, H, W), t the conv output with V/‖V‖ (weight) or W (none). A no-op for the
- * other norms. Returns 0, or -1 with err (out of memory for the B images' activations). */
-int NB_FN(nb_cnn_data_init)(NB_FN(nb_cnn) * m, const NB_REAL *x, int B, nb_err *err);
+ * opts.none_data_init), runs x (B images) through the network layer by layer and sets each conv
+ * layer's g and b so that g·t + b has zero mean and unit variance per channel over (B, H, W), t
+ * the conv output with V/‖V‖ (weight) or W (none). rng not NULL: the Gaussian noise and dropout
+ * layers are on, drawn from rng as a training forward draws them (one call per layer, in layer
+ * order), as the WN code's train.py runs its init pass (get_output(..., init=True) without
+ * deterministic=True); NULL: they pass the activations through (a deterministic pass). A no-op
+ * for the other norms. Returns 0, or -1 with err (out of memory for the B images'
+ * activations). */
+int NB_FN(nb_cnn_data_init)(NB_FN(nb_cnn) * m, const NB_REAL *x, int B, nb_rng *rng, nb_err *err);
 
 /* Multiply-adds x 2 of one image's forward convolutions. */
 double NB_FN(nb_cnn_flops)(const NB_FN(nb_cnn) * m);

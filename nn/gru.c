@@ -307,7 +307,7 @@ int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int 
 
 /* An n x n orthogonal matrix (Q of the QR factorization of a Gaussian matrix, columns signed by
  * R's diagonal) written into dst with row stride ld. */
-static int orthogonal(real *dst, size_t ld, int n, nb_rng *rng, nb_err *err) {
+int FN(nb_orthogonal)(real *dst, size_t ld, int n, nb_rng *rng, nb_err *err) {
     int rc = -1, info = 0, lwork = -1;
     double *a = malloc(sizeof(double) * (size_t)n * n), *tau = malloc(sizeof(double) * n);
     double *work = NULL, wq = 0;
@@ -355,17 +355,12 @@ out:
     return rc;
 }
 
-int FN(nb_gru_init_params)(FN(nb_gru) * g, real *params, nb_rng *rng, nb_err *err) {
+/* Gains 1, post-norm biases 0, BN running mean 0 and variance 1, WN gains = the row norms of
+ * the weights already drawn. */
+static void init_norm_params(FN(nb_gru) * g, real *params) {
     const int H = g->H, E = g->E;
     const size_t H3 = 3 * (size_t)H;
-    real *Wc = params + g->wc, *Uc = params + g->uc;
-    for (size_t i = 0; i < H3 * E; i++)
-        Wc[i] = (real)(0.2 * nb_rng_uniform(rng) - 0.1);
-    memset(params + g->bc, 0, H3 * sizeof(real));
-    /* Uc rows [0,H) = U_r^T, [H,2H) = U_u^T, [2H,3H) = Ux^T: each block an orthogonal H x H
-     * matrix (the transpose of one is another). */
-    for (int blk = 0; blk < 3; blk++)
-        if (orthogonal(Uc + (size_t)blk * H * H, (size_t)H, H, rng, err) != 0) return -1;
+    const real *Wc = params + g->wc, *Uc = params + g->uc;
     size_t ones[] = {g->gx, g->gh}, zeros[] = {g->bx, g->bh};
     for (int i = 0; i < 2; i++) {
         if (ones[i] != NO_OFF)
@@ -391,6 +386,44 @@ int FN(nb_gru_init_params)(FN(nb_gru) * g, real *params, nb_rng *rng, nb_err *er
             params[g->wgh + o] = (real)sqrt(sh);
         }
     }
+}
+
+int FN(nb_gru_init_normal)(FN(nb_gru) * g, real *params, nb_rng *rng, double scale, double center,
+                           nb_err *err) {
+    const int H = g->H, E = g->E;
+    const size_t H3 = 3 * (size_t)H;
+    real *Wc = params + g->wc, *Uc = params + g->uc;
+    for (int blk = 0; blk < 3; blk++) {
+        real *w = Wc + (size_t)blk * H * E;
+        if (E == H) {
+            if (FN(nb_orthogonal)(w, (size_t)E, H, rng, err) != 0) return -1;
+        } else {
+            for (size_t i = 0; i < (size_t)H * E; i++)
+                w[i] = (real)(scale * nb_rng_normal(rng));
+        }
+        if (FN(nb_orthogonal)(Uc + (size_t)blk * H * H, (size_t)H, H, rng, err) != 0) return -1;
+    }
+    for (size_t i = 0; i < H3 * E; i++)
+        Wc[i] += (real)center;
+    for (size_t i = 0; i < H3 * H; i++)
+        Uc[i] += (real)center;
+    memset(params + g->bc, 0, H3 * sizeof(real));
+    init_norm_params(g, params);
+    return 0;
+}
+
+int FN(nb_gru_init_params)(FN(nb_gru) * g, real *params, nb_rng *rng, nb_err *err) {
+    const int H = g->H, E = g->E;
+    const size_t H3 = 3 * (size_t)H;
+    real *Wc = params + g->wc, *Uc = params + g->uc;
+    for (size_t i = 0; i < H3 * E; i++)
+        Wc[i] = (real)(0.2 * nb_rng_uniform(rng) - 0.1);
+    memset(params + g->bc, 0, H3 * sizeof(real));
+    /* Uc rows [0,H) = U_r^T, [H,2H) = U_u^T, [2H,3H) = Ux^T: each block an orthogonal H x H
+     * matrix (the transpose of one is another). */
+    for (int blk = 0; blk < 3; blk++)
+        if (FN(nb_orthogonal)(Uc + (size_t)blk * H * H, (size_t)H, H, rng, err) != 0) return -1;
+    init_norm_params(g, params);
     return 0;
 }
 
@@ -403,168 +436,200 @@ const real *FN(nb_gru_last)(const FN(nb_gru) * g) {
     return g->h + (size_t)g->T * g->B * g->H;
 }
 
-void FN(nb_gru_forward)(FN(nb_gru) * g, real *params, const real *x, const real *mask, int T, int B,
-                        int training) {
+static size_t bn_slot(const FN(nb_gru) * g, int t) {
+    int s = t + g->bn_offset;
+    return (size_t)(s < g->bn_slots ? s : g->bn_slots - 1) * 3 * (size_t)g->H;
+}
+
+void FN(nb_gru_begin)(FN(nb_gru) * g, const real *params, int T, int B, int training) {
     const int H = g->H, E = g->E, H3 = 3 * H;
-    const nb_norm_kind kind = g->norm.kind;
-    const int rowwise = is_rowwise(kind), TB = T * B;
-    g->x = x;
-    g->mask = mask;
     g->T = T;
     g->B = B;
     g->training = training;
-    const real *Wc = params + g->wc, *Uc = params + g->uc;
-    if (kind == NB_NORM_WEIGHT) {
-        FN(nb_weightnorm_forward)(g->wce, g->wnx, Wc, params + g->wgx, H3, E);
-        FN(nb_weightnorm_forward)(g->uce, g->wnh, Uc, params + g->wgh, H3, H);
-        Wc = g->wce;
-        Uc = g->uce;
+    g->x = NULL;
+    g->mask = NULL;
+    g->input_back_done = 0;
+    if (g->norm.kind == NB_NORM_WEIGHT) {
+        FN(nb_weightnorm_forward)(g->wce, g->wnx, params + g->wc, params + g->wgx, H3, E);
+        FN(nb_weightnorm_forward)(g->uce, g->wnh, params + g->uc, params + g->wgh, H3, H);
     }
-    /* input side, all steps at once: xp = x Wc^T + bc */
+}
+
+void FN(nb_gru_input)(FN(nb_gru) * g, real *params, const real *x, int t0, int nt) {
+    const int H = g->H, E = g->E, H3 = 3 * H, B = g->B;
+    const nb_norm_kind kind = g->norm.kind;
+    g->x = x;
+    const real *Wc = kind == NB_NORM_WEIGHT ? g->wce : params + g->wc;
+    const size_t r0 = (size_t)t0 * B, rows = (size_t)nt * B;
+    real *xp = g->xp + r0 * H3;
     const real *bc = params + g->bc;
-    for (int row = 0; row < TB; row++)
-        memcpy(g->xp + (size_t)row * H3, bc, sizeof(real) * H3);
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, TB, H3, E, 1, x, E, Wc, E, 1, g->xp, H3);
+    if (g->bias_state)
+        memset(xp, 0, sizeof(real) * rows * H3);
+    else
+        for (size_t row = 0; row < rows; row++)
+            memcpy(xp + row * H3, bc, sizeof(real) * H3);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, H3, E, 1, x + r0 * E, E, Wc, E,
+               1, xp, H3);
     const real *gx = g->gx != NO_OFF ? params + g->gx : NULL;
     const real *bx = g->bx != NO_OFF ? params + g->bx : NULL;
-    const real *gh = g->gh != NO_OFF ? params + g->gh : NULL;
-    const real *bh = g->bh != NO_OFF ? params + g->bh : NULL;
-    if (rowwise) {
-#pragma omp parallel for schedule(static) if ((size_t)TB * H3 >= GRU_PAR_MIN)
-        for (int row = 0; row < TB; row++)
-            row_fwd(g, g->xn + (size_t)row * H3, g->sx + (size_t)row * 4, g->xp + (size_t)row * H3,
-                    gx, bx);
+    if (is_rowwise(kind)) {
+#pragma omp parallel for schedule(static) if (rows * H3 >= GRU_PAR_MIN)
+        for (size_t row = r0; row < r0 + rows; row++)
+            row_fwd(g, g->xn + row * H3, g->sx + row * 4, g->xp + row * H3, gx, bx);
     } else if (kind == NB_NORM_BATCH) {
-        for (int t = 0; t < T; t++) {
-            size_t slot = (size_t)(t < g->bn_slots ? t : g->bn_slots - 1) * H3;
+        for (int t = t0; t < t0 + nt; t++) {
+            size_t slot = bn_slot(g, t);
             FN(nb_batchnorm_forward)
             (g->xn + (size_t)t * B * H3, g->bmx + (size_t)t * H3, g->brx + (size_t)t * H3,
              params + g->rmx + slot, params + g->rvx + slot, g->xp + (size_t)t * B * H3, gx, bx, B,
-             H3, training, &g->norm);
+             H3, g->training, &g->norm);
         }
     }
-    memset(g->h, 0, sizeof(real) * (size_t)B * H);
-    for (int t = 0; t < T; t++) {
-        const size_t o3 = (size_t)t * B * H3, o1 = (size_t)t * B * H;
-        const real *hprev = g->h + o1;
-        real *hnext = g->h + o1 + (size_t)B * H;
-        if (t == 0) /* h[0] = 0: no product to take */
-            memset(g->hp, 0, sizeof(real) * (size_t)B * H3);
-        else
-            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, H3, H, 1, hprev, H, Uc, H, 0,
-                       g->hp + o3, H3);
-        if (kind == NB_NORM_BATCH) {
-            size_t slot = (size_t)(t < g->bn_slots ? t : g->bn_slots - 1) * H3;
-            FN(nb_batchnorm_forward)
-            (g->hn + o3, g->bmh + (size_t)t * H3, g->brh + (size_t)t * H3, params + g->rmh + slot,
-             params + g->rvh + slot, g->hp + o3, gh, bh, B, H3, training, &g->norm);
-        }
+}
+
+void FN(nb_gru_step)(FN(nb_gru) * g, real *params, int t, const real *hprev, real *hout,
+                     const real *mask) {
+    const int H = g->H, H3 = 3 * H, B = g->B;
+    const nb_norm_kind kind = g->norm.kind;
+    const int rowwise = is_rowwise(kind);
+    const real *Uc = kind == NB_NORM_WEIGHT ? g->uce : params + g->uc;
+    const real *gh = g->gh != NO_OFF ? params + g->gh : NULL;
+    const real *bh = g->bh != NO_OFF ? params + g->bh : NULL;
+    const size_t o3 = (size_t)t * B * H3, o1 = (size_t)t * B * H;
+    /* h[t] keeps the state this step starts from (for backward) */
+    real *hs = g->h + o1;
+    if (!hprev)
+        memset(hs, 0, sizeof(real) * (size_t)B * H);
+    else if (hprev != hs)
+        memcpy(hs, hprev, sizeof(real) * (size_t)B * H);
+    real *hp3 = g->hp + o3;
+    if (g->bias_state) {
+        const real *bc = params + g->bc;
+        for (int b = 0; b < B; b++)
+            memcpy(hp3 + (size_t)b * H3, bc, sizeof(real) * H3);
+    }
+    if (hprev) /* a zero state has no product to take */
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, H3, H, 1, hs, H, Uc, H,
+                   g->bias_state ? 1 : 0, hp3, H3);
+    else if (!g->bias_state)
+        memset(hp3, 0, sizeof(real) * (size_t)B * H3);
+    if (kind == NB_NORM_BATCH) {
+        size_t slot = bn_slot(g, t);
+        FN(nb_batchnorm_forward)
+        (g->hn + o3, g->bmh + (size_t)t * H3, g->brh + (size_t)t * H3, params + g->rmh + slot,
+         params + g->rvh + slot, hp3, gh, bh, B, H3, g->training, &g->norm);
+    }
 #pragma omp parallel for schedule(static) if ((size_t)B * H3 >= GRU_PAR_MIN)
-        for (int b = 0; b < B; b++) {
-            const size_t r3 = o3 + (size_t)b * H3, r1 = o1 + (size_t)b * H;
-            if (rowwise)
-                row_fwd(g, g->hn + r3, g->sh + ((size_t)t * B + b) * 4, g->hp + r3, gh, bh);
-            const real *xr = g->xn + r3, *hr = g->hn + r3, *hp = hprev + (size_t)b * H;
-            real *rr = g->r + r1, *uu = g->u + r1, *cc = g->hc + r1, *hn = hnext + (size_t)b * H;
-            const real m = mask ? mask[(size_t)t * B + b] : 1;
+    for (int b = 0; b < B; b++) {
+        const size_t r3 = o3 + (size_t)b * H3, r1 = o1 + (size_t)b * H;
+        if (rowwise) row_fwd(g, g->hn + r3, g->sh + ((size_t)t * B + b) * 4, g->hp + r3, gh, bh);
+        const real *xr = g->xn + r3, *hr = g->hn + r3, *hp = hs + (size_t)b * H;
+        real *rr = g->r + r1, *uu = g->u + r1, *cc = g->hc + r1, *hn = hout + (size_t)b * H;
+        const real m = mask ? mask[b] : 1;
 #pragma omp simd
-            for (int j = 0; j < H; j++) {
-                real rj = vm_sigmoid(xr[j] + hr[j]);
-                real uj = vm_sigmoid(xr[H + j] + hr[H + j]);
-                real cj = vm_tanh(rj * hr[2 * H + j] + xr[2 * H + j]);
-                rr[j] = rj;
-                uu[j] = uj;
-                cc[j] = cj;
-                real hj = uj * hp[j] + (1 - uj) * cj;
-                hn[j] = m * hj + (1 - m) * hp[j];
-            }
+        for (int j = 0; j < H; j++) {
+            real rj = vm_sigmoid(xr[j] + hr[j]);
+            real uj = vm_sigmoid(xr[H + j] + hr[H + j]);
+            real cj = vm_tanh(rj * hr[2 * H + j] + xr[2 * H + j]);
+            rr[j] = rj;
+            uu[j] = uj;
+            cc[j] = cj;
+            real hj = uj * hp[j] + (1 - uj) * cj;
+            hn[j] = m * hj + (1 - m) * hp[j];
         }
+    }
+}
+
+void FN(nb_gru_forward)(FN(nb_gru) * g, real *params, const real *x, const real *mask, int T, int B,
+                        int training) {
+    const int H = g->H;
+    FN(nb_gru_begin)(g, params, T, B, training);
+    FN(nb_gru_input)(g, params, x, 0, T);
+    g->mask = mask;
+    for (int t = 0; t < T; t++) {
+        const size_t o1 = (size_t)t * B * H;
+        FN(nb_gru_step)
+        (g, params, t, t ? g->h + o1 : NULL, g->h + o1 + (size_t)B * H,
+         mask ? mask + (size_t)t * B : NULL);
     }
 }
 
 /* ---- backward ---------------------------------------------------------------------------------
  */
 
-void FN(nb_gru_backward)(FN(nb_gru) * g, real *grads, real *dx, const real *params,
-                         const real *dhT) {
+void FN(nb_gru_step_back)(FN(nb_gru) * g, real *grads, const real *params, int t, const real *dh,
+                          real *dhprev, const real *mask) {
+    const int H = g->H, H3 = 3 * H, B = g->B;
+    const nb_norm_kind kind = g->norm.kind;
+    const int rowwise = is_rowwise(kind);
+    const real *Uc = kind == NB_NORM_WEIGHT ? g->uce : params + g->uc;
+    const real *gh = g->gh != NO_OFF ? params + g->gh : NULL;
+    real *dgh = g->gh != NO_OFF ? grads + g->gh : NULL,
+         *dbh = g->bh != NO_OFF ? grads + g->bh : NULL;
+    const size_t o3 = (size_t)t * B * H3, o1 = (size_t)t * B * H;
+    const real *hprev = g->h + o1;
+#pragma omp parallel for schedule(static) if ((size_t)B * H3 >= GRU_PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        const size_t r3 = o3 + (size_t)b * H3, r1 = o1 + (size_t)b * H;
+        const real *rr = g->r + r1, *uu = g->u + r1, *cc = g->hc + r1;
+        const real *hr = g->hn + r3, *hp = hprev + (size_t)b * H, *dhr = dh + (size_t)b * H;
+        real *dxr = g->dxn + r3, *dhn = g->dhn + r3, *dpr = dhprev + (size_t)b * H;
+        const real m = mask ? mask[b] : 1;
+#pragma omp simd
+        for (int j = 0; j < H; j++) {
+            real d = m * dhr[j];
+            real rj = rr[j], uj = uu[j], cj = cc[j];
+            dpr[j] += (1 - m) * dhr[j] + d * uj;
+            real du = d * (hp[j] - cj);
+            real da = d * (1 - uj) * (1 - cj * cj);
+            real dr = da * hr[2 * H + j];
+            real dpre_r = dr * rj * (1 - rj), dpre_u = du * uj * (1 - uj);
+            dxr[j] = dpre_r;
+            dxr[H + j] = dpre_u;
+            dxr[2 * H + j] = da;
+            dhn[j] = dpre_r;
+            dhn[H + j] = dpre_u;
+            dhn[2 * H + j] = da * rj;
+        }
+        if (rowwise) row_bwd(g, g->dhp + r3, dhn, g->hp + r3, gh, g->sh + ((size_t)t * B + b) * 4);
+    }
+    if (kind == NB_NORM_BATCH) {
+        memset(g->dhp + o3, 0, sizeof(real) * (size_t)B * H3);
+        FN(nb_batchnorm_backward)
+        (g->dhp + o3, dgh, dbh, g->dhn + o3, g->hp + o3, gh, g->bmh + (size_t)t * H3,
+         g->brh + (size_t)t * H3, B, H3, g->training, &g->norm);
+    }
+    /* dh_{t-1} += dhp_t Uc */
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, H3, 1, g->dhp + o3, H3, Uc, H, 1,
+               dhprev, H);
+}
+
+void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *params) {
     const int H = g->H, E = g->E, H3 = 3 * H, T = g->T, B = g->B, TB = T * B;
     const nb_norm_kind kind = g->norm.kind;
     const int rowwise = is_rowwise(kind);
-    const real *mask = g->mask;
     const real *Wc = kind == NB_NORM_WEIGHT ? g->wce : params + g->wc;
-    const real *Uc = kind == NB_NORM_WEIGHT ? g->uce : params + g->uc;
     const real *gx = g->gx != NO_OFF ? params + g->gx : NULL;
-    const real *gh = g->gh != NO_OFF ? params + g->gh : NULL;
     real *dgx = g->gx != NO_OFF ? grads + g->gx : NULL,
          *dbx = g->bx != NO_OFF ? grads + g->bx : NULL;
     real *dgh = g->gh != NO_OFF ? grads + g->gh : NULL,
          *dbh = g->bh != NO_OFF ? grads + g->bh : NULL;
-    real *dh = g->dh, *dn = g->dtmp;
-    memcpy(dh, dhT, sizeof(real) * (size_t)B * H);
-    if (kind == NB_NORM_BATCH) memset(g->dhp, 0, sizeof(real) * (size_t)TB * H3);
-
-    for (int t = T - 1; t >= 0; t--) {
-        const size_t o3 = (size_t)t * B * H3, o1 = (size_t)t * B * H;
-        const real *hprev = g->h + o1;
-#pragma omp parallel for schedule(static) if ((size_t)B * H3 >= GRU_PAR_MIN)
-        for (int b = 0; b < B; b++) {
-            const size_t r3 = o3 + (size_t)b * H3, r1 = o1 + (size_t)b * H;
-            const real *rr = g->r + r1, *uu = g->u + r1, *cc = g->hc + r1;
-            const real *hr = g->hn + r3, *hp = hprev + (size_t)b * H, *dhr = dh + (size_t)b * H;
-            real *dxr = g->dxn + r3, *dhn = g->dhn + r3, *dpr = dn + (size_t)b * H;
-            const real m = mask ? mask[(size_t)t * B + b] : 1;
-#pragma omp simd
-            for (int j = 0; j < H; j++) {
-                real d = m * dhr[j];
-                real rj = rr[j], uj = uu[j], cj = cc[j];
-                dpr[j] = (1 - m) * dhr[j] + d * uj;
-                real du = d * (hp[j] - cj);
-                real da = d * (1 - uj) * (1 - cj * cj);
-                real dr = da * hr[2 * H + j];
-                real dpre_r = dr * rj * (1 - rj), dpre_u = du * uj * (1 - uj);
-                dxr[j] = dpre_r;
-                dxr[H + j] = dpre_u;
-                dxr[2 * H + j] = da;
-                dhn[j] = dpre_r;
-                dhn[H + j] = dpre_u;
-                dhn[2 * H + j] = da * rj;
-            }
-            if (rowwise)
-                row_bwd(g, g->dhp + r3, dhn, g->hp + r3, gh, g->sh + ((size_t)t * B + b) * 4);
-        }
-        if (kind == NB_NORM_BATCH) FN(nb_batchnorm_backward)
-        (g->dhp + o3, dgh, dbh, g->dhn + o3, g->hp + o3, gh, g->bmh + (size_t)t * H3,
-         g->brh + (size_t)t * H3, B, H3, g->training, &g->norm);
-        /* dh_{t-1} = direct part + dhp_t Uc (h[0] is no parameter: nothing to pass on) */
-        if (t > 0)
-            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, H3, 1, g->dhp + o3, H3, Uc,
-                       H, 1, dn, H);
-        real *tmp = dh;
-        dh = dn;
-        dn = tmp;
-    }
-
-    /* recurrent weights: dUc += sum_t dhp_t^T h_{t-1}, one gemm over the steps after the first
-     * (h[0] = 0 contributes nothing) */
-    const int TB1 = TB - B;
+    /* recurrent weights: dUc += sum_t dhp_t^T h_t (the state step t started from), one gemm */
     if (kind == NB_NORM_WEIGHT) {
-        if (TB1 > 0)
-            CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB1, 1,
-                       g->dhp + (size_t)B * H3, H3, g->h + (size_t)B * H, H, 0, g->duce, H);
-        else
-            memset(g->duce, 0, sizeof(real) * (size_t)H3 * H);
+        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB, 1, g->dhp, H3, g->h, H, 0,
+                   g->duce, H);
         FN(nb_weightnorm_backward)
         (grads + g->uc, grads + g->wgh, g->duce, params + g->uc, params + g->wgh, g->wnh, H3, H);
     } else {
-        if (TB1 > 0)
-            CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB1, 1,
-                       g->dhp + (size_t)B * H3, H3, g->h + (size_t)B * H, H, 1, grads + g->uc, H);
+        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB, 1, g->dhp, H3, g->h, H, 1,
+                   grads + g->uc, H);
     }
     if (rowwise) gain_grads(g, dgh, dbh, g->dhn, g->hp, g->sh, TB);
 
-    /* input side */
-    if (rowwise) {
-        gain_grads(g, dgx, dbx, g->dxn, g->xp, g->sx, TB);
+    /* input side (its norm backward and dx already taken step by step: nb_gru_input_back) */
+    if (rowwise) gain_grads(g, dgx, dbx, g->dxn, g->xp, g->sx, TB);
+    if (g->input_back_done) {
+    } else if (rowwise) {
 #pragma omp parallel for schedule(static) if ((size_t)TB * H3 >= GRU_PAR_MIN)
         for (int row = 0; row < TB; row++)
             row_bwd(g, g->dxp + (size_t)row * H3, g->dxn + (size_t)row * H3,
@@ -578,7 +643,7 @@ void FN(nb_gru_backward)(FN(nb_gru) * g, real *grads, real *dx, const real *para
              g->brx + (size_t)t * H3, B, H3, g->training, &g->norm);
         }
     }
-    col_sums(grads + g->bc, g->dxp, TB, H3);
+    col_sums(grads + g->bc, g->bias_state ? g->dhp : g->dxp, TB, H3);
     if (kind == NB_NORM_WEIGHT) {
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, E, TB, 1, g->dxp, H3, g->x, E, 0,
                    g->dwce, E);
@@ -588,7 +653,61 @@ void FN(nb_gru_backward)(FN(nb_gru) * g, real *grads, real *dx, const real *para
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, E, TB, 1, g->dxp, H3, g->x, E, 1,
                    grads + g->wc, E);
     }
-    if (dx)
+    if (dx && !g->input_back_done)
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, TB, E, H3, 1, g->dxp, H3, Wc, E, 1,
                    dx, E);
+}
+
+void FN(nb_gru_input_back)(FN(nb_gru) * g, real *grads, const real *params, int t, real *dx) {
+    const int H = g->H, E = g->E, H3 = 3 * H, B = g->B;
+    const nb_norm_kind kind = g->norm.kind;
+    const real *Wc = kind == NB_NORM_WEIGHT ? g->wce : params + g->wc;
+    const real *gx = g->gx != NO_OFF ? params + g->gx : NULL;
+    const size_t o3 = (size_t)t * B * H3;
+    g->input_back_done = 1;
+    if (is_rowwise(kind)) {
+#pragma omp parallel for schedule(static) if ((size_t)B * H3 >= GRU_PAR_MIN)
+        for (int b = 0; b < B; b++) {
+            const size_t row = (size_t)t * B + b;
+            row_bwd(g, g->dxp + row * H3, g->dxn + row * H3, g->xp + row * H3, gx, g->sx + row * 4);
+        }
+    } else if (kind == NB_NORM_BATCH) {
+        memset(g->dxp + o3, 0, sizeof(real) * (size_t)B * H3);
+        FN(nb_batchnorm_backward)
+        (g->dxp + o3, g->gx != NO_OFF ? grads + g->gx : NULL,
+         g->bx != NO_OFF ? grads + g->bx : NULL, g->dxn + o3, g->xp + o3, gx,
+         g->bmx + (size_t)t * H3, g->brx + (size_t)t * H3, B, H3, g->training, &g->norm);
+    }
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, E, H3, 1, g->dxp + o3, H3, Wc, E, 1,
+               dx + (size_t)t * B * E, E);
+}
+
+void FN(nb_gru_backward_seq)(FN(nb_gru) * g, real *grads, real *dx, const real *params,
+                             const real *dhT, const real *dhs) {
+    const int H = g->H, T = g->T, B = g->B;
+    const size_t BH = (size_t)B * H;
+    real *dh = g->dh, *dn = g->dtmp;
+    if (dhT)
+        memcpy(dh, dhT, sizeof(real) * BH);
+    else
+        memset(dh, 0, sizeof(real) * BH);
+    for (int t = T - 1; t >= 0; t--) {
+        if (dhs) {
+            const real *d = dhs + (size_t)t * BH;
+            for (size_t i = 0; i < BH; i++)
+                dh[i] += d[i];
+        }
+        memset(dn, 0, sizeof(real) * BH);
+        FN(nb_gru_step_back)
+        (g, grads, params, t, dh, dn, g->mask ? g->mask + (size_t)t * B : NULL);
+        real *tmp = dh;
+        dh = dn;
+        dn = tmp;
+    }
+    FN(nb_gru_finish_back)(g, grads, dx, params);
+}
+
+void FN(nb_gru_backward)(FN(nb_gru) * g, real *grads, real *dx, const real *params,
+                         const real *dhT) {
+    FN(nb_gru_backward_seq)(g, grads, dx, params, dhT, NULL);
 }

@@ -30,7 +30,13 @@
  *   weight: EXTENSION: WeightNorm on Wc and Uc per output unit (row), g initialised to the
  *           row norms so that the initial weights are those of `none`; biases bc as none.
  * Forward caches the pre-norm values and row (or column) statistics; backward ACCUMULATES
- * into the gradient buffer. */
+ * into the gradient buffer.
+ *
+ * Step-wise use (a conditional GRU, where a step's input or starting state comes from outside):
+ * nb_gru_begin, then nb_gru_input for the steps whose inputs are known (all at once or one at a
+ * time), nb_gru_step for each step t = 0..T-1 in order from any starting state; backward:
+ * nb_gru_step_back for t = T-1..0, then nb_gru_finish_back. nb_gru_forward/backward are exactly
+ * these calls over a plain sequence starting from h = 0. */
 
 typedef struct NB_FN(nb_gru) {
     int E, H, Tmax, Bmax;
@@ -54,6 +60,10 @@ typedef struct NB_FN(nb_gru) {
     NB_REAL *dwce, *duce;           /* WN: gradients of the effective weights */
     const NB_REAL *x, *mask;        /* the last forward's inputs (not owned) */
     int T, B, training;
+    int bias_state;      /* 0: bc added on the input side, inside Nx (default); 1: on the recurrent
+                            side, inside Nh (Nematus' nematus_compat, its decoder's second GRU) */
+    int input_back_done; /* set by nb_gru_input_back: finish_back leaves the input side's dx */
+    int bn_offset; /* BN: step t uses running-statistics slot t + bn_offset (step-wise decoding) */
 } NB_FN(nb_gru);
 
 /* Sizes the layer (E, H >= 1; Tmax, Bmax: the largest sequence length and batch a forward may
@@ -83,3 +93,43 @@ const NB_REAL *NB_FN(nb_gru_last)(const NB_FN(nb_gru) * g);
  * tensors) and into dx (T, B, E) when dx is not NULL. */
 void NB_FN(nb_gru_backward)(NB_FN(nb_gru) * g, NB_REAL *grads, NB_REAL *dx, const NB_REAL *params,
                             const NB_REAL *dhT);
+
+/* Backward with gradients reaching every state: dhs (T, B, H) the gradients of the states
+ * h[1..T] (the step outputs; may be NULL), dhT an extra gradient of the final one (may be
+ * NULL). ACCUMULATES into grads and dx (when not NULL). */
+void NB_FN(nb_gru_backward_seq)(NB_FN(nb_gru) * g, NB_REAL *grads, NB_REAL *dx,
+                                const NB_REAL *params, const NB_REAL *dhT, const NB_REAL *dhs);
+
+/* Step-wise API (see the top). begin: T <= Tmax steps of B <= Bmax rows (WeightNorm's effective
+ * weights are drawn here). input: the input side of steps [t0, t0+nt) from x (T, B, E), whose
+ * rows of those steps must stay valid until finish_back (x is the whole (T, B, E) array: the
+ * weight gradient reads all of it). step: step t from hprev (B, H; NULL: zero state) to hout
+ * (B, H), which may not alias hprev; mask (B) or NULL; h[t] keeps a copy of hprev. */
+void NB_FN(nb_gru_begin)(NB_FN(nb_gru) * g, const NB_REAL *params, int T, int B, int training);
+void NB_FN(nb_gru_input)(NB_FN(nb_gru) * g, NB_REAL *params, const NB_REAL *x, int t0, int nt);
+void NB_FN(nb_gru_step)(NB_FN(nb_gru) * g, NB_REAL *params, int t, const NB_REAL *hprev,
+                        NB_REAL *hout, const NB_REAL *mask);
+/* From dh (B, H), the gradient of step t's output, ACCUMULATES the gradient of its starting state
+ * into dhprev (B, H; not aliasing dh) and BN gain/bias gradients into grads; mask as in step. */
+void NB_FN(nb_gru_step_back)(NB_FN(nb_gru) * g, NB_REAL *grads, const NB_REAL *params, int t,
+                             const NB_REAL *dh, NB_REAL *dhprev, const NB_REAL *mask);
+/* After the step_backs: the weight, gain and bias gradients, and dx (T, B, E) when not NULL
+ * (all ACCUMULATED). */
+void NB_FN(nb_gru_finish_back)(NB_FN(nb_gru) * g, NB_REAL *grads, NB_REAL *dx,
+                               const NB_REAL *params);
+
+/* Nematus' initialization (initializers.py norm_weight / ortho_weight): each H x E input block
+ * N(0, scale^2), or orthogonal when E == H; the three recurrent blocks orthogonal; then `center`
+ * added to every weight (the RMS paper's Fig. 4 experiment; 0 normally). Biases 0, gains 1, BN
+ * and WN as nb_gru_init_params. Returns 0, or -1 with err set. */
+int NB_FN(nb_gru_init_normal)(NB_FN(nb_gru) * g, NB_REAL *params, nb_rng *rng, double scale,
+                              double center, nb_err *err);
+
+/* An n x n orthogonal matrix (QR of a Gaussian matrix) into dst with row stride ld. */
+int NB_FN(nb_orthogonal)(NB_REAL *dst, size_t ld, int n, nb_rng *rng, nb_err *err);
+
+/* The input side's backward of step t alone, after its step_back: ACCUMULATES dx rows of step t
+ * (dx is the whole (T, B, E) array) and BN's input-side gains; finish_back then leaves dx (and
+ * those) alone. For a conditional GRU, whose step t input depends on step t's own state. */
+void NB_FN(nb_gru_input_back)(NB_FN(nb_gru) * g, NB_REAL *grads, const NB_REAL *params, int t,
+                              NB_REAL *dx);

@@ -34,6 +34,8 @@
 #include "oe.h"
 #include "lstm.h"
 #include "reader.h"
+#include "rnnsearch.h"
+#include "transformer.h"
 #undef NB_REAL
 #undef NB_FN
 
@@ -49,6 +51,8 @@
 #include "oe.h"
 #include "lstm.h"
 #include "reader.h"
+#include "rnnsearch.h"
+#include "transformer.h"
 #undef NB_REAL
 #undef NB_FN
 

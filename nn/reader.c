@@ -54,10 +54,11 @@ static real *zalloc(size_t n, int *fail) {
     return p;
 }
 
-/* norm_weight(nin, nout) of the code for a (nout, nin) row-major block: 0.05 x orthogonal when
- * square, else uniform +-sqrt(6/(nin+nout+1)). */
-static void norm_weight(real *w, int nout, int nin, nb_rng *rng) {
-    if (nout == nin) {
+/* norm_weight(nin, nout, ortho) of the code (AR-repo utils.py) for a (nout, nin) row-major
+ * block: 0.05 x orthogonal when square and ortho (ortho_weight), else uniform
+ * +-sqrt(6/(nin+nout+1)). */
+static void norm_weight(real *w, int nout, int nin, int ortho, nb_rng *rng) {
+    if (nout == nin && ortho) {
         /* orthogonal through modified Gram-Schmidt on a Gaussian matrix, in double */
         double *q = malloc((size_t)nin * nin * sizeof(double));
         if (q) {
@@ -89,6 +90,13 @@ static void norm_weight(real *w, int nout, int nin, nb_rng *rng) {
     }
     const double lim = sqrt(6.0 / (nin + nout + 1));
     for (size_t i = 0; i < (size_t)nout * nin; i++)
+        w[i] = (real)((2 * nb_rng_uniform(rng) - 1) * lim);
+}
+
+/* norm_vec(d) of the code (AR-repo utils.py): uniform +-sqrt(1/d). */
+static void norm_vec(real *w, int d, nb_rng *rng) {
+    const double lim = sqrt(1.0 / d);
+    for (int i = 0; i < d; i++)
         w[i] = (real)((2 * nb_rng_uniform(rng) - 1) * lim);
 }
 
@@ -160,6 +168,14 @@ int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng,
     m->eq = zalloc(BQ * D, &fail);
     m->kd = zalloc(BD * D, &fail);
     m->kq = zalloc(BQ * D, &fail);
+    if (cfg->bidir) {
+        m->edr = zalloc(BD * D, &fail);
+        m->eqr = zalloc(BQ * D, &fail);
+        m->kdr = zalloc(BD * D, &fail);
+        m->kqr = zalloc(BQ * D, &fail);
+        m->dedr = zalloc(BD * D, &fail);
+        m->deqr = zalloc(BQ * D, &fail);
+    }
     m->hf = zalloc(BD * D, &fail);
     m->hb = cfg->bidir ? zalloc(BD * D, &fail) : NULL;
     m->P = cfg->bidir ? zalloc(BD * X, &fail) : m->hf;
@@ -204,23 +220,25 @@ int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng,
                 Bm, TD);
         goto fail;
     }
-    /* initial values (AR-repo utils.py) */
+    /* initial values (AR-repo model.py init_params with utils.py's norm_weight and norm_vec;
+     * ortho=False where model.py passes it: ff_att_q, ff_out_mean_d, ff_out_q, ff_out_ctx and
+     * ff_logit are uniform even when square, as they are in the unidirectional model) */
     real *p = m->params;
-    norm_weight(p + m->emb, V, D, rng);
+    norm_weight(p + m->emb, V, D, 1, rng);
     FN(nb_lstm_init_params)(&m->ld, p, rng);
     FN(nb_lstm_init_params)(&m->lq, p, rng);
     if (cfg->bidir) {
         FN(nb_lstm_init_params)(&m->ldr, p, rng);
         FN(nb_lstm_init_params)(&m->lqr, p, rng);
     }
-    norm_weight(p + m->bm, X, X, rng);
-    norm_weight(p + m->wac, D, X, rng);
-    norm_weight(p + m->waq, D, X, rng);
-    norm_weight(p + m->watt, 1, D, rng);
-    norm_weight(p + m->woc, D, X, rng);
-    norm_weight(p + m->woq, D, X, rng);
-    norm_weight(p + m->wom, D, X, rng);
-    norm_weight(p + m->wl, V, D, rng);
+    norm_weight(p + m->bm, X, X, 1, rng);  /* ff_att_bi_dq */
+    norm_weight(p + m->wac, D, X, 1, rng); /* ff_att_ctx */
+    norm_weight(p + m->waq, D, X, 0, rng); /* ff_att_q */
+    norm_vec(p + m->watt, D, rng);         /* ff_att_proj */
+    norm_weight(p + m->woc, D, X, 0, rng); /* ff_out_ctx */
+    norm_weight(p + m->woq, D, X, 0, rng); /* ff_out_q */
+    norm_weight(p + m->wom, D, X, 0, rng); /* ff_out_mean_d */
+    norm_weight(p + m->wl, V, D, 0, rng);  /* ff_logit */
     /* bnff gains 0.1 (layers.py param_init_bnfflayer); the betas are the layers' biases, 0 */
     for (int k = 0; k < NB_RD_BN_COUNT; k++)
         if (m->bng[k] != NONE)
@@ -243,7 +261,8 @@ void FN(nb_reader_free)(FN(nb_reader) * m) {
         m->hb,     m->q,     m->u,      m->v,      m->M,       m->sc,    m->al,   m->r,     m->pbar,
         m->gp,     m->kg,    m->gd,     m->probs,  m->dlogits, m->dgd,   m->dr,   m->dpbar, m->dq,
         m->du,     m->dv,    m->dqa,    m->dM,     m->dP,      m->dhf,   m->dhb,  m->ded,   m->deq,
-        m->dfq,    m->zac,   m->zo,     m->bnmean, m->bnrstd,  m->bntmp, m->dzac, m->dzo};
+        m->dfq,    m->zac,   m->zo,     m->bnmean, m->bnrstd,  m->bntmp, m->dzac, m->dzo,   m->edr,
+        m->eqr,    m->kdr,   m->kqr,    m->dedr,   m->deqr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(m->tokd);
@@ -311,6 +330,16 @@ static void embed(real *e, real *k, const real *emb, const int *tok, size_t n, i
     }
 }
 
+/* demb[tok[i]] += de_i * k_i over n positions (the backward of embed). */
+static void scatter(real *demb, const int *tok, const real *de, const real *k, size_t n, int D) {
+    for (size_t i = 0; i < n; i++) {
+        real *row = demb + (size_t)tok[i] * D;
+        const real *d = de + i * D, *ki = k + i * D;
+        for (int j = 0; j < D; j++)
+            row[j] += d[j] * ki[j];
+    }
+}
+
 double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend, int TD,
                              const int *tokq, const int *lenq, int TQ, const int *y, int B,
                              int training, nb_rng *noise) {
@@ -327,16 +356,29 @@ double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend
         m->lenq[b] = lenq[b] < 1 ? 1 : lenq[b] > TQ ? TQ : lenq[b];
         m->y[b] = y ? y[b] : 0;
     }
-    const size_t BD = (size_t)B * TD;
-    embed(m->ed, m->kd, p + m->emb, tokd, BD, D, training, m->cfg.keep, noise);
-    embed(m->eq, m->kq, p + m->emb, tokq, (size_t)B * TQ, D, training, m->cfg.keep, noise);
+    const size_t BD = (size_t)B * TD, BQ = (size_t)B * TQ;
+    /* embedding dropout: each direction's masks from a stream keyed by one draw of noise and
+     * the direction (nn/reader.h) */
+    const int drop = training && noise && m->cfg.keep < 1;
+    nb_rng dir[2];
+    if (drop) {
+        const uint64_t base = nb_rng_u64(noise);
+        nb_rng_seed(&dir[0], base, NB_READER_DIR_FORWARD);
+        nb_rng_seed(&dir[1], base, NB_READER_DIR_BACKWARD);
+    }
+    embed(m->ed, m->kd, p + m->emb, tokd, BD, D, drop, m->cfg.keep, &dir[0]);
+    embed(m->eq, m->kq, p + m->emb, tokq, BQ, D, drop, m->cfg.keep, &dir[0]);
+    if (m->cfg.bidir) {
+        embed(m->edr, m->kdr, p + m->emb, tokd, BD, D, drop, m->cfg.keep, &dir[1]);
+        embed(m->eqr, m->kqr, p + m->emb, tokq, BQ, D, drop, m->cfg.keep, &dir[1]);
+    }
 
     /* encoders */
     FN(nb_lstm_forward)(&m->ld, m->hf, m->ed, m->lend, B, TD, 0, p);
     FN(nb_lstm_forward)(&m->lq, NULL, m->eq, m->lenq, B, TQ, 0, p);
     if (m->cfg.bidir) {
-        FN(nb_lstm_forward)(&m->ldr, m->hb, m->ed, m->lend, B, TD, 1, p);
-        FN(nb_lstm_forward)(&m->lqr, NULL, m->eq, m->lenq, B, TQ, 1, p);
+        FN(nb_lstm_forward)(&m->ldr, m->hb, m->edr, m->lend, B, TD, 1, p);
+        FN(nb_lstm_forward)(&m->lqr, NULL, m->eqr, m->lenq, B, TQ, 1, p);
         for (size_t i = 0; i < BD; i++) {
             memcpy(m->P + i * X, m->hf + i * D, sizeof(real) * D);
             memcpy(m->P + i * X + D, m->hb + i * D, sizeof(real) * D);
@@ -589,26 +631,22 @@ void FN(nb_reader_backward)(FN(nb_reader) * m) {
             memcpy(f1 + (size_t)b * D, m->dq + (size_t)b * X, sizeof(real) * D);
             memcpy(f2 + (size_t)b * D, m->dq + (size_t)b * X + D, sizeof(real) * D);
         }
+        memset(m->dedr, 0, sizeof(real) * BD * D);
+        memset(m->deqr, 0, sizeof(real) * B * TQ * D);
         FN(nb_lstm_backward)(&m->ld, m->ded, g, m->dhf, NULL, p);
-        FN(nb_lstm_backward)(&m->ldr, m->ded, g, m->dhb, NULL, p);
+        FN(nb_lstm_backward)(&m->ldr, m->dedr, g, m->dhb, NULL, p);
         FN(nb_lstm_backward)(&m->lq, m->deq, g, NULL, f1, p);
-        FN(nb_lstm_backward)(&m->lqr, m->deq, g, NULL, f2, p);
+        FN(nb_lstm_backward)(&m->lqr, m->deqr, g, NULL, f2, p);
     } else {
         FN(nb_lstm_backward)(&m->ld, m->ded, g, m->dP, NULL, p);
         FN(nb_lstm_backward)(&m->lq, m->deq, g, NULL, m->dq, p);
     }
     /* embeddings (dropout masks, then scatter-add into the shared table) */
     real *demb = g + m->emb;
-    for (size_t i = 0; i < BD; i++) {
-        real *row = demb + (size_t)m->tokd[i] * D;
-        const real *d = m->ded + i * D, *k = m->kd + i * D;
-        for (int j = 0; j < D; j++)
-            row[j] += d[j] * k[j];
-    }
-    for (size_t i = 0; i < (size_t)B * TQ; i++) {
-        real *row = demb + (size_t)m->tokq[i] * D;
-        const real *d = m->deq + i * D, *k = m->kq + i * D;
-        for (int j = 0; j < D; j++)
-            row[j] += d[j] * k[j];
+    scatter(demb, m->tokd, m->ded, m->kd, BD, D);
+    scatter(demb, m->tokq, m->deq, m->kq, (size_t)B * TQ, D);
+    if (m->cfg.bidir) {
+        scatter(demb, m->tokd, m->dedr, m->kdr, BD, D);
+        scatter(demb, m->tokq, m->deqr, m->kqr, (size_t)B * TQ, D);
     }
 }

@@ -6,7 +6,8 @@
  * width (2d bidirectional, else d), V output classes (the whole vocabulary).
  *
  *   e = dropout(Emb[tokens])                    one table for passage and question, keep 0.5
- *   P_t = [lstm_d(e)_t ; lstm_dr(e reversed)_t]  (X) the passage states, re-aligned
+ *   e' = dropout'(Emb[tokens])                  bidirectional: the backward encoders' own masks
+ *   P_t = [lstm_d(e)_t ; lstm_dr(e' reversed)_t] (X) the passage states, re-aligned
  *   q = [final(lstm_q) ; final(lstm_qr)]        (X)
  *   sim_t = (P_t·Bm)·(q·Bm)                      the bilinear passage-question term (a scalar)
  *   m_t = tanh(P_t·Wac^T + bac + q·Waq^T + sim_t);  s_t = watt·m_t;  a = masked softmax_t(s)
@@ -14,6 +15,12 @@
  *   g = dropout(tanh(r·Woc^T + q·Woq^T + boq + pbar·Wom^T), keep 0.5)
  *   p = softmax(g·Wl^T + bl) over all V;  loss = mean -log p[y]
  * The norm (cfg.norm) applies inside the four LSTMs only (both papers).
+ *
+ * Dropout on the embeddings: the code embeds the passage (and the question) once per direction
+ * (model.py build_bidir_model calls embed(inp) and embed(inpr)), so the forward and backward
+ * encoders see independent masks. Here each direction's masks come from a stream keyed by one
+ * draw of the noise stream and the direction (NB_READER_DIR_*), so they stay independent
+ * whatever draws the other direction makes.
  *
  * bn_everywhere (Cooijmans' --bn-everywhere; norm batch only): the five feed-forward layers of
  * the attention and the output become the code's `bnff` layers, BN(x·W^T; gamma, beta) with
@@ -39,6 +46,9 @@ typedef struct nb_reader_cfg {
     int bn_everywhere; /* 1: BN on the attention and output layers too (norm batch only) */
 } nb_reader_cfg;
 
+/* The encoder directions, the key of each direction's embedding-dropout stream. */
+enum { NB_READER_DIR_FORWARD = 1, NB_READER_DIR_BACKWARD = 2 };
+
 /* The bnff layers of bn_everywhere, in the order of their gains and statistics. */
 enum { NB_RD_BN_AC, NB_RD_BN_AQ, NB_RD_BN_OC, NB_RD_BN_OQ, NB_RD_BN_OM, NB_RD_BN_COUNT };
 #endif
@@ -55,6 +65,7 @@ typedef struct NB_FN(nb_reader) {
     int B, TD, TQ, training;
     int *tokd, *tokq, *lend, *lenq, *y;
     NB_REAL *ed, *eq, *kd, *kq;       /* embeddings after dropout and their keep masks (B,T,D) */
+    NB_REAL *edr, *eqr, *kdr, *kqr;   /* bidirectional: the backward encoders' own (else NULL) */
     NB_REAL *hf, *hb, *P;             /* (B,TD,D) x2, (B,TD,X) */
     NB_REAL *q, *u, *v;               /* (B,X) */
     NB_REAL *M, *sc, *al;             /* (B,TD,D), (B,TD), (B,TD) */
@@ -66,7 +77,8 @@ typedef struct NB_FN(nb_reader) {
     NB_REAL *zac, *zo, *bnmean, *bnrstd, *bntmp, *dzac, *dzo;
     /* backward scratch */
     NB_REAL *dgd, *dr, *dpbar, *dq, *du, *dv, *dqa, *dM, *dP, *dhf, *dhb, *ded, *deq, *dfq;
-    long nwrong; /* rows of the last forward whose argmax is not y */
+    NB_REAL *dedr, *deqr; /* bidirectional: gradients of edr, eqr (else NULL) */
+    long nwrong;          /* rows of the last forward whose argmax is not y */
 } NB_FN(nb_reader);
 
 /* Builds the model and draws its initial values (AR-repo utils.py: norm_weight, ortho_weight;

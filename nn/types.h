@@ -98,7 +98,7 @@ int nb_flush_denormals(int on);
 
 /* All parameters of a model live in one buffer described by this table; gradients and the
  * optimizer's moments mirror it, so the optimizer is one flat loop and a checkpoint one write. */
-#define NB_MAX_TENSORS 64
+#define NB_MAX_TENSORS 128
 typedef struct nb_tensor {
     char name[32];
     size_t off, n;

@@ -382,8 +382,10 @@ typedef struct line_info {
     double ymax;                        /* largest band top written */
 } line_info;
 
+/* The per-step training records (tasks/train.h: every log_every steps), drawn smoothed. */
 static int is_smoothed(const char *metric) {
-    return strncmp(metric, "train_", 6) == 0;
+    return strncmp(metric, "train_", 6) == 0 || strcmp(metric, "grad_norm") == 0 ||
+           strcmp(metric, "clip_scale") == 0;
 }
 
 /* Builds and writes the data file of one norm (runs [a, b) of the figure) for metric on axis.
@@ -594,6 +596,8 @@ static const char *metric_label(const char *m, char *buf, size_t size) {
         {"test_nll", "test loss (NLL, nats)"},
         {"ms_per_step", "training step time (ms)"},
         {"epoch_seconds", "training time per epoch (s)"},
+        {"grad_norm", "gradient norm before clipping (global L2)"},
+        {"clip_scale", "factor applied by clipping (1: none)"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(m, known[i].name) == 0) return known[i].label;
@@ -605,13 +609,15 @@ static const char *metric_title(const char *m, char *buf, size_t size) {
     if (strcmp(m, "train_loss") == 0) return "training loss";
     if (strcmp(m, "val_error") == 0) return "validation error";
     if (strcmp(m, "test_error") == 0) return "test error";
+    if (strcmp(m, "grad_norm") == 0) return "gradient norm";
     snprintf(buf, size, "%s", m);
     return buf;
 }
 
 static int log_scale_for(const char *m) {
     size_t n = strlen(m);
-    return (n >= 4 && strcmp(m + n - 4, "loss") == 0) || (n >= 3 && strcmp(m + n - 3, "nll") == 0);
+    return (n >= 4 && strcmp(m + n - 4, "loss") == 0) ||
+           (n >= 3 && strcmp(m + n - 3, "nll") == 0) || strcmp(m, "grad_norm") == 0;
 }
 
 /* Appends the plot command of one panel. lines: the norms with data. */

@@ -8,16 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "results/proc.h"
 #include "results/provenance.h"
 #include "results/store_internal.h"
 
-const char *nb_effective_status(const char *status, int64_t pid, const char *host) {
+const char *nb_effective_status(const char *status, int64_t pid, int64_t pid_start,
+                                const char *host) {
     if (!status || strcmp(status, "running") != 0 || !host || pid <= 0) return status;
-    char me[256];
-    nb_hostname(me, sizeof me);
-    if (strcmp(me, host) != 0) return status; /* cannot tell from here */
-    if (kill((pid_t)pid, 0) == -1 && errno == ESRCH) return "crashed";
-    return status;
+    return nb_proc_alive(host, pid, pid_start) ? status : "crashed";
 }
 
 static char *dup_col(sqlite3_stmt *st, int i) {
@@ -50,13 +48,15 @@ static void info_free(nb_run_info *r) {
 }
 
 /* Columns: id, task, dataset, norm, seed, status, message, started, finished, pid, host,
- * test_error value, test_error kind, last metric wall. */
+ * test_error value, test_error kind, last metric wall, pid_start. */
 #define RUN_COLUMNS                                                                                \
     "SELECT r.id, r.task, r.dataset, r.norm, r.seed, r.status, r.message, r.started, "             \
     "r.finished, r.pid, r.host, te.value, te.kind, "                                               \
-    "(SELECT max(wall) FROM metrics WHERE run = r.id) "                                            \
+    "(SELECT max(wall) FROM metrics WHERE run = r.id), r.pid_start "                               \
     "FROM runs r LEFT JOIN metrics te ON te.rowid = (SELECT rowid FROM metrics WHERE run = r.id "  \
     "AND name = 'test_error' ORDER BY step DESC, rowid DESC LIMIT 1) "
+
+enum { RUN_NCOLS = 15 }; /* the columns of RUN_COLUMNS */
 
 static int read_info(sqlite3_stmt *st, nb_run_info *r) {
     memset(r, 0, sizeof *r);
@@ -75,7 +75,8 @@ static int read_info(sqlite3_stmt *st, nb_run_info *r) {
     r->test_error = r->has_test_error ? nb_metric_from_kind(sqlite3_column_int(st, 12),
                                                             sqlite3_column_double(st, 11))
                                       : NAN;
-    const char *eff = nb_effective_status(status, r->pid, r->host);
+    r->pid_start = sqlite3_column_int64(st, 14);
+    const char *eff = nb_effective_status(status, r->pid, r->pid_start, r->host);
     r->status = eff == status ? status : strdup(eff);
     if (eff != status) free(status);
     if (!isnan(r->finished))
@@ -214,8 +215,8 @@ int nb_run_get(nb_store *s, int64_t id, nb_run_detail **out, nb_err *err) {
         return -1;
     }
     int bad = read_info(st, &d->info);
-    d->config = dup_col(st, 14);
-    d->provenance = dup_col(st, 15);
+    d->config = dup_col(st, RUN_NCOLS);
+    d->provenance = dup_col(st, RUN_NCOLS + 1);
     sqlite3_finalize(st);
     if (bad || !d->config || !d->provenance) {
         nb_run_detail_free(d);
@@ -366,7 +367,7 @@ int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_r
     /* 1. every run, for the groups and their status counts */
     if (nb_store_prepare(s,
                          "SELECT r.task, " DATASET_VARIANT " AS ds, r.norm, r.status, r.pid, "
-                         "r.host FROM runs r " JOIN_VARIANT
+                         "r.host, r.pid_start FROM runs r " JOIN_VARIANT
                          "WHERE ?1 IS NULL OR r.task = ?1 ORDER BY r.task, ds, r.norm, r.id",
                          &st, what, err))
         goto fail;
@@ -389,9 +390,9 @@ int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_r
             g = r->n - 1;
         }
         nb_report_group *gr = &r->groups[g];
-        const char *status = nb_effective_status((const char *)sqlite3_column_text(st, 3),
-                                                 sqlite3_column_int64(st, 4),
-                                                 (const char *)sqlite3_column_text(st, 5));
+        const char *status = nb_effective_status(
+            (const char *)sqlite3_column_text(st, 3), sqlite3_column_int64(st, 4),
+            sqlite3_column_int64(st, 6), (const char *)sqlite3_column_text(st, 5));
         if (strcmp(status, "finished") == 0)
             gr->finished++;
         else if (strcmp(status, "diverged") == 0)

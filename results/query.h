@@ -1,7 +1,8 @@
 /* results/query.h — reading the results store: the run list, one run in full, and the report
  * aggregation behind `normbench report`.
  *
- * A run whose status is "running" but whose process no longer exists on this host is reported
+ * A run whose status is "running" but whose process no longer exists on this host (or whose pid
+ * now belongs to a process started at another time) is reported
  * with status "crashed" (computed at read time; the store is not changed). All functions return
  * 0 on success and -1 with err filled on failure; results are owned by the caller and freed with
  * the matching *_free function. */
@@ -23,6 +24,7 @@ typedef struct nb_run_info {
     double duration; /* seconds: finished - started; for a running run, until now; for a crashed
                         one, the wall time of its last metric; NAN when unknown */
     int64_t pid;
+    int64_t pid_start; /* the process's start time (results/proc.h), 0 when not recorded */
     char *host;
     int has_test_error; /* the run recorded "test_error" */
     double test_error;  /* its value at the largest step (NaN/Inf restored) */
@@ -32,9 +34,11 @@ typedef struct nb_run_info {
 int nb_runs_list(nb_store *s, nb_run_info **runs, int *n, nb_err *err);
 void nb_runs_free(nb_run_info *runs, int n);
 
-/* "crashed" if status is "running" and host is this host and no process pid exists; else
- * status. Returns a static string or status itself. */
-const char *nb_effective_status(const char *status, int64_t pid, const char *host);
+/* "crashed" if status is "running" and host is this host and the process (pid, with its start
+ * time pid_start when recorded, > 0) is gone (results/proc.h): a reused pid does not keep a
+ * crashed run "running". Else status. Returns a static string or status itself. */
+const char *nb_effective_status(const char *status, int64_t pid, int64_t pid_start,
+                                const char *host);
 
 typedef struct nb_kv {
     char *key, *value;

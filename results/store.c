@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "results/proc.h"
 #include "results/provenance.h"
 
 #define BUSY_TIMEOUT_MS 10000
@@ -60,6 +61,23 @@ static const char *const migrations[] = {
     "  key TEXT NOT NULL,"
     "  value TEXT NOT NULL,"
     "  PRIMARY KEY (run, key)"
+    ") STRICT;",
+    /* 2: who holds what. The store's own random id (checkpoints name it: a checkpoint from
+     * another store, or from a deleted one, is refused); the start time of the process that
+     * runs a run, next to its pid, so that a reused pid is not taken for it; and the claims of
+     * sweep jobs (a job is the text of its runs' "sweep" tag). */
+    "CREATE TABLE meta ("
+    "  key TEXT PRIMARY KEY,"
+    "  value TEXT NOT NULL"
+    ") STRICT;"
+    "INSERT INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))));"
+    "ALTER TABLE runs ADD COLUMN pid_start INTEGER;" /* ticks since boot, NULL: not recorded */
+    "CREATE TABLE claims ("
+    "  job TEXT PRIMARY KEY,"
+    "  host TEXT NOT NULL,"
+    "  pid INTEGER NOT NULL,"
+    "  pid_start INTEGER,"
+    "  claimed REAL NOT NULL"
     ") STRICT;",
 };
 
@@ -532,6 +550,22 @@ int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err) {
         nb_hintf(err, "use a newer normbench with this store, or pass --db with another file");
         goto fail;
     }
+    if (v == 1 && latest == 2 && !writable(path)) {
+        /* a store of schema 1 that cannot be migrated: read through temporary objects (in
+         * memory, never in the file) that show it as schema 2 — no process start times, no
+         * store id, no claims */
+        int rc = sqlite3_exec(s->db,
+                              "CREATE TEMP VIEW runs AS SELECT *, NULL AS pid_start FROM main.runs;"
+                              "CREATE TEMP TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+                              "CREATE TEMP TABLE claims (job TEXT PRIMARY KEY, host TEXT, pid "
+                              "INTEGER, pid_start INTEGER, claimed REAL);",
+                              NULL, NULL, NULL);
+        if (rc != SQLITE_OK) {
+            nb_store_fail(s, rc, "read the older store", err);
+            goto fail;
+        }
+        v = latest;
+    }
     if (v < latest) { /* an older store: migrated where it can be written, else refused */
         if (!writable(path)) {
             nb_errf(err,
@@ -603,7 +637,8 @@ int nb_run_create(nb_store *s, const nb_run_spec *spec, int64_t *run_id, nb_err 
     int ret = -1;
     if (nb_store_prepare(s,
                          "INSERT INTO runs (task, dataset, norm, seed, status, started, pid, host, "
-                         "config, provenance) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                         "config, provenance, pid_start) "
+                         "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                          &st, "create a run", err))
         goto out;
     bind_text(st, 1, spec->task);
@@ -615,6 +650,7 @@ int nb_run_create(nb_store *s, const nb_run_spec *spec, int64_t *run_id, nb_err 
     bind_text(st, 7, host);
     bind_text(st, 8, spec->config_json && *spec->config_json ? spec->config_json : "{}");
     bind_text(st, 9, prov);
+    sqlite3_bind_int64(st, 10, nb_proc_start_time(getpid()));
     /* last_insert_rowid is per connection, so read it before anything else runs on it. */
     if (exec(s, "BEGIN IMMEDIATE", "create a run", err)) goto out;
     int rc = sqlite3_step(st);
@@ -745,6 +781,33 @@ int nb_run_finish(nb_store *s, int64_t run, const char *status, const char *mess
     return 0;
 }
 
+/* Reads who runs `run`: its stored status and process. Returns 1 with a row, 0 without, -1 on
+ * error. */
+static int run_holder(nb_store *s, int64_t run, char *status, size_t ssize, char *host,
+                      size_t hsize, int64_t *pid, int64_t *pid_start, const char *what,
+                      nb_err *err) {
+    sqlite3_stmt *st = NULL;
+    if (nb_store_prepare(s, "SELECT status, host, pid, pid_start FROM runs WHERE id = ?", &st, what,
+                         err))
+        return -1;
+    sqlite3_bind_int64(st, 1, run);
+    int rc = sqlite3_step(st);
+    int ret = 0;
+    if (rc == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(status, ssize, "%s", t ? (const char *)t : "");
+        t = sqlite3_column_text(st, 1);
+        snprintf(host, hsize, "%s", t ? (const char *)t : "");
+        *pid = sqlite3_column_int64(st, 2);
+        *pid_start = sqlite3_column_int64(st, 3); /* 0 when NULL */
+        ret = 1;
+    } else if (rc != SQLITE_DONE) {
+        ret = nb_store_fail(s, rc, what, err);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
 int nb_run_resume(nb_store *s, int64_t run, int64_t from_step, nb_err *err) {
     const char *what = "resume a run";
     char host[256];
@@ -754,35 +817,194 @@ int nb_run_resume(nb_store *s, int64_t run, int64_t from_step, nb_err *err) {
     if (nb_store_prepare(s, "DELETE FROM metrics WHERE run = ? AND step > ?", &del, what, err) ||
         nb_store_prepare(s,
                          "UPDATE runs SET status = 'running', message = NULL, finished = NULL, "
-                         "pid = ?, host = ? WHERE id = ?",
+                         "pid = ?, host = ?, pid_start = ? WHERE id = ?",
                          &upd, what, err))
         goto out;
     sqlite3_bind_int64(del, 1, run);
-    sqlite3_bind_int64(del, 2, from_step);
+    sqlite3_bind_int64(del, 2, from_step < 0 ? INT64_MIN : from_step);
     sqlite3_bind_int64(upd, 1, (sqlite3_int64)getpid());
     bind_text(upd, 2, host);
-    sqlite3_bind_int64(upd, 3, run);
+    sqlite3_bind_int64(upd, 3, nb_proc_start_time(getpid()));
+    sqlite3_bind_int64(upd, 4, run);
+    /* The check and the claim in one write transaction: of two processes resuming one run, the
+     * second sees the first's claim. */
     if (exec(s, "BEGIN IMMEDIATE", what, err)) goto out;
+    char status[32], holder[256];
+    int64_t pid = 0, pid_start = 0;
+    int found = run_holder(s, run, status, sizeof status, holder, sizeof holder, &pid, &pid_start,
+                           what, err);
+    if (found < 0) goto fail;
+    if (found == 0) {
+        nb_errf(err, "cannot resume run %lld: no such run in results store '%s'", (long long)run,
+                s->path);
+        goto fail;
+    }
+    if (strcmp(status, "finished") == 0) {
+        nb_errf(err, "run %lld finished already: there is nothing to resume", (long long)run);
+        goto fail;
+    }
+    if (strcmp(status, "running") == 0 && nb_proc_alive(holder, pid, pid_start)) {
+        nb_errf(err, "run %lld is running in process %lld on %s: it cannot be resumed twice",
+                (long long)run, (long long)pid, holder);
+        nb_hintf(err, "wait for that process to end (or stop it), then resume the run");
+        goto fail;
+    }
     int rc = sqlite3_step(del);
     if (rc == SQLITE_DONE) rc = sqlite3_step(upd);
     if (rc != SQLITE_DONE) {
         nb_store_fail(s, rc, what, err);
-        rollback(s);
-        goto out;
+        goto fail;
     }
-    if (sqlite3_changes(s->db) == 0) {
-        rollback(s);
-        nb_errf(err, "cannot resume run %lld: no such run in results store '%s'", (long long)run,
-                s->path);
-        goto out;
-    }
-    if (exec(s, "COMMIT", what, err)) {
-        rollback(s);
-        goto out;
-    }
+    if (exec(s, "COMMIT", what, err)) goto fail;
     ret = 0;
+    goto out;
+fail:
+    rollback(s);
 out:
     sqlite3_finalize(del);
     sqlite3_finalize(upd);
     return ret;
+}
+
+int nb_store_id(nb_store *s, char *out, size_t size, nb_err *err) {
+    sqlite3_stmt *st = NULL;
+    const char *what = "read the store's id";
+    if (nb_store_prepare(s, "SELECT value FROM meta WHERE key = 'store_id'", &st, what, err))
+        return -1;
+    int rc = sqlite3_step(st);
+    int ret = 0;
+    if (rc == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(out, size, "%s", t ? (const char *)t : "");
+    } else if (rc == SQLITE_DONE) {
+        nb_errf(err, "results store '%s' has no store id", s->path);
+        ret = nb_hintf(err, "the store is damaged; restore it from a backup, or pass --db to "
+                            "start a new one");
+    } else {
+        ret = nb_store_fail(s, rc, what, err);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* The newest run of a job (tagged sweep=job) and whether any of its runs finished. */
+static int job_runs(nb_store *s, const char *job, nb_job_state *js, int64_t *pid_start,
+                    const char *what, nb_err *err) {
+    sqlite3_stmt *st = NULL;
+    if (nb_store_prepare(s,
+                         "SELECT r.id, r.status, r.host, r.pid, r.pid_start, "
+                         "(SELECT count(*) FROM runs f JOIN tags g ON g.run = f.id WHERE "
+                         "g.key = 'sweep' AND g.value = ?1 AND f.status = 'finished') "
+                         "FROM runs r JOIN tags t ON t.run = r.id "
+                         "WHERE t.key = 'sweep' AND t.value = ?1 ORDER BY r.id DESC LIMIT 1",
+                         &st, what, err))
+        return -1;
+    sqlite3_bind_text(st, 1, job, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    int ret = 0;
+    if (rc == SQLITE_ROW) {
+        js->run = sqlite3_column_int64(st, 0);
+        const unsigned char *t = sqlite3_column_text(st, 1);
+        snprintf(js->status, sizeof js->status, "%s", t ? (const char *)t : "");
+        t = sqlite3_column_text(st, 2);
+        snprintf(js->host, sizeof js->host, "%s", t ? (const char *)t : "");
+        js->pid = sqlite3_column_int64(st, 3);
+        *pid_start = sqlite3_column_int64(st, 4);
+        js->finished = sqlite3_column_int64(st, 5) > 0;
+    } else if (rc != SQLITE_DONE) {
+        ret = nb_store_fail(s, rc, what, err);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
+int nb_job_claim(nb_store *s, const char *job, int claim, nb_job_state *js, nb_err *err) {
+    const char *what = "claim a sweep job";
+    memset(js, 0, sizeof *js);
+    char me[256];
+    nb_hostname(me, sizeof me);
+    int64_t my_pid = (int64_t)getpid(), my_start = nb_proc_start_time(my_pid);
+    sqlite3_stmt *st = NULL;
+    if (claim && exec(s, "BEGIN IMMEDIATE", what, err)) return -1;
+    /* 1. a claim by another live process */
+    if (nb_store_prepare(s, "SELECT host, pid, pid_start FROM claims WHERE job = ?", &st, what,
+                         err))
+        goto fail;
+    sqlite3_bind_text(st, 1, job, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *h = sqlite3_column_text(st, 0);
+        int64_t pid = sqlite3_column_int64(st, 1), start = sqlite3_column_int64(st, 2);
+        int mine = h && strcmp((const char *)h, me) == 0 && pid == my_pid;
+        if (!mine && nb_proc_alive((const char *)h, pid, start)) {
+            js->state = NB_JOB_BUSY;
+            snprintf(js->host, sizeof js->host, "%s", h ? (const char *)h : "");
+            js->pid = pid;
+        }
+    } else if (rc != SQLITE_DONE) {
+        nb_store_fail(s, rc, what, err);
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (js->state == NB_JOB_BUSY) {
+        if (claim) rollback(s);
+        return 0;
+    }
+    /* 2. the job's runs: finished, or running in a live process (a `run --resume` by hand) */
+    int64_t run_start = 0;
+    if (job_runs(s, job, js, &run_start, what, err)) goto fail;
+    if (js->finished) {
+        js->state = NB_JOB_DONE;
+    } else if (js->run && strcmp(js->status, "running") == 0 &&
+               nb_proc_alive(js->host, js->pid, run_start)) {
+        js->state = NB_JOB_BUSY;
+    } else {
+        js->state = NB_JOB_FREE;
+    }
+    if (!claim || js->state != NB_JOB_FREE) {
+        if (claim) rollback(s);
+        return 0;
+    }
+    /* 3. claim it */
+    if (nb_store_prepare(s,
+                         "INSERT INTO claims (job, host, pid, pid_start, claimed) "
+                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job) DO UPDATE SET host = "
+                         "excluded.host, pid = excluded.pid, pid_start = excluded.pid_start, "
+                         "claimed = excluded.claimed",
+                         &st, what, err))
+        goto fail;
+    sqlite3_bind_text(st, 1, job, -1, SQLITE_TRANSIENT);
+    bind_text(st, 2, me);
+    sqlite3_bind_int64(st, 3, my_pid);
+    sqlite3_bind_int64(st, 4, my_start);
+    sqlite3_bind_double(st, 5, nb_store_now());
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_DONE) {
+        nb_store_fail(s, rc, what, err);
+        goto fail;
+    }
+    if (exec(s, "COMMIT", what, err)) goto fail;
+    js->state = NB_JOB_CLAIMED;
+    return 0;
+fail:
+    sqlite3_finalize(st);
+    if (claim) rollback(s);
+    return -1;
+}
+
+int nb_job_release(nb_store *s, const char *job, nb_err *err) {
+    char me[256];
+    nb_hostname(me, sizeof me);
+    sqlite3_stmt *st = NULL;
+    const char *what = "release a sweep job";
+    if (nb_store_prepare(s, "DELETE FROM claims WHERE job = ? AND host = ? AND pid = ?", &st, what,
+                         err))
+        return -1;
+    bind_text(st, 1, job);
+    bind_text(st, 2, me);
+    sqlite3_bind_int64(st, 3, (sqlite3_int64)getpid());
+    return write_one(s, st, what, err);
 }

@@ -13,6 +13,7 @@
 #ifndef NB_RESULTS_STORE_H
 #define NB_RESULTS_STORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "util/err.h"
 
@@ -82,8 +83,39 @@ int nb_metrics_add(nb_store *s, int64_t run, const nb_metric *m, int count, nb_e
  * the finish time. */
 int nb_run_finish(nb_store *s, int64_t run, const char *status, const char *message, nb_err *err);
 
-/* Makes a run resumable from a checkpoint taken at from_step: deletes its metrics recorded after
- * that step (they will be recorded again), and marks it running in this process. */
+/* Claims a run for resuming from a checkpoint taken at from_step, checking and writing in one
+ * transaction: refused (err names the run, and the process holding it) when the run finished
+ * already or is running in a process that is alive (host, pid and start time; results/proc.h).
+ * Otherwise deletes its metrics recorded after from_step (they will be recorded again; all of
+ * them when from_step < 0: the run starts over) and marks it running in this process. */
 int nb_run_resume(nb_store *s, int64_t run, int64_t from_step, nb_err *err);
+
+/* The store's random id (32 hex digits, made when the store was created or migrated to schema
+ * 2): checkpoints record it, so that one from another store is refused. */
+int nb_store_id(nb_store *s, char *out, size_t size, nb_err *err);
+
+/* Sweep jobs. A job is identified by its key, the value of its runs' "sweep" tag. */
+enum {
+    NB_JOB_FREE = 0, /* nobody holds it and none of its runs finished (claim = 0 only) */
+    NB_JOB_CLAIMED,  /* this process now holds it */
+    NB_JOB_DONE,     /* one of its runs finished */
+    NB_JOB_BUSY      /* a live process holds it: a sweep's claim, or its run is running */
+};
+typedef struct nb_job_state {
+    int state;
+    int64_t run;     /* the job's newest run, 0 when it has none */
+    char status[16]; /* that run's stored status */
+    int finished;    /* one of its runs finished */
+    char host[256];  /* NB_JOB_BUSY: who holds it; else the newest run's process */
+    int64_t pid;
+} nb_job_state;
+
+/* Looks at a job and, when claim is set and nobody else holds it, claims it for this process
+ * (host, pid, start time), all in one transaction. A claim whose process is gone (a sweep killed
+ * by a signal, or a crashed machine's reboot) is taken over. claim = 0 only reads. */
+int nb_job_claim(nb_store *s, const char *job, int claim, nb_job_state *js, nb_err *err);
+
+/* Drops this process's claim on a job (no error when it holds none). */
+int nb_job_release(nb_store *s, const char *job, nb_err *err);
 
 #endif

@@ -1,15 +1,21 @@
 /* tasks/checkpoint.c — see checkpoint.h. */
 #include "tasks/checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
-static const char head_magic[8] = "NBCKPT1";
+static const char head_magic[8] = "NBCKPT2";
+static const char head_magic_v1[8] = "NBCKPT1"; /* no identity: refused */
 static const char tail_magic[8] = "NBEND01";
+
+_Static_assert(sizeof(nb_ckpt_ident) == 40 + 32 + 32 + 3 * 8, "nb_ckpt_ident has no padding");
 
 /* FNV-1a, 64 bits: detects a damaged file; not a security measure. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
@@ -21,13 +27,78 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
+uint64_t nb_ckpt_config_hash(const char *json) {
+    return fnv(0xcbf29ce484222325ULL, json ? json : "", json ? strlen(json) : 0);
+}
+
+void nb_ckpt_ident_set(nb_ckpt_ident *id, const char *store, int64_t run, const char *task,
+                       const char *norm, int64_t seed, const char *config_json) {
+    memset(id, 0, sizeof *id);
+    snprintf(id->store, sizeof id->store, "%s", store ? store : "");
+    snprintf(id->task, sizeof id->task, "%s", task ? task : "");
+    snprintf(id->norm, sizeof id->norm, "%s", norm ? norm : "");
+    id->run = run;
+    id->seed = seed;
+    id->config_hash = nb_ckpt_config_hash(config_json);
+}
+
+/* A string field read from a file, made safe to print. */
+static const char *field(const char *f, size_t n, char *buf) {
+    size_t i = 0;
+    for (; i < n && f[i]; i++)
+        buf[i] = (f[i] >= 0x20 && f[i] < 0x7f) ? f[i] : '?';
+    buf[i] = '\0';
+    return buf;
+}
+
+int nb_ckpt_ident_check(const char *path, const nb_ckpt_ident *have, const nb_ckpt_ident *want,
+                        nb_err *err) {
+    char why[1024] = "";
+    size_t len = 0;
+    char a[48], b[48];
+#define DIFF(...)                                                                                  \
+    do {                                                                                           \
+        if (len < sizeof why)                                                                      \
+            len += (size_t)snprintf(why + len, sizeof why - len, "%s", len ? "; " : "");           \
+        if (len < sizeof why) len += (size_t)snprintf(why + len, sizeof why - len, __VA_ARGS__);   \
+    } while (0)
+    if (memcmp(have->store, want->store, sizeof have->store) != 0)
+        DIFF("it was written for store %s, this store is %s",
+             have->store[0] ? field(have->store, sizeof have->store, a) : "(none)",
+             field(want->store, sizeof want->store, b));
+    if (have->run != want->run)
+        DIFF("it belongs to run %lld, not %lld", (long long)have->run, (long long)want->run);
+    if (memcmp(have->task, want->task, sizeof have->task) != 0)
+        DIFF("task %s, not %s", field(have->task, sizeof have->task, a),
+             field(want->task, sizeof want->task, b));
+    if (memcmp(have->norm, want->norm, sizeof have->norm) != 0)
+        DIFF("norm %s, not %s", field(have->norm, sizeof have->norm, a),
+             field(want->norm, sizeof want->norm, b));
+    if (have->seed != want->seed)
+        DIFF("seed %lld, not %lld", (long long)have->seed, (long long)want->seed);
+    if (have->config_hash != want->config_hash)
+        DIFF("its configuration differs (hash %016llx, not %016llx)",
+             (unsigned long long)have->config_hash, (unsigned long long)want->config_hash);
+#undef DIFF
+    if (!len) return 0;
+    nb_errf(err, "checkpoint '%s' belongs to another run: %s", path, why);
+    return nb_hintf(err, "it was left by another store or run (a deleted or copied store?); move "
+                         "it aside and start the run again, or resume with the store it came "
+                         "from");
+}
+
 static int write_all(FILE *f, const void *p, size_t n, uint64_t *h) {
     *h = fnv(*h, p, n);
     return fwrite(p, 1, n, f) == n ? 0 : -1;
 }
 
-int nb_ckpt_write(const char *path, const nb_ckpt_state *st, const nb_ckpt_blob *blobs, int nblobs,
-                  nb_err *err) {
+int nb_ckpt_write(const char *path, const nb_ckpt_ident *id, const nb_ckpt_state *st,
+                  const nb_ckpt_blob *blobs, int nblobs, nb_err *err) {
+    nb_ckpt_ident none;
+    if (!id) {
+        memset(&none, 0, sizeof none);
+        id = &none;
+    }
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
         return nb_errf(err, "checkpoint path '%s' is too long", path);
@@ -38,8 +109,8 @@ int nb_ckpt_write(const char *path, const nb_ckpt_state *st, const nb_ckpt_blob 
     }
     uint64_t h = 0xcbf29ce484222325ULL;
     uint32_t nb = (uint32_t)nblobs;
-    int bad = write_all(f, head_magic, sizeof head_magic, &h) || write_all(f, st, sizeof *st, &h) ||
-              write_all(f, &nb, sizeof nb, &h);
+    int bad = write_all(f, head_magic, sizeof head_magic, &h) || write_all(f, id, sizeof *id, &h) ||
+              write_all(f, st, sizeof *st, &h) || write_all(f, &nb, sizeof nb, &h);
     for (int i = 0; i < nblobs && !bad; i++) {
         uint64_t n = blobs[i].n;
         bad = write_all(f, &n, sizeof n, &h) || write_all(f, blobs[i].p, blobs[i].n, &h);
@@ -83,17 +154,23 @@ static int read_all(FILE *f, void *p, size_t n, uint64_t *h) {
     return 0;
 }
 
-int nb_ckpt_read(const char *path, nb_ckpt_state *st, const nb_ckpt_blob *blobs, int nblobs,
-                 nb_err *err) {
+int nb_ckpt_read(const char *path, const nb_ckpt_ident *want, nb_ckpt_state *st,
+                 const nb_ckpt_blob *blobs, int nblobs, nb_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return nb_errf(err, "cannot open checkpoint '%s': %s", path, strerror(errno));
     uint64_t h = 0xcbf29ce484222325ULL;
     char magic[8];
     uint32_t nb = 0;
+    nb_ckpt_ident have;
     const char *why = NULL;
-    if (read_all(f, magic, sizeof magic, &h) || memcmp(magic, head_magic, sizeof magic) != 0)
+    if (read_all(f, magic, sizeof magic, &h))
         why = "not a normbench checkpoint";
-    else if (read_all(f, st, sizeof *st, &h) || read_all(f, &nb, sizeof nb, &h))
+    else if (memcmp(magic, head_magic_v1, sizeof magic) == 0)
+        why = "from an older normbench (format 1, which does not record the run it belongs to)";
+    else if (memcmp(magic, head_magic, sizeof magic) != 0)
+        why = "not a normbench checkpoint";
+    else if (read_all(f, &have, sizeof have, &h) || read_all(f, st, sizeof *st, &h) ||
+             read_all(f, &nb, sizeof nb, &h))
         why = "truncated";
     else if (nb != (uint32_t)nblobs)
         why = "written by a different model";
@@ -120,18 +197,29 @@ int nb_ckpt_read(const char *path, nb_ckpt_state *st, const nb_ckpt_blob *blobs,
         nb_errf(err, "checkpoint '%s' is %s", path, why);
         return nb_hintf(err, "the run cannot be resumed from it; start a new run");
     }
+    if (want) return nb_ckpt_ident_check(path, &have, want, err);
     return 0;
 }
 
-int nb_ckpt_read_state(const char *path, nb_ckpt_state *st, nb_err *err) {
+int nb_ckpt_read_state(const char *path, nb_ckpt_ident *id, nb_ckpt_state *st, nb_err *err) {
     /* Read the whole file once to verify it, keeping only the state. */
     FILE *f = fopen(path, "rb");
     if (!f) return nb_errf(err, "cannot open checkpoint '%s': %s", path, strerror(errno));
     uint32_t nb = 0;
     char magic[8];
-    int ok = fread(magic, 1, sizeof magic, f) == sizeof magic &&
-             memcmp(magic, head_magic, sizeof magic) == 0 && fread(st, sizeof *st, 1, f) == 1 &&
-             fread(&nb, sizeof nb, 1, f) == 1 && nb <= 64;
+    nb_ckpt_ident have;
+    int ok = fread(magic, 1, sizeof magic, f) == sizeof magic;
+    if (ok && memcmp(magic, head_magic_v1, sizeof magic) == 0) {
+        fclose(f);
+        nb_errf(err,
+                "checkpoint '%s' is from an older normbench (format 1, which does not record the "
+                "run it belongs to)",
+                path);
+        return nb_hintf(err, "the run cannot be resumed from it; start a new run");
+    }
+    ok = ok && memcmp(magic, head_magic, sizeof magic) == 0 &&
+         fread(&have, sizeof have, 1, f) == 1 && fread(st, sizeof *st, 1, f) == 1 &&
+         fread(&nb, sizeof nb, 1, f) == 1 && nb <= 64;
     nb_ckpt_blob blobs[64];
     uint64_t sizes[64];
     for (uint32_t i = 0; ok && i < nb; i++) {
@@ -152,8 +240,34 @@ int nb_ckpt_read_state(const char *path, nb_ckpt_state *st, nb_err *err) {
         blobs[i].p = mem[i];
         if (!mem[i]) rc = nb_errf(err, "out of memory reading checkpoint '%s'", path);
     }
-    if (rc == 0) rc = nb_ckpt_read(path, st, blobs, (int)nb, err);
+    if (rc == 0) rc = nb_ckpt_read(path, NULL, st, blobs, (int)nb, err);
     for (uint32_t i = 0; i < nb; i++)
         free(mem[i]);
+    if (rc == 0 && id) *id = have;
     return rc;
+}
+
+int nb_ckpt_remove_stale(const char *dir, int *removed, nb_err *err) {
+    if (removed) *removed = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT || errno == ENOTDIR) return 0;
+        return nb_errf(err, "cannot read checkpoint directory '%s': %s", dir, strerror(errno));
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *t = strstr(e->d_name, ".ckpt.tmp.");
+        if (!t) continue;
+        const char *p = t + strlen(".ckpt.tmp.");
+        char *end = NULL;
+        long pid = strtol(p, &end, 10);
+        if (end == p || *end || pid <= 0) continue;
+        /* a live writer's file is its next checkpoint: leave it */
+        if (!(kill((pid_t)pid, 0) == -1 && errno == ESRCH)) continue;
+        char path[4096];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) continue;
+        if (unlink(path) == 0 && removed) (*removed)++;
+    }
+    closedir(d);
+    return 0;
 }

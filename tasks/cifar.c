@@ -20,9 +20,12 @@
  * e < E/2, 0.5 after (E = 200: the code's lr·min(2 − e/100, 1), reaching 0.01·lr in the last
  * epoch). Evaluation every epoch: test error and NLL with noise and dropout off and BN's
  * running averages, and the training error of the epoch's (noisy) batches, as results.csv.
- * Data-dependent init of weight (and none) from 500 shuffled training images, drawn from the
- * run's own data stream before the loop (the WN code: the first 500 of its shuffled data);
- * our init pass has noise and dropout off (NOT FOUND whether the WN code's had them on). */
+ * Data-dependent init of weight (and none) from 500 shuffled training images, drawn from a
+ * stream of its own before the loop (the WN code: the first 500 of its shuffled data), in one
+ * pass with the Gaussian noise and both dropout layers on, as the WN code's train.py runs it
+ * (ll.get_output(layers[-1], x, init=True) without deterministic=True: lasagne's noise layers are
+ * active unless deterministic); the noise and masks come from the same stream, after the
+ * shuffle. --init-pass deterministic turns them off for that pass. */
 #include "nn/mem.h"
 #include "tasks/task.h"
 
@@ -44,11 +47,14 @@ typedef struct cifar_opts {
     int none_init; /* none: 0 data (the WN code's InitLayer: data init, frozen scale), 1 plain */
     double width;  /* channel multiplier of ConvPool-CNN-C (1: the paper's 96/192) */
     int zca;       /* cifar10 input: 0 on (ZCA whitening), 1 off */
+    int init_pass; /* data-dependent init: 0 train (noise, dropout on: the WN code), 1 deterministic
+                    */
 } cifar_opts;
 
 static const char *const axes_choices[] = {"hw", "chw", NULL};
 static const char *const noneinit_choices[] = {"data", "plain", NULL};
 static const char *const onoff_choices[] = {"on", "off", NULL};
+static const char *const initpass_choices[] = {"train", "deterministic", NULL};
 
 static const nb_task_opt cifar_opts_decl[] = {
     {"norm-axes", NB_TOPT_CHOICE, offsetof(cifar_opts, norm_axes), "A",
@@ -64,6 +70,10 @@ static const nb_task_opt cifar_opts_decl[] = {
      onoff_choices},
     {"no-zca", NB_TOPT_ALIAS, 0, NULL, "the same as --zca off", .alias_of = "zca",
      .alias_val = "off"},
+    {"init-pass", NB_TOPT_CHOICE, offsetof(cifar_opts, init_pass), "P",
+     "weight and none's data-dependent init pass: with noise and dropout on (train, the WN "
+     "code's train.py) or off (deterministic)",
+     initpass_choices},
     {NULL},
 };
 
@@ -276,7 +286,8 @@ static int cifar_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
         nb_rng_seed(&irng, cfg->seed, NB_STREAM_SYNTH);
         nb_rng_shuffle(&irng, r.perm, (size_t)tr->n);
         gather(r.xb, r.yb, tr, r.perm, 0, ninit);
-        if (nb_cnn_data_init(&r.model, r.xb, ninit, err) != 0) goto out;
+        nb_rng *noise = opts_of(cfg)->init_pass == 0 ? &irng : NULL;
+        if (nb_cnn_data_init(&r.model, r.xb, ninit, noise, err) != 0) goto out;
         for (int i = 0; i < tr->n; i++)
             r.perm[i] = i;
     }
@@ -344,8 +355,11 @@ static void *cifar_bench_open(const nb_train_cfg *cfg, nb_err *err) {
         return NULL;
     }
     nb_flush_denormals(cfg->flush_denormals);
+    nb_rng irng;
+    nb_rng_seed(&irng, cfg->seed, NB_STREAM_SYNTH);
     nb_rng_seed(&b->noise, cfg->seed, NB_STREAM_DROPOUT);
-    if (nb_cnn_data_init(&b->model, b->data.train.x, b->B, err) != 0) {
+    if (nb_cnn_data_init(&b->model, b->data.train.x, b->B,
+                         opts_of(cfg)->init_pass == 0 ? &irng : NULL, err) != 0) {
         cifar_bench_close(b);
         return NULL;
     }

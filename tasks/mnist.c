@@ -328,8 +328,9 @@ static const int mnist_bench_batches[] = {128, 4, 0};
 
 static const char mnist_paper[] =
     "LN paper §6.6 (Fig. 6) shows curves only (test error and NLL over ~60 epochs, batch 128 "
-    "and 4); it gives no numbers to set beside these, and not the activation, learning rate or "
-    "epochs (docs/papers.md#mnist).";
+    "and 4); it gives no numbers to set beside these, and not the activation, learning rate, "
+    "epochs or initialization: the He-normal weights, N(0, 2/fan_in) (Glorot uniform for tanh "
+    "and sigmoid), are normbench's choice, not the paper's (docs/papers.md#mnist).";
 
 const nb_task nb_task_mnist = {
     .name = "mnist",

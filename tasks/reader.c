@@ -5,9 +5,11 @@
  * encoders (RMS paper; --unidirectional for the LN paper), learned h0, the bilinear
  * passage-question attention term and the output's skip term on, dropout 0.5, softmax over the
  * whole vocabulary; Adam lr 8e-5 with the bias correction folded into lr_t and eps on the raw
- * v, batch 64, global clipping at 10; batches are consecutive slices in file order, entity ids
- * permuted per training batch, the trailing partial batch dropped; validation every 1,000
- * updates on the whole validation set, the best parameters kept. */
+ * v, batch 64, global clipping at 10 by the code's rule (tasks/train.h NB_CLIP_CODE: nothing is
+ * clipped until the norm passes 100; --clip-rule standard for a clip to norm 10); batches are
+ * consecutive slices in file order, entity ids permuted per training batch, the trailing partial
+ * batch dropped; validation every 1,000 updates on the whole validation set, the best parameters
+ * kept. */
 #include "nn/mem.h"
 #include "tasks/task.h"
 
@@ -29,9 +31,11 @@ typedef struct reader_opts {
     int dim;           /* d, the LSTMs' and embeddings' width (240) */
     int eval_every;    /* training steps between validations (the code's validFreq, 1000) */
     int bn_everywhere; /* with --norm batch: BN on the attention and output layers too */
+    int clip_rule;     /* 0 code (AR-repo attentive_reader.py's clip block), 1 standard */
 } reader_opts;
 
 static const char *const encoder_choices[] = {"bidirectional", "unidirectional", NULL};
+static const char *const clip_rule_choices[] = {"code", "standard", NULL};
 
 static const nb_task_opt reader_opts_decl[] = {
     {"encoders", NB_TOPT_CHOICE, offsetof(reader_opts, encoders), "E",
@@ -46,11 +50,19 @@ static const nb_task_opt reader_opts_decl[] = {
      "with --norm batch: BN on the attention and output layers too (Cooijmans' BN-everywhere; "
      "recorded as norm batch-everywhere)",
      .norm_as = "batch-everywhere"},
+    {"clip-rule", NB_TOPT_CHOICE, offsetof(reader_opts, clip_rule), "R",
+     "how --clip acts: code (the authors' attentive_reader.py: clip only when the norm passes "
+     "clip^2, then scale by clip/sqrt(norm)) or standard (scale to norm clip)",
+     clip_rule_choices},
     {NULL},
 };
 
 static const reader_opts *opts_of(const nb_train_cfg *cfg) {
     return cfg->task_opts;
+}
+
+static nb_clip_rule clip_rule_of(const nb_train_cfg *cfg) {
+    return opts_of(cfg)->clip_rule == 1 ? NB_CLIP_STANDARD : NB_CLIP_CODE;
 }
 
 static int reader_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_err *err) {
@@ -208,6 +220,7 @@ static int reader_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status 
                     .eval_every = opts_of(cfg)->eval_every > 0 ? opts_of(cfg)->eval_every : 1000,
                     .select_metric = "val_error",
                     .select_max = 0,
+                    .clip_rule = clip_rule_of(cfg),
                     .step = reader_step,
                     .evaluate = reader_evaluate};
     rc = nb_train_loop(cfg, &t, sink, status, err);
@@ -234,6 +247,7 @@ typedef struct reader_bench {
     long t;
     nb_adam_cfg adam;
     double clip;
+    nb_clip_rule clip_rule;
     nb_rng noise;
 } reader_bench;
 
@@ -255,6 +269,7 @@ static void *reader_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     b->B = cfg->batch;
     b->adam = cfg->adam;
     b->clip = cfg->clip;
+    b->clip_rule = clip_rule_of(cfg);
     if (cfg->norm.kind == NB_NORM_BATCH && b->B < 2) {
         free(b);
         return nb_errf(err, "batch norm needs a batch of at least 2"), NULL;
@@ -308,7 +323,8 @@ static double reader_bench_step(void *p) {
                      .grads = m->grads,
                      .adam_m = m->adam_m,
                      .adam_v = m->adam_v,
-                     .layout = &m->layout};
+                     .layout = &m->layout,
+                     .clip_rule = b->clip_rule};
     b->t++;
     nb_train_update(&tr, b->clip, &b->adam, b->t, b->t);
     return nb_now() - ts;

@@ -65,6 +65,8 @@ typedef struct nb_progress {
     const char *phase;   /* "train" or "eval" */
 } nb_progress;
 
+struct nb_ckpt_ident; /* tasks/checkpoint.h */
+
 typedef struct nb_sink {
     void *ctx;
     /* Records metrics; a non-zero return (with err set) fails the run. */
@@ -74,8 +76,15 @@ typedef struct nb_sink {
     /* Where to write the end-of-epoch checkpoint (NULL member: no checkpoints). Returns the
      * path, or NULL with err set when none can be made. */
     const char *(*checkpoint_path)(void *ctx, nb_err *err);
+    /* What checkpoints belong to (tasks/checkpoint.h): written into each one and checked on
+     * resume; read after checkpoint_path returns. NULL: none recorded, none checked. */
+    const struct nb_ckpt_ident *ckpt_ident;
     /* Progress; called every step (the receiver rate-limits its drawing). May be NULL. */
     void (*progress)(void *ctx, const nb_progress *p);
+    /* Where a finished run keeps what using its model needs (mt: the parameters, BPE codes and
+     * vocabularies for `normbench translate`): a directory, created, beside the store. NULL
+     * member, or NULL returned with err set: none can be kept. */
+    const char *(*model_dir)(void *ctx, nb_err *err);
 } nb_sink;
 
 /* One GEMM of a training step: C (M,N) = A (M,K) B (K,N), `count` times per step. */
@@ -95,8 +104,9 @@ typedef struct nb_task {
     size_t opts_size;
     int cuda; /* the task trains and benchmarks on a GPU too (--device cuda) */
     /* Fills cfg with the task's (paper's) defaults for the given norm: the common options, and
-     * the task's own where they differ by norm or by model (cfg->task_opts holds the rows'
-     * defaults and the chosen model already). */
+     * the task's own where they differ by norm, model or dataset (cfg->task_opts holds the rows'
+     * defaults and the chosen model already; cfg->dataset is set when `run` calls it, NULL when
+     * help does). */
     void (*defaults)(nb_train_cfg *cfg, nb_norm_kind norm);
     /* Called once every option is in place: checks combinations (an option that needs a norm)
      * and applies task options that act on common ones. given lists the options typed on the
@@ -113,6 +123,12 @@ typedef struct nb_task {
     void *(*bench_open)(const nb_train_cfg *cfg, nb_err *err);
     double (*bench_step)(void *bench);
     void (*bench_close)(void *bench);
+    /* Translation with a finished run's model (`normbench translate RUN`): cfg is the run's
+     * configuration, dir its model_dir; translates the n raw source lines into out[i] (newly
+     * allocated, detokenized; "" for an empty line). Returns 0, or -1 with err set. NULL: the
+     * task does not translate. */
+    int (*translate)(const nb_train_cfg *cfg, const char *dir, char *const *lines, int n,
+                     char **out, nb_err *err);
     /* Batch sizes `bench step` times by default, 0-terminated (the paper's settings). */
     const int *bench_batches;
     /* The level `report` measures steps and seconds to reach, unless --target says otherwise. */

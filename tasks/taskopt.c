@@ -8,8 +8,32 @@
 #include "tasks/task.h"
 #include "util/num.h"
 
-#define FIELD(base, o, type) ((type *)((char *)(base) + (o)->offset))
-#define CFIELD(base, o, type) ((const type *)((const char *)(base) + (o)->offset))
+/* A row's field in the task's struct, read and written by copying (the struct is the task's; its
+ * fields are reached by offset, never through a cast pointer). */
+static int get_int(const void *base, const nb_task_opt *o) {
+    int v;
+    memcpy(&v, (const char *)base + o->offset, sizeof v);
+    return v;
+}
+static double get_double(const void *base, const nb_task_opt *o) {
+    double v;
+    memcpy(&v, (const char *)base + o->offset, sizeof v);
+    return v;
+}
+static const char *get_str(const void *base, const nb_task_opt *o) {
+    const char *v;
+    memcpy(&v, (const char *)base + o->offset, sizeof v);
+    return v;
+}
+static void set_int(void *base, const nb_task_opt *o, int v) {
+    memcpy((char *)base + o->offset, &v, sizeof v);
+}
+static void set_double(void *base, const nb_task_opt *o, double v) {
+    memcpy((char *)base + o->offset, &v, sizeof v);
+}
+static void set_str(void *base, const nb_task_opt *o, const char *v) {
+    memcpy((char *)base + o->offset, &v, sizeof v);
+}
 
 const nb_task_opt *nb_task_opt_find(const nb_task *t, const char *name) {
     for (const nb_task_opt *o = t->opts; o && o->name; o++)
@@ -66,7 +90,7 @@ static const nb_task_opt *selector_of(const nb_task *t) {
 const char *nb_task_model(const nb_task *t, const nb_train_cfg *cfg) {
     const nb_task_opt *sel = selector_of(t);
     if (!sel || !cfg->task_opts) return NULL;
-    return sel->choices[*CFIELD(cfg->task_opts, sel, int)];
+    return sel->choices[get_int(cfg->task_opts, sel)];
 }
 
 /* Whether name appears in the comma-separated list. */
@@ -86,10 +110,10 @@ static int set_from_text(const nb_task_opt *o, const char *typed, void *opts, co
                          nb_err *err) {
     switch (o->kind) {
     case NB_TOPT_FLAG:
-        *FIELD(opts, o, int) = 1;
+        set_int(opts, o, 1);
         return 0;
     case NB_TOPT_STR:
-        *FIELD(opts, o, const char *) = v;
+        set_str(opts, o, v);
         return 0;
     case NB_TOPT_INT: {
         long long x;
@@ -98,7 +122,7 @@ static int set_from_text(const nb_task_opt *o, const char *typed, void *opts, co
         if (o->min < o->max && (x < o->min || x > o->max))
             return nb_errf(err, "option '--%s' must be between %.0f and %.0f, not '%s'", typed,
                            o->min, o->max, v);
-        *FIELD(opts, o, int) = (int)x;
+        set_int(opts, o, (int)x);
         return 0;
     }
     case NB_TOPT_DOUBLE: {
@@ -108,13 +132,13 @@ static int set_from_text(const nb_task_opt *o, const char *typed, void *opts, co
         if (o->min < o->max && (x < o->min || x > o->max))
             return nb_errf(err, "option '--%s' must be between %g and %g, not '%s'", typed, o->min,
                            o->max, v);
-        *FIELD(opts, o, double) = x;
+        set_double(opts, o, x);
         return 0;
     }
     case NB_TOPT_CHOICE: {
         for (int i = 0; o->choices[i]; i++)
             if (strcmp(o->choices[i], v) == 0) {
-                *FIELD(opts, o, int) = i;
+                set_int(opts, o, i);
                 return 0;
             }
         char list[256];
@@ -139,7 +163,7 @@ static int apply_given(const nb_task *t, void *opts, const nb_given *g, nb_err *
     const char *v = g->value;
     if (row->kind == NB_TOPT_ALIAS && row->alias_val) v = row->alias_val;
     if (o->kind == NB_TOPT_FLAG && row->kind == NB_TOPT_ALIAS && row->alias_val) {
-        *FIELD(opts, o, int) = strcmp(row->alias_val, "off") != 0;
+        set_int(opts, o, strcmp(row->alias_val, "off") != 0);
         return 0;
     }
     return set_from_text(o, g->name, opts, v, err);
@@ -157,13 +181,13 @@ int nb_task_configure(const nb_task *t, nb_train_cfg *cfg, int norm, const nb_gi
         case NB_TOPT_INT:
         case NB_TOPT_CHOICE:
         case NB_TOPT_FLAG:
-            *FIELD(opts, o, int) = (int)o->def;
+            set_int(opts, o, (int)o->def);
             break;
         case NB_TOPT_DOUBLE:
-            *FIELD(opts, o, double) = o->def;
+            set_double(opts, o, o->def);
             break;
         case NB_TOPT_STR:
-            *FIELD(opts, o, const char *) = o->def_str;
+            set_str(opts, o, o->def_str);
             break;
         case NB_TOPT_ALIAS:
             break;
@@ -204,19 +228,19 @@ void nb_task_opts_free(nb_train_cfg *cfg) {
 void nb_task_opt_format(const nb_task_opt *o, const void *opts, char *out, size_t size) {
     switch (o->kind) {
     case NB_TOPT_INT:
-        snprintf(out, size, "%d", *CFIELD(opts, o, int));
+        snprintf(out, size, "%d", get_int(opts, o));
         return;
     case NB_TOPT_DOUBLE:
-        nb_fmt_double(out, size, *CFIELD(opts, o, double));
+        nb_fmt_double(out, size, get_double(opts, o));
         return;
     case NB_TOPT_CHOICE:
-        snprintf(out, size, "%s", o->choices[*CFIELD(opts, o, int)]);
+        snprintf(out, size, "%s", o->choices[get_int(opts, o)]);
         return;
     case NB_TOPT_FLAG:
-        snprintf(out, size, "%s", *CFIELD(opts, o, int) ? "on" : "off");
+        snprintf(out, size, "%s", get_int(opts, o) ? "on" : "off");
         return;
     case NB_TOPT_STR: {
-        const char *s = *CFIELD(opts, o, const char *);
+        const char *s = get_str(opts, o);
         snprintf(out, size, "%s", s ? s : "");
         return;
     }
@@ -238,10 +262,10 @@ void nb_task_opts_json(const nb_task *t, const nb_train_cfg *cfg, nb_buf *b) {
         nb_buf_puts(b, ": ");
         switch (o->kind) {
         case NB_TOPT_INT:
-            nb_buf_printf(b, "%d", *CFIELD(cfg->task_opts, o, int));
+            nb_buf_printf(b, "%d", get_int(cfg->task_opts, o));
             break;
         case NB_TOPT_DOUBLE:
-            nb_buf_json_num(b, *CFIELD(cfg->task_opts, o, double));
+            nb_buf_json_num(b, get_double(cfg->task_opts, o));
             break;
         default:
             nb_task_opt_format(o, cfg->task_opts, val, sizeof val);
@@ -254,7 +278,7 @@ void nb_task_opts_json(const nb_task *t, const nb_train_cfg *cfg, nb_buf *b) {
 const char *nb_task_norm_label(const nb_task *t, const nb_train_cfg *cfg) {
     for (const nb_task_opt *o = t->opts; o && o->name; o++)
         if (o->kind == NB_TOPT_FLAG && o->norm_as && cfg->task_opts &&
-            *CFIELD(cfg->task_opts, o, int))
+            get_int(cfg->task_opts, o))
             return o->norm_as;
     return NULL;
 }

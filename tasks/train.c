@@ -19,6 +19,7 @@ typedef struct loop {
     double loss_acc;      /* training loss not yet recorded */
     int64_t loss_n;       /* and its count */
     double last_loss;     /* last recorded training loss */
+    double clip_acc[2];   /* grad_norm and clip_scale not yet recorded (over loss_n steps) */
     float *best;          /* best parameters (select_metric), or NULL */
     double best_state[2]; /* [0] best value, [1] 1 when one was seen */
     int64_t last_eval;    /* step of the last periodic evaluation */
@@ -44,6 +45,21 @@ static int record(loop *L, nb_metric *m, int n, nb_err *err) {
         m[i].wall = wall;
     }
     return n > 0 ? L->sink->record(L->sink->ctx, m, n, err) : 0;
+}
+
+/* The training records of the steps since the last ones (L->loss_n > 0) into m (room for 3):
+ * train_loss, and grad_norm and clip_scale when the update ran on the host; clears the
+ * clipping accumulators. Returns how many. */
+static int train_records(loop *L, nb_metric *m) {
+    const double n = (double)L->loss_n;
+    int k = 0;
+    m[k++] = (nb_metric){"train_loss", 0, 0, L->loss_acc / n};
+    if (!L->t->update) {
+        m[k++] = (nb_metric){"grad_norm", 0, 0, L->clip_acc[0] / n};
+        m[k++] = (nb_metric){"clip_scale", 0, 0, L->clip_acc[1] / n};
+    }
+    L->clip_acc[0] = L->clip_acc[1] = 0;
+    return k;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -91,17 +107,57 @@ static int evaluate(loop *L, int epoch, int final, nb_err *err) {
     return 0;
 }
 
-void nb_train_update(const nb_trainer *t, double clip, const nb_adam_cfg *adam, int64_t step,
-                     int64_t planned) {
-    if (clip > 0) nb_clip_global(t->grads, t->layout, clip);
-    if (t->clip_per_tensor > 0) nb_clip_per_tensor(t->grads, t->layout, t->clip_per_tensor);
+double nb_clip_factor(nb_clip_rule rule, double norm, double clip) {
+    if (!(clip > 0) || !isfinite(norm)) return 1;
+    if (rule == NB_CLIP_CODE) return norm > clip * clip ? clip / sqrt(norm + 1e-8) : 1;
+    return norm > clip ? clip / norm : 1;
+}
+
+/* The global L2 norm of the trainable gradients, accumulated in double. */
+static double grad_norm(const nb_trainer *t) {
+    double ss = 0;
+    for (int i = 0; i < t->layout->count; i++) {
+        const nb_tensor *te = &t->layout->t[i];
+        if (!te->trainable) continue;
+        const float *g = t->grads + te->off;
+        for (size_t j = 0; j < te->n; j++)
+            ss += (double)g[j] * g[j];
+    }
+    return sqrt(ss);
+}
+
+double nb_train_update_clip(const nb_trainer *t, double clip, const nb_adam_cfg *adam, int64_t step,
+                            int64_t planned, double *scale) {
     nb_adam_cfg a = *adam;
     if (t->schedule) t->schedule(t->self, step, planned, &a);
     if (t->update) {
         t->update(t->self, &a, step);
-        return;
+        if (scale) *scale = NAN;
+        return NAN;
     }
+    const double norm = grad_norm(t);
+    double s = nb_clip_factor(t->clip_rule, norm, clip);
+    if (s != 1) {
+        const float f = (float)s;
+        for (int i = 0; i < t->layout->count; i++) {
+            const nb_tensor *te = &t->layout->t[i];
+            if (!te->trainable) continue;
+            float *g = t->grads + te->off;
+            for (size_t j = 0; j < te->n; j++)
+                g[j] *= f;
+        }
+    }
+    if (t->clip_per_tensor > 0 &&
+        nb_clip_per_tensor(t->grads, t->layout, t->clip_per_tensor) > t->clip_per_tensor)
+        s = norm > 0 ? grad_norm(t) / norm : 1;
+    if (scale) *scale = s;
     nb_adam_step_layout(t->params, t->grads, t->adam_m, t->adam_v, t->layout, (long)step, &a);
+    return norm;
+}
+
+void nb_train_update(const nb_trainer *t, double clip, const nb_adam_cfg *adam, int64_t step,
+                     int64_t planned) {
+    (void)nb_train_update_clip(t, clip, adam, step, planned, NULL);
 }
 
 int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *sink,
@@ -127,7 +183,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
 
     /* Checkpoint contents: parameters, Adam moments, the best parameters and value, then the
      * task's own state. */
-    nb_ckpt_blob blobs[5 + NB_TRAIN_MAX_EXTRA];
+    nb_ckpt_blob blobs[6 + NB_TRAIN_MAX_EXTRA];
     int nb = 0;
     blobs[nb++] = (nb_ckpt_blob){t->params, P * sizeof(float)};
     blobs[nb++] = (nb_ckpt_blob){t->adam_m, P * sizeof(float)};
@@ -136,6 +192,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
         blobs[nb++] = (nb_ckpt_blob){L.best, P * sizeof(float)};
         blobs[nb++] = (nb_ckpt_blob){L.best_state, sizeof L.best_state};
     }
+    blobs[nb++] = (nb_ckpt_blob){L.clip_acc, sizeof L.clip_acc};
     for (int i = 0; i < t->nextra && i < NB_TRAIN_MAX_EXTRA; i++)
         blobs[nb++] = t->extra[i];
 
@@ -144,7 +201,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
     int first_epoch = 1;
     if (cfg->resume_from) {
         nb_ckpt_state st;
-        if (nb_ckpt_read(cfg->resume_from, &st, blobs, nb, err) != 0) goto out;
+        if (nb_ckpt_read(cfg->resume_from, sink->ckpt_ident, &st, blobs, nb, err) != 0) goto out;
         L.step = st.step;
         first_epoch = st.epoch + 1;
         L.train_time = st.train_time;
@@ -181,14 +238,18 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
                 goto out;
             }
             L.step++;
-            nb_train_update(t, cfg->clip, &cfg->adam, L.step, L.planned);
+            double scale,
+                norm = nb_train_update_clip(t, cfg->clip, &cfg->adam, L.step, L.planned, &scale);
             L.train_time += nb_now() - ts;
             L.loss_acc += loss;
+            L.clip_acc[0] += norm;
+            L.clip_acc[1] += scale;
             L.loss_n++;
             if (L.step % cfg->log_every == 0 || L.step == L.planned) {
                 L.last_loss = L.loss_acc / (double)L.loss_n;
-                nb_metric m = {"train_loss", 0, 0, L.last_loss};
-                if (record(&L, &m, 1, err) != 0) goto out;
+                nb_metric m[3];
+                int n = train_records(&L, m);
+                if (record(&L, m, n, err) != 0) goto out;
                 L.loss_acc = 0;
                 L.loss_n = 0;
             }
@@ -210,9 +271,9 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
         }
         if (*status == NB_STATUS_INTERRUPTED) {
             /* Keep what the partial epoch measured; skip the evaluation. */
-            nb_metric m[2];
+            nb_metric m[4];
             int n = 0;
-            if (L.loss_n > 0) m[n++] = (nb_metric){"train_loss", 0, 0, L.loss_acc / L.loss_n};
+            if (L.loss_n > 0) n = train_records(&L, m);
             if (L.step > 0)
                 m[n++] = (nb_metric){"ms_per_step", 0, 0, 1e3 * L.train_time / (double)L.step};
             if (record(&L, m, n, err) != 0) goto out;
@@ -238,7 +299,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
             nb_ckpt_state st = {
                 L.step,     epoch,    L.train_time, nb_now() - L.t0,
                 L.loss_acc, L.loss_n, L.last_loss,  {init_rng, data_rng, noise_rng, {{0}}}};
-            if (nb_ckpt_write(ck, &st, blobs, nb, err) != 0) goto out;
+            if (nb_ckpt_write(ck, sink->ckpt_ident, &st, blobs, nb, err) != 0) goto out;
         }
     }
     if (*status == NB_STATUS_FINISHED) {

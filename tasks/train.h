@@ -22,6 +22,19 @@
 #define NB_TRAIN_MAX_EXTRA 6
 #define NB_TRAIN_MAX_EVAL 32
 
+/* How the global clip at c = cfg->clip (> 0) acts on the gradient g (nb_trainer.clip_rule). */
+typedef enum nb_clip_rule {
+    NB_CLIP_STANDARD = 0, /* ||g|| > c: g <- g * c/||g|| (the new norm is c) */
+    /* The attentive reader's code (AR-repo attentive_reader.py, the clip block, with
+     * training.get_norms): it compares the norm n = ||g|| with c^2 and scales by c/sqrt(n + 1e-8),
+     * so nothing is clipped until ||g|| > c^2, and the new norm is then c*sqrt(||g||). */
+    NB_CLIP_CODE = 1
+} nb_clip_rule;
+
+/* The factor rule applies to a gradient of global norm `norm` at threshold clip: 1 when it
+ * does not clip (clip <= 0, a norm at or under the threshold, or a norm that is not finite). */
+double nb_clip_factor(nb_clip_rule rule, double norm, double clip);
+
 typedef struct nb_trainer {
     void *self; /* the task's model and data, passed to every callback */
 
@@ -44,8 +57,10 @@ typedef struct nb_trainer {
     int select_max;
 
     /* Per-tensor gradient clipping at this norm (> 0), as the order-embedding code does;
-     * cfg->clip (> 0) clips the global norm. Both may be set. */
+     * cfg->clip (> 0) clips the global norm by clip_rule (NB_CLIP_STANDARD when left 0). Both
+     * may be set. */
     double clip_per_tensor;
+    nb_clip_rule clip_rule;
 
     /* Further state the next epoch depends on (e.g. the data order), saved in checkpoints
      * after the parameters and moments. */
@@ -87,19 +102,30 @@ typedef struct nb_trainer {
     void (*sync)(void *self, int to_device);
 } nb_trainer;
 
-/* The update that follows a step's backward, as the loop does it: clipping (global at clip > 0,
- * then per tensor at t->clip_per_tensor > 0), t->schedule applied to a copy of *adam, and Adam at
- * step `step` (1-based) of `planned`. Exported so that `bench step` times exactly this. */
+/* The update that follows a step's backward, as the loop does it: clipping (global at clip > 0
+ * by t->clip_rule, then per tensor at t->clip_per_tensor > 0), t->schedule applied to a copy of
+ * *adam, and Adam at step `step` (1-based) of `planned`. Exported so that `bench step` times
+ * exactly this. */
 void nb_train_update(const nb_trainer *t, double clip, const nb_adam_cfg *adam, int64_t step,
                      int64_t planned);
+
+/* nb_train_update that also says what clipping did: returns the global L2 norm of the trainable
+ * gradients before clipping, and sets *scale (may be NULL) to the factor by which clipping
+ * shrank that norm (the norm after all clipping over the norm before; 1 when nothing was
+ * clipped). With t->update (another device) the gradients are not on the host: returns NaN,
+ * *scale NaN, and clips nothing. */
+double nb_train_update_clip(const nb_trainer *t, double clip, const nb_adam_cfg *adam, int64_t step,
+                            int64_t planned, double *scale);
 
 /* Trains per cfg (epochs or steps, clipping, Adam, seed, resume_from, stop), recording through
  * sink. Returns 0 with *status set (finished, interrupted or diverged; err then says why a run
  * diverged), or -1 with err set when the run could not go on (I/O, the sink failed). Records:
- *   train_loss every cfg->log_every steps (mean over those steps) and at the last step;
+ *   train_loss every cfg->log_every steps (mean over those steps) and at the last step, and
+ *   with it grad_norm (the global gradient norm before clipping) and clip_scale (the factor
+ *   clipping applied, 1 when none), both means over the same steps (not with t->update);
  *   at every evaluation the task's metrics, ms_per_step (training time only, so far) and, at
  *   epoch ends, epoch and epoch_seconds;
- *   on Ctrl-C the partial train_loss and ms_per_step. */
+ *   on Ctrl-C the partial train_loss (grad_norm, clip_scale) and ms_per_step. */
 int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *sink,
                   nb_status *status, nb_err *err);
 

@@ -80,6 +80,30 @@ static inline const ref_tensor *ref_get(const ref_file *rf, const char *name) {
     return NULL;
 }
 
+/* Inputs a reference script cannot make itself (random draws of normbench's own streams) are
+ * dumped by the C test when $NORMBENCH_REF_DUMP is set, into that directory's <file>, in the
+ * same format, and read by the script. ref_dump_open returns NULL when the variable is unset. */
+static inline FILE *ref_dump_open(const char *file) {
+    const char *dir = getenv("NORMBENCH_REF_DUMP");
+    if (!dir || !*dir) return NULL;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "wb");
+    if (!f) fprintf(stderr, "ref: cannot write '%s'\n", path);
+    return f;
+}
+
+/* One record: name, a 1-dimensional shape of n values (the script reshapes), the data. */
+static inline void ref_dump(FILE *f, const char *name, const double *x, size_t n) {
+    if (!f) return;
+    uint32_t len = (uint32_t)strlen(name), nd = 1, d = (uint32_t)n;
+    fwrite(&len, 4, 1, f);
+    fwrite(name, 1, len, f);
+    fwrite(&nd, 4, 1, f);
+    fwrite(&d, 4, 1, f);
+    fwrite(x, sizeof(double), n, f);
+}
+
 static inline void ref_free(ref_file *rf) {
     for (int i = 0; i < rf->count; i++)
         free(rf->t[i].data);

@@ -9,7 +9,8 @@
  *    a naive convolution; float against double.
  * 3. Determinism: the float network's gradients are identical run to run and between 1 and 2
  *    threads where the contract says so (the map norms).
- * 4. Data-dependent initialisation gives zero-mean, unit-variance pre-activations.
+ * 4. Data-dependent initialisation gives zero-mean, unit-variance pre-activations; its pass with
+ *    noise and dropout on (the WN code's) against tests/ref/ref_cnn_init.py.
  * 5. PyTorch reference tensors (tests/ref/conv.bin, from tests/ref/ref_conv.py). */
 #include "tests/testutil.h"
 #include "tests/ref.h"
@@ -449,7 +450,7 @@ static void net_case(nb_norm_kind kind, int axes_chw) {
     c.y = y;
     fill(c.x, nx, 1, 51);
     nb_rng_seed(&c.rng, 8, NB_STREAM_DROPOUT);
-    assert_int_equal(nb_cnn_data_init_f64(&c.m, c.x, TN, &err), 0);
+    assert_int_equal(nb_cnn_data_init_f64(&c.m, c.x, TN, NULL, &err), 0);
     nb_cnn_zero_grad_f64(&c.m);
     net_loss(&c);
     nb_cnn_backward_f64(&c.m, c.y);
@@ -491,7 +492,7 @@ static void test_data_init(void **state) {
         nb_rng_seed(&r, 4, NB_STREAM_SYNTH);
         for (int i = 0; i < B * 3 * 36; i++)
             x[i] = (float)(2 * nb_rng_normal(&r) + 1);
-        assert_int_equal(nb_cnn_data_init(&m, x, B, &err), 0);
+        assert_int_equal(nb_cnn_data_init(&m, x, B, NULL, &err), 0);
         nb_cnn_forward(&m, x, NULL, B, 0, NULL);
         /* z·g + b of the first layer: W_eff (with the found g) applied, then b */
         const float *z = m.L[0].z, *b = m.params + m.L[0].b;
@@ -510,6 +511,108 @@ static void test_data_init(void **state) {
         free(x);
         nb_cnn_free(&m);
     }
+}
+
+/* The data-dependent init pass as the WN code's train.py runs it: the Gaussian noise and the
+ * dropout layers on (init=True without deterministic=True). Its g differs from the
+ * deterministic pass's on the same seed, and both equal an independent computation
+ * (tests/ref/ref_cnn_init.py) fed with the noise and masks this pass draws, which the test
+ * reproduces from the same stream and dumps under NORMBENCH_REF_DUMP. */
+static const nb_cnn_spec init_net[] = {
+    {NB_CNN_NOISE, 0, 0, 0, 0.15},  {NB_CNN_CONV, 4, 3, 1, 0}, {NB_CNN_POOL, 0, 0, 0, 0},
+    {NB_CNN_DROPOUT, 0, 0, 0, 0.5}, {NB_CNN_CONV, 5, 3, 1, 0}, {NB_CNN_GAP, 0, 0, 0, 0},
+    {NB_CNN_CONV, 3, 1, 0, 0}};
+enum { IN = 6, IC = 3, IH = 6, IW = 6, IL = sizeof init_net / sizeof init_net[0] };
+static const int init_convs[] = {1, 4, 6};
+
+static void init_model(nb_cnn_f64 *m, nb_norm_kind kind) {
+    nb_norm_cfg norm;
+    nb_norm_cfg_default(&norm, kind);
+    nb_cnn_opts opts = {0, 1, 0.1};
+    nb_rng init;
+    nb_rng_seed(&init, 21, NB_STREAM_INIT);
+    nb_err err = {0};
+    assert_int_equal(nb_cnn_init_f64(m, init_net, IL, IC, IH, IW, 3, &norm, &opts, IN, &init, &err),
+                     0);
+}
+
+static void test_data_init_pass(void **state) {
+    (void)state;
+    const size_t nx = (size_t)IN * IC * IH * IW, nd = (size_t)IN * 4 * 3 * 3;
+    double *x = malloc(sizeof(double) * nx), *noise = calloc(nx, sizeof(double)),
+           *mask = malloc(sizeof(double) * nd), *ones = malloc(sizeof(double) * nd);
+    assert_true(x && noise && mask && ones);
+    fill(x, nx, 1, 77);
+    /* the draws of the pass: noise on the input (n values, one row per image), then dropout
+     * after the first pooling (4 channels of 3x3), from one stream in layer order */
+    nb_rng draws;
+    nb_rng_seed(&draws, 5, NB_STREAM_SYNTH);
+    nb_gauss_noise_forward_f64(noise, noise, nx, IN, 0.15, &draws);
+    for (size_t i = 0; i < nd; i++)
+        ones[i] = 1;
+    nb_dropout_forward_f64(ones, mask, ones, nd, IN, 0.5, &draws);
+    FILE *dump = ref_dump_open("cnn_init_draws.bin");
+    ref_dump(dump, "x", x, nx);
+    ref_dump(dump, "noise", noise, nx);
+    ref_dump(dump, "mask", mask, nd);
+    ref_file rf = {0};
+    int have_ref = dump ? 0 : ref_load(&rf, "cnn_init.bin") == 0;
+    if (!dump && !have_ref) fail_msg("tests/ref/cnn_init.bin missing");
+    for (int kind = NB_NORM_NONE; kind <= NB_NORM_WEIGHT; kind += NB_NORM_WEIGHT) {
+        const char *kn = nb_norm_name((nb_norm_kind)kind);
+        nb_cnn_f64 a, b;
+        init_model(&a, (nb_norm_kind)kind);
+        init_model(&b, (nb_norm_kind)kind);
+        for (int c = 0; c < 3; c++) {
+            const nb_cnn_layer_f64 *L = &a.L[init_convs[c]];
+            char name[64];
+            snprintf(name, sizeof name, "%s.w%d", kn, c);
+            ref_dump(dump, name, a.params + L->w, (size_t)L->OC * L->C * L->spec.ks * L->spec.ks);
+        }
+        nb_rng r;
+        nb_rng_seed(&r, 5, NB_STREAM_SYNTH);
+        nb_err err = {0};
+        assert_int_equal(nb_cnn_data_init_f64(&a, x, IN, &r, &err), 0);
+        assert_int_equal(nb_cnn_data_init_f64(&b, x, IN, NULL, &err), 0);
+        /* the noise and dropout change every layer's statistics, the first one's too */
+        for (int c = 0; c < 3; c++) {
+            const nb_cnn_layer_f64 *L = &a.L[init_convs[c]];
+            for (int o = 0; o < L->OC; o++)
+                assert_true(fabs(a.params[L->g + o] - b.params[L->g + o]) >
+                            1e-4 * fabs(b.params[L->g + o]));
+        }
+        for (int pass = 0; pass < 2 && have_ref; pass++) {
+            const nb_cnn_f64 *m = pass ? &b : &a;
+            for (int c = 0; c < 3; c++) {
+                const nb_cnn_layer_f64 *L = &m->L[init_convs[c]];
+                for (int gb = 0; gb < 2; gb++) {
+                    char name[64];
+                    snprintf(name, sizeof name, "%s.%s.%c%d", kn, pass ? "deterministic" : "train",
+                             gb ? 'b' : 'g', c);
+                    const ref_tensor *t = ref_get(&rf, name);
+                    if (!t) fail_msg("tests/ref/cnn_init.bin has no tensor '%s'", name);
+                    assert_int_equal((int)t->n, L->OC);
+                    for (int o = 0; o < L->OC; o++)
+                        assert_close(m->params[(gb ? L->b : L->g) + o], t->data[o], 1e-12, 1e-10);
+                }
+            }
+        }
+        nb_cnn_free_f64(&a);
+        nb_cnn_free_f64(&b);
+    }
+    if (dump) fclose(dump);
+    if (have_ref) {
+        /* the file was made from these very draws */
+        const ref_tensor *t = ref_get(&rf, "noise");
+        assert_non_null(t);
+        for (size_t i = 0; i < nx; i++)
+            assert_close(noise[i], t->data[i], 0, 0);
+        ref_free(&rf);
+    }
+    free(x);
+    free(noise);
+    free(mask);
+    free(ones);
 }
 
 /* The float network: same gradients run to run (fixed thread count). */
@@ -640,10 +743,15 @@ static void test_reference(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conv),          cmocka_unit_test(test_pool_gap),
-        cmocka_unit_test(test_dropout_noise), cmocka_unit_test(test_map_norms),
-        cmocka_unit_test(test_prms_first_k),  cmocka_unit_test(test_network_fd),
-        cmocka_unit_test(test_data_init),     cmocka_unit_test(test_network_deterministic),
+        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_pool_gap),
+        cmocka_unit_test(test_dropout_noise),
+        cmocka_unit_test(test_map_norms),
+        cmocka_unit_test(test_prms_first_k),
+        cmocka_unit_test(test_network_fd),
+        cmocka_unit_test(test_data_init),
+        cmocka_unit_test(test_data_init_pass),
+        cmocka_unit_test(test_network_deterministic),
         cmocka_unit_test(test_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "results/proc.h"
+#include "results/provenance.h"
 #include "results/query.h"
 #include "results/store.h"
 
@@ -323,7 +325,7 @@ static void test_crashed(void **state) {
     nb_report_free(r);
     nb_store_close(s);
     /* a run on another host is never declared crashed from here */
-    assert_string_equal(nb_effective_status("running", 1, "some-other-host.invalid"), "running");
+    assert_string_equal(nb_effective_status("running", 1, 0, "some-other-host.invalid"), "running");
 }
 
 static void test_two_processes(void **state) {
@@ -738,6 +740,107 @@ static void test_not_a_regular_file(void **state) {
     nb_store_close(s);
 }
 
+/* Process identity: a pid with another start time is not the recorded process. */
+static void test_proc_identity(void **state) {
+    char host[256];
+    nb_hostname(host, sizeof host);
+    int64_t me = (int64_t)getpid(), start = nb_proc_start_time(me);
+    assert_true(start > 0);
+    assert_int_equal(nb_proc_alive(host, me, start), 1);
+    assert_int_equal(nb_proc_alive(host, me, 0), 1);         /* not recorded: pid only */
+    assert_int_equal(nb_proc_alive(host, me, start + 1), 0); /* a reused pid */
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    assert_int_equal(nb_proc_alive(host, child, 0), 0);                      /* gone */
+    assert_int_equal(nb_proc_alive("some-other-host.invalid", child, 0), 1); /* cannot tell */
+    assert_int_equal(nb_proc_start_time(child), -1);
+}
+
+/* Every store has its own id; a resume claims the run, refused while a live process holds it;
+ * a sweep job is claimed once. */
+static void test_store_id_and_claims(void **state) {
+    char a[512], b[512], ida[40], idb[40];
+    path_in_tmp(a, sizeof a, "ida.db");
+    path_in_tmp(b, sizeof b, "idb.db");
+    nb_err err;
+    nb_store *s = NULL, *t = NULL;
+    CHECK_OK(nb_store_open(&s, a, 0, &err));
+    CHECK_OK(nb_store_open(&t, b, 0, &err));
+    CHECK_OK(nb_store_id(s, ida, sizeof ida, &err));
+    CHECK_OK(nb_store_id(t, idb, sizeof idb, &err));
+    assert_int_equal(strlen(ida), 32);
+    assert_string_not_equal(ida, idb);
+    nb_store_close(t);
+
+    /* the run is held by this (live) process: a resume is refused, naming it */
+    int64_t id = add_run(s, "mnist", "synthetic", "rms", 1);
+    add_metric(s, id, "train_loss", 10, 1.0);
+    add_metric(s, id, "train_loss", 20, 0.5);
+    nb_err_clear(&err);
+    assert_int_equal(nb_run_resume(s, id, 10, &err), -1);
+    assert_non_null(strstr(err.msg, "is running in process"));
+    /* once its process is gone (a pid of a process that ended), it can be resumed */
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    char sql[128];
+    snprintf(sql, sizeof sql, "UPDATE runs SET pid = %lld, pid_start = 1", (long long)child);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(a, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    CHECK_OK(nb_run_resume(s, id, 10, &err));
+    nb_run_detail *d = NULL;
+    CHECK_OK(nb_run_get(s, id, &d, &err));
+    assert_int_equal(d->info.pid, (int64_t)getpid());
+    assert_int_equal(d->info.pid_start, nb_proc_start_time(getpid()));
+    assert_int_equal(d->nseries, 1);
+    assert_int_equal(d->series[0].n, 1); /* the metric after step 10 deleted */
+    assert_string_equal(d->config, "{\"lr\": 0.1}");
+    nb_run_detail_free(d);
+    CHECK_OK(nb_run_finish(s, id, "finished", NULL, &err));
+    nb_err_clear(&err);
+    assert_int_equal(nb_run_resume(s, id, 10, &err), -1);
+    assert_non_null(strstr(err.msg, "finished already"));
+
+    /* sweep jobs */
+    nb_job_state js;
+    CHECK_OK(nb_job_claim(s, "job-a", 0, &js, &err));
+    assert_int_equal(js.state, NB_JOB_FREE);
+    assert_int_equal(js.run, 0);
+    CHECK_OK(nb_job_claim(s, "job-a", 1, &js, &err));
+    assert_int_equal(js.state, NB_JOB_CLAIMED);
+    CHECK_OK(nb_job_claim(s, "job-a", 1, &js, &err)); /* its own claim again */
+    assert_int_equal(js.state, NB_JOB_CLAIMED);
+    /* another process sees it held */
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        nb_store *c = NULL;
+        nb_job_state cj;
+        int ok = nb_store_open(&c, a, 0, &err) == 0 &&
+                 nb_job_claim(c, "job-a", 1, &cj, &err) == 0 && cj.state == NB_JOB_BUSY &&
+                 cj.pid == (int64_t)getppid();
+        nb_store_close(c);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_OK(nb_job_release(s, "job-a", &err));
+    /* a job with a finished run is done */
+    int64_t r = add_run(s, "mnist", "synthetic", "layer", 1);
+    CHECK_OK(nb_run_tag(s, r, "sweep", "job-b", &err));
+    CHECK_OK(nb_run_finish(s, r, "finished", NULL, &err));
+    CHECK_OK(nb_job_claim(s, "job-b", 1, &js, &err));
+    assert_int_equal(js.state, NB_JOB_DONE);
+    assert_int_equal(js.run, r);
+    nb_store_close(s);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--fixture") == 0) {
         build_fixture(argv[2]);
@@ -759,6 +862,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_application_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readonly_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_regular_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_proc_identity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_id_and_claims, setup, teardown),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

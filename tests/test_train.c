@@ -363,6 +363,88 @@ static void test_no_full_batch_is_an_error(void **state) {
     assert_int_equal(t.calls, 0);
 }
 
+/* The two global clip rules at threshold 10 (the reader's): the code's compares the norm with
+ * 10^2 and scales by 10/sqrt(norm + 1e-8); the standard one scales to norm 10. */
+static void test_clip_rules(void **state) {
+    (void)state;
+    static const double norms[] = {5, 50, 150, 1e4};
+    static const double code[] = {1, 1, 0.81649658092772603, 0.1}; /* 10/sqrt(150), 10/100 */
+    static const double standard[] = {1, 0.2, 1.0 / 15, 1e-3};
+    for (int i = 0; i < 4; i++) {
+        assert_close(nb_clip_factor(NB_CLIP_CODE, norms[i], 10), code[i], 1e-10, 0);
+        assert_close(nb_clip_factor(NB_CLIP_STANDARD, norms[i], 10), standard[i], 1e-15, 0);
+        assert_close(nb_clip_factor(NB_CLIP_CODE, norms[i], 0), 1, 0, 0); /* clip off */
+    }
+    assert_close(nb_clip_factor(NB_CLIP_CODE, NAN, 10), 1, 0, 0);
+    /* through the update: gradient (3,4)*k has norm 5k; the returned norm is the one before
+     * clipping, the gradient leaves with norm 5k*scale */
+    for (int rule = 0; rule < 2; rule++)
+        for (int i = 0; i < 4; i++) {
+            nb_layout l = {0};
+            nb_layout_add(&l, "a", 1, 1);
+            nb_layout_add(&l, "frozen", 1, 0); /* not in the norm, never scaled */
+            nb_layout_add(&l, "b", 1, 1);
+            float p[48] = {0}, g[48] = {0}, m[48] = {0}, v[48] = {0};
+            const double k = norms[i] / 5;
+            g[l.t[0].off] = (float)(3 * k);
+            g[l.t[1].off] = 7;
+            g[l.t[2].off] = (float)(4 * k);
+            nb_trainer t = {.params = p,
+                            .grads = g,
+                            .adam_m = m,
+                            .adam_v = v,
+                            .layout = &l,
+                            .clip_rule = (nb_clip_rule)rule};
+            nb_adam_cfg a;
+            nb_adam_cfg_default(&a);
+            double scale;
+            double n = nb_train_update_clip(&t, 10, &a, 1, 1, &scale);
+            assert_close(n, norms[i], 1e-6, 0);
+            const double want = rule == NB_CLIP_CODE ? code[i] : standard[i];
+            assert_close(scale, want, 1e-6, 0);
+            double after = hypot(g[l.t[0].off], g[l.t[2].off]);
+            assert_close(after, norms[i] * want, 1e-5, 0);
+            assert_close(g[l.t[1].off], 7, 0, 0);
+            if (rule == NB_CLIP_CODE && i >= 2) assert_close(after, 10 * sqrt(norms[i]), 1e-5, 0);
+        }
+}
+
+/* Every logged step records grad_norm and clip_scale beside train_loss: means over the window
+ * of the norm before clipping and of the factor applied. */
+static void test_records_grad_norm(void **state) {
+    (void)state;
+    toy t;
+    toy_init(&t);
+    nb_trainer tr = make_trainer(&t);
+    nb_train_cfg cfg = make_cfg(1); /* 6 steps, logged every 2 */
+    cfg.clip = 0.5;
+    rec r = {0};
+    nb_sink sink = {.ctx = &r, .record = rec_record};
+    nb_status st;
+    nb_err err;
+    assert_int_equal(nb_train_loop(&cfg, &tr, &sink, &st, &err), 0);
+    assert_int_equal(count(&r, "grad_norm"), 3);
+    assert_int_equal(count(&r, "clip_scale"), 3);
+    for (int k = 0; k < 3; k++) {
+        int i = find(&r, "grad_norm", k), j = find(&r, "clip_scale", k);
+        assert_int_equal(r.step[i], r.step[find(&r, "train_loss", k)]);
+        assert_true(r.value[i] > 0 && isfinite(r.value[i]));
+        assert_true(r.value[j] > 0 && r.value[j] <= 1);
+    }
+    /* the toy's first gradients are large (norm well above 0.5): clipping fired, and the mean
+     * factor says by how much */
+    assert_true(r.value[find(&r, "grad_norm", 0)] > 1);
+    assert_true(r.value[find(&r, "clip_scale", 0)] < 0.5);
+    /* without clipping the factor is 1 */
+    toy_init(&t);
+    tr = make_trainer(&t);
+    cfg.clip = 0;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(nb_train_loop(&cfg, &tr, &sink, &st, &err), 0);
+    for (int k = 0; k < 3; k++)
+        assert_close(r.value[find(&r, "clip_scale", k)], 1, 0, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_epoch_cadence_and_records),
@@ -371,6 +453,8 @@ int main(void) {
         cmocka_unit_test(test_interrupt_keeps_records),
         cmocka_unit_test(test_resume_is_bit_exact),
         cmocka_unit_test(test_no_full_batch_is_an_error),
+        cmocka_unit_test(test_clip_rules),
+        cmocka_unit_test(test_records_grad_norm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

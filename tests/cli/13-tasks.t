@@ -54,6 +54,13 @@ cfg=$(sqlite3 "$NORMBENCH_DB" "select config from runs order by id desc limit 1"
 if ok_json x 'assert d["encoders"] == "unidirectional" and d["bn_everywhere"] == "off" and d["dim"] == 16 and d["eval_every"] == 1000, d'; then
     ok "reader's options are keys, the alias recorded as its option"; else not_ok "reader's options are keys, the alias recorded as its option" "$cfg"; fi
 
+# sweep knows which options are flags from the declarations (and the common table)
+check "sweep cifar --no-zca --width 0.5 (a flag before a valued option)" 0 "$NB" sweep cifar --no-zca --width 0.5 --norms rms --seeds 1 --dry-run
+has "the job keeps both" "$tmp/out" 'run cifar --norm rms --seed 1 --no-zca --width 0.5$'
+check "sweep order --adam-fix --no-fetch --dim 8" 0 "$NB" sweep order --adam-fix --no-fetch --dim 8 --norms rms --seeds 1 --dry-run
+has "the job keeps all three" "$tmp/out" 'run order --norm rms --seed 1 --adam-fix --no-fetch --dim 8$'
+check "sweep reader --unidirectional --bn-everywhere" 0 "$NB" sweep reader --unidirectional --bn-everywhere --dim 8 --norms batch --seeds 1 --dry-run
+
 # The structure: cmd/ compares no task name, and nothing cites files outside the repository.
 if grep -rn 'strcmp(cfg->task\|strcmp(task->name' "$root/cmd/" >/dev/null; then not_ok "cmd/ compares no task name"; else ok "cmd/ compares no task name"; fi
 if grep -rn 'PAPERS.md\|NUMERICS.md' --include=*.c --include=*.h "$root" | grep -v '/\.' >/dev/null; then

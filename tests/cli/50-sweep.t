@@ -49,6 +49,7 @@ check "an invalid target is a usage error" 2 "$NB" report --target 'val_error=3'
 check "report --paper" 0 "$NB" report --paper
 has "report --paper says what the paper reports" "$tmp/out" '^  paper: LN paper'
 has "and cites the project's own paper notes" "$tmp/out" 'docs/papers\.md#mnist'
+has "and says the He-normal initialization is normbench's choice" "$tmp/out" "He-normal.*normbench's choice"
 
 # Interrupt a sweep (as Ctrl-C does: the whole process group), then resume it.
 db2=$tmp/int.db

@@ -6,7 +6,9 @@ set -u
 . "$(dirname "$0")/lib.sh"
 db=$tmp/o.db
 export NORMBENCH_DB=$db
-small="--dataset synthetic --subset 512 --batch 64 --dim 32 --dim-word 16 --quiet"
+# (each option once: a valued option given twice is a usage error)
+common="--dataset synthetic --dim 32 --dim-word 16 --quiet"
+small="$common --subset 512 --batch 64"
 last() { sqlite3 "$db" "select value from metrics where run = $1 and name = '$2' order by step desc limit 1"; }
 
 # It learns: 96 steps lift image retrieval R@10 on 512 test images (chance 2%) far above chance.
@@ -54,7 +56,7 @@ has "it says whose option it is" "$tmp/err" 'option of the task\(s\) order,reade
 check "--adam-fix with --adam-bias is a usage error" 2 "$NB" run order --adam-fix --adam-bias none
 check "an unknown dataset is a usage error" 2 "$NB" run order --dataset cifar10
 check "--margin -1 is a usage error" 2 "$NB" run order --margin -1
-check "a batch larger than the training set fails" 1 "$NB" run order $small --batch 1000
+check "a batch larger than the training set fails" 1 "$NB" run order $common --subset 512 --batch 1000
 has "and says so" "$tmp/err" "larger than the 512 training images"
 
 # Missing data.
@@ -67,7 +69,7 @@ has "it hints the fetch" "$tmp/err" "^hint: .*normbench fetch coco-oe"
 metrics() { sqlite3 "$db" "select group_concat(name||':'||step||':'||value, ' ') from (select * from metrics where run = $1 and name not in ('ms_per_step', 'epoch_seconds') order by name, step)"; }
 ckpt() { echo "$db-checkpoints/run-$1.ckpt"; }
 for norm in batch prms; do
-    args="order $small --subset 256 --epochs 40 --eval-every 40 --log-every 5 --norm $norm"
+    args="order $common --batch 64 --subset 256 --epochs 40 --eval-every 40 --log-every 5 --norm $norm"
     check "$norm: uninterrupted run" 0 "$NB" run $args
     ref=$(sqlite3 "$db" "select max(id) from runs")
     "$NB" run $args >/dev/null 2>&1 &

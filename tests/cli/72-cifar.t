@@ -39,6 +39,7 @@ check "the config records the cifar options" 0 "$NB" show 1
 has "norm axes recorded" "$tmp/out" '"norm_axes": "hw"'
 has "width recorded" "$tmp/out" '"width": 0.125'
 has "data source recorded" "$tmp/out" "data_source = synthetic"
+has "init_pass train is the default, recorded" "$tmp/out" '"init_pass": "train"'
 check "prms over C,H,W runs" 0 "$NB" run cifar --dataset synthetic --norm prms --norm-axes chw --width 0.125 --subset 200 --batch 50 --epochs 1 --quiet
 has "and finishes" "$tmp/out" "^run 2 finished"
 
@@ -56,6 +57,26 @@ if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || [ -e /
 else
     ok "# SKIP fashion-mnist is not installed (dataset-fashion-mnist)"
 fi
+
+# The data-dependent init pass of weight (and none) runs with the noise and dropout on, as the WN
+# code's train.py does; --init-pass deterministic turns them off. On one seed the two start from
+# different g, so their first training losses differ; both are recorded.
+wrun() { "$NB" run cifar --dataset synthetic --norm weight --width 0.125 --subset 200 --batch 50 --epochs 1 --log-every 1 --quiet "$@"; }
+check "weight: init pass with noise and dropout" 0 wrun
+wa=$(sqlite3 "$db" "select max(id) from runs")
+check "weight: deterministic init pass" 0 wrun --init-pass deterministic
+wb=$(sqlite3 "$db" "select max(id) from runs")
+sqlite3 "$db" "select config from runs where id = $wb" | grep -q '"init_pass": "deterministic"' \
+    && ok "init_pass deterministic recorded" || not_ok "init_pass deterministic recorded"
+first() { sqlite3 "$db" "select value from metrics where run = $1 and name = 'train_loss' order by step limit 1"; }
+la=$(first "$wa"); lb=$(first "$wb")
+[ -n "$la" ] && [ "$la" != "$lb" ] && ok "the two passes start differently ($la vs $lb)" \
+    || not_ok "the two passes start differently ($la vs $lb)"
+cs=$(sqlite3 "$db" "select count(*) || ' ' || min(value) || ' ' || max(value) from metrics where run = $wa and name = 'clip_scale'")
+gn=$(sqlite3 "$db" "select count(*) from metrics where run = $wa and name = 'grad_norm' and value > 0")
+[ "$cs" = "4 1.0 1.0" ] && [ "$gn" = 4 ] && ok "grad_norm recorded, clip_scale 1 without --clip" \
+    || not_ok "grad_norm and clip_scale without --clip ($cs; $gn)"
+check "a bad --init-pass is a usage error" 2 "$NB" run cifar --init-pass eval
 
 check "report shows the cifar runs" 0 "$NB" report --task cifar
 has "with test_error" "$tmp/out" "test_error"

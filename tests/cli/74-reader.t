@@ -9,11 +9,12 @@ last() { sqlite3 "$db" "select max(id) from runs"; }
 val() { sqlite3 "$db" "select value from metrics where run = $1 and name = '$2' order by step desc limit 1"; }
 
 # Learns: the generated corpus has 3-4 entities per passage among 12; an answer guessed without
-# reading the passage is wrong 11 times in 12 (0.917). 300 steps must get well below that: with
+# reading the passage is wrong 11 times in 12 (0.917). 400 steps must get well below that: with
 # 2,000 validation examples the standard error of the rate is about 0.01, so 0.85 cannot be
-# reached by luck.
+# reached by luck. (The code's clip rule, the default, lets this run's large early gradients
+# through: 0.83 at 300 steps, 0.79 at 400; the standard clip, 0.77 at 300.)
 check "synthetic run" 0 "$NB" run reader --dataset synthetic --dim 32 --lr 3e-3 --subset 3000 \
-    --steps 300 --eval-every 100 --quiet
+    --steps 400 --eval-every 100 --quiet
 id=$(last)
 e=$(val "$id" best_val_error)
 awk -v e="$e" 'BEGIN { exit !(e != "" && e < 0.85) }' && ok "it learns: best validation error $e < 0.85" \
@@ -23,7 +24,37 @@ echo "$c" | grep -q '"encoders": "bidirectional"' && echo "$c" | grep -q '"dim":
     && echo "$c" | grep -q '"eval_every": 100' && echo "$c" | grep -q '"lr": 0.003' \
     && ok "the options in force are recorded" || not_ok "options recorded" "$c"
 vs=$(sqlite3 "$db" "select count(*) from metrics where run = $id and name = 'val_error'")
-[ "$vs" = 3 ] && ok "validation every 100 steps" || not_ok "validation every 100 steps ($vs)"
+[ "$vs" = 4 ] && ok "validation every 100 steps" || not_ok "validation every 100 steps ($vs)"
+
+# Clipping: the code's rule by default (nothing clipped below a norm of clip^2, then a factor of
+# clip/sqrt(norm)), the standard one (clip/norm above clip) as an option; both recorded. Every
+# logged step records the gradient norm before clipping and the factor applied (with
+# --log-every 1 those of the step itself), which must follow the rule in force.
+echo "$c" | grep -q '"clip_rule": "code"' && ok "clip_rule code is the default, recorded" \
+    || not_ok "clip_rule code recorded" "$c"
+gn=$(sqlite3 "$db" "select count(*) from metrics where run = $id and name = 'grad_norm'")
+tl=$(sqlite3 "$db" "select count(*) from metrics where run = $id and name = 'train_loss'")
+[ "$gn" -gt 0 ] && [ "$gn" = "$tl" ] && ok "grad_norm at every logged step ($gn)" || not_ok "grad_norm at every logged step ($gn vs $tl)"
+pairs() { sqlite3 "$db" "select a.value, b.value from metrics a join metrics b on a.run = b.run and a.step = b.step where a.run = $1 and a.name = 'grad_norm' and b.name = 'clip_scale'"; }
+rule_case() { # $1 rule, $2 clip, $3 awk expression of the factor for norm n and clip c
+    check "--clip-rule $1 --clip $2" 0 "$NB" run reader --dataset synthetic --dim 16 --subset 300 --batch 16 \
+        --steps 20 --eval-every 20 --log-every 1 --clip "$2" --clip-rule "$1" --quiet
+    local r cfg res
+    r=$(last)
+    cfg=$(sqlite3 "$db" "select config from runs where id = $r")
+    echo "$cfg" | grep -q "\"clip_rule\": \"$1\"" && ok "clip_rule $1 recorded" || not_ok "clip_rule $1 recorded" "$cfg"
+    res=$(pairs "$r" | awk -F'|' -v c="$2" "{ n = \$1; s = \$2; want = $3; if (s - want > 1e-6 * want || want - s > 1e-6 * want) bad++; if (want < 1) clipped++; rows++ }
+        END { print rows + 0, clipped + 0, bad + 0 }")
+    set -- $res
+    [ "$1" = 20 ] && [ "$2" -gt 0 ] && [ "$3" = 0 ] && ok "every factor follows the rule ($2 of $1 steps clipped)" \
+        || not_ok "the factors follow the rule (rows, clipped, wrong: $res)"
+}
+rule_case code 2 "(n > c * c ? c / sqrt(n + 1e-8) : 1)"
+rule_case standard 1 "(n > c ? c / n : 1)"
+check "a bad --clip-rule is a usage error" 2 "$NB" run reader --dataset synthetic --clip-rule soft
+has "naming the choices" "$tmp/err" "code"
+check "plot --metric grad_norm" 0 "$NB" plot --task reader --metric grad_norm,clip_scale --x step --out "$tmp/g.png"
+has "labelled as the norm before clipping" "$tmp/g.gp" "gradient norm before clipping"
 
 check "report" 0 "$NB" report --task reader
 has "report shows the best validation error" "$tmp/out" "best_val_error"

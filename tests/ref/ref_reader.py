@@ -1,11 +1,20 @@
 """Reference tensors for nn/reader.c (the attentive reader) from an independent implementation
-(PyTorch, float64, per-step LSTM loops, autograd for the gradients), without dropout.
+(PyTorch, float64, per-step LSTM loops, autograd for the gradients), without dropout and with
+the dropout masks normbench drew.
 
-Run with the system Python that has torch:  /usr/bin/python3 tests/ref/ref_reader.py
+Run with the system Python that has torch:
+    NORMBENCH_REF_DUMP=tests/ref build/tests/test_reader_model   # writes tests/ref/reader_masks.bin
+    /usr/bin/python3 tests/ref/ref_reader.py
 Writes tests/ref/reader.bin (format: tests/ref.h), read by tests/test_reader_model.c. For every
 norm and bidirectional in (0, 1), NAME = "<norm>.<bidir>": NAME.p (the flat parameter buffer in
 nn/reader.c's layout, offsets aligned to 16 values), NAME.loss (the mean cross-entropy),
 NAME.probs (B,V) and NAME.grad (flat, as p). Inputs are fixed below and in the C test.
+NAME.drop.loss, .probs, .grad: the same parameters in a training forward with dropout (keep 0.5),
+using the masks the C model drew from its dropout stream (the script cannot draw them), read
+from reader_masks.bin and copied into reader.bin as masks.<bidir>.{kd,kq,kg,kdr,kqr}: passage and
+question embeddings (kd, kq), the output layer (kg), and, bidirectional, the backward encoders'
+own embedding masks (kdr, kqr): as in the authors' model.py, where build_bidir_model embeds the
+passage and its reversed copy separately, the two directions see independent masks.
 NAME "batch-everywhere.<bidir>" is norm batch with bn_everywhere: the attention and output
 feed-forward layers batch-normalized too (Cooijmans' bnff: BN(x W^T) * gamma + beta, biased batch
 variance, att_ctx's statistics over all B x TD passage positions, padding included).
@@ -129,15 +138,21 @@ def bnff(x, W, g, b=None):
     return bn(z.reshape(-1, shape[-1]), g, b).reshape(shape)
 
 
-def reader(p, kind, bidir, every=False):
+def reader(p, kind, bidir, every=False, mk=None):
+    """mk: None (no dropout) or the masks {kd, kq, kg, kdr, kqr} (0 or 1/keep)."""
     X = 2 * D if bidir else D
     emb = p["emb"].view(V, D)
     ed, eq = emb[torch.tensor(TOKD)], emb[torch.tensor(TOKQ)]
+    edr, eqr = ed, eq
+    if mk is not None:
+        if bidir:
+            edr, eqr = ed * mk["kdr"], eq * mk["kqr"]
+        ed, eq = ed * mk["kd"], eq * mk["kq"]
     hf, _ = lstm(p, "enc_d.", ed, LEND, 0, kind)
     _, qf = lstm(p, "enc_q.", eq, LENQ, 0, kind)
     if bidir:
-        hb, _ = lstm(p, "enc_d_r.", ed, LEND, 1, kind)
-        _, qb = lstm(p, "enc_q_r.", eq, LENQ, 1, kind)
+        hb, _ = lstm(p, "enc_d_r.", edr, LEND, 1, kind)
+        _, qb = lstm(p, "enc_q_r.", eqr, LENQ, 1, kind)
         P_, q = torch.cat([hf, hb], 2), torch.cat([qf, qb], 1)
     else:
         P_, q = hf, qf
@@ -162,13 +177,33 @@ def reader(p, kind, bidir, every=False):
                        + bnff(pbar, Wom, p["out_mean.gamma"]))
     else:
         g = torch.tanh(r @ Woc.T + q @ Woq.T + p["out_q.b"] + pbar @ Wom.T)
+    if mk is not None:
+        g = g * mk["kg"]
     logits = g @ p["logit.W"].view(V, D).T + p["logit.b"]
     logp = torch.log_softmax(logits, 1)
     loss = -logp[torch.arange(B), torch.tensor(YS)].mean()
     return loss, torch.softmax(logits, 1)
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+dumped = refio.read(os.path.join(HERE, "reader_masks.bin"))
+shapes = {"kd": (B, TD, D), "kq": (B, TQ, D), "kdr": (B, TD, D), "kqr": (B, TQ, D), "kg": (B, D)}
+MASKS = {}
 res = []
+for bidir in (0, 1):
+    MASKS[bidir] = {}
+    for k, shape in shapes.items():
+        name = "masks.%d.%s" % (bidir, k)
+        if name in dumped:
+            a = dumped[name].reshape(shape)
+            MASKS[bidir][k] = torch.tensor(a, dtype=Dt)
+            res.append((name, a.reshape(-1)))
+for bidir in (0, 1):
+    m = MASKS[bidir]
+    # the two directions' masks differ (independent draws), each keeps about half
+    if bidir:
+        assert (m["kd"] != m["kdr"]).any() and (m["kq"] != m["kqr"]).any()
+
 for name_ in ["none", "batch", "weight", "layer", "rms", "prms", "batch-everywhere"]:
     every = name_ == "batch-everywhere"
     kind = "batch" if every else name_
@@ -191,6 +226,15 @@ for name_ in ["none", "batch", "weight", "layer", "rms", "prms", "batch-everywhe
         tag = "%s.%d." % (name_, bidir)
         res += [(tag + "p", flat.numpy()), (tag + "loss", loss.detach().reshape(1).numpy()),
                 (tag + "probs", probs.detach().numpy()), (tag + "grad", grad.numpy())]
+        # the same parameters with dropout: a fresh graph, the dumped masks
+        pd = {name: p[name].detach().clone().requires_grad_(True) for name, _, _ in offs}
+        loss, probs = reader(pd, kind, bidir, every, MASKS[bidir])
+        loss.backward()
+        grad = torch.zeros(total, dtype=Dt)
+        for name, off, n in offs:
+            grad[off:off + n] = pd[name].grad
+        res += [(tag + "drop.loss", loss.detach().reshape(1).numpy()),
+                (tag + "drop.probs", probs.detach().numpy()), (tag + "drop.grad", grad.numpy())]
 
-refio.write(os.path.join(os.path.dirname(os.path.abspath(__file__)), "reader.bin"), res)
+refio.write(os.path.join(HERE, "reader.bin"), res)
 print("wrote", len(res), "tensors")

@@ -16,3 +16,20 @@ def write(path, tensors):
             for d in a.shape:
                 f.write(struct.pack("<I", d))
             f.write(a.astype("<f8").tobytes())
+
+
+def read(path):
+    """The records of a file in the same format, as {name: float64 array}."""
+    out = {}
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(4)
+            if len(b) < 4:
+                break
+            (n,) = struct.unpack("<I", b)
+            name = f.read(n).decode()
+            (nd,) = struct.unpack("<I", f.read(4))
+            dims = struct.unpack("<%dI" % nd, f.read(4 * nd))
+            count = int(np.prod(dims)) if nd else 1
+            out[name] = np.frombuffer(f.read(8 * count), dtype="<f8").reshape(dims)
+    return out
