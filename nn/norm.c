@@ -894,9 +894,14 @@ static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const r
     const int nch = nsub < BN_NCH ? nsub : BN_NCH, par = par_ok(B, C);
     const int need_sxx = training && cfg->eps_outside;
     /* per chunk: sum dy, sum dy (x - mu), sum (x - mu)^2; then A, K, M per column */
-    double *st = malloc(sizeof(double) * (size_t)C * (3 * (size_t)nch + 3));
-    if (!st) return -1;
-    real *A = (real *)(st + (size_t)3 * C * nch), *K = A + C, *M = K + C;
+    double *st = malloc(sizeof(double) * (size_t)C * 3 * (size_t)nch);
+    real *A = malloc(sizeof(real) * 3 * (size_t)C);
+    if (!st || !A) {
+        free(st);
+        free(A);
+        return -1;
+    }
+    real *K = A + C, *M = K + C;
 #pragma omp parallel if (par)
     {
 #pragma omp for schedule(static)
@@ -980,6 +985,7 @@ static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const r
         }
     }
     free(st);
+    free(A);
     return 0;
 }
 
