@@ -5,7 +5,7 @@
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       every norm on Fashion-MNIST, then the report
 #   make lint       -Wall -Wextra -Werror build, cppcheck, clang-format check, banned functions
-#   make install    PREFIX=/usr/local
+#   make install    PREFIX=/usr/local (the binary, the man page normbench.1, the bash completion)
 #   make cuda       ./normbench with the CUDA backend (nn/cuda/, needs nvcc; see README.md)
 #   make test-cuda  the CUDA kernels against the CPU ones (on a machine with an NVIDIA GPU)
 
@@ -54,14 +54,20 @@ TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 LIB      := $(BUILD)/libnormbench.a
 BIN      := $(if $(filter build,$(BUILD)),normbench,$(BUILD)/normbench)
+MAN      := $(BUILD)/normbench.1
 
-.PHONY: all test check unit cli asan demo compare lint format install deps clean fuzz cuda test-cuda FORCE
+.PHONY: all test check unit cli asan demo compare lint format install install-files deps clean fuzz cuda test-cuda FORCE
 .DEFAULT_GOAL := all
 
-all: $(BIN)
+all: $(BIN) $(MAN)
 
 $(BIN): $(CMD_OBJ) $(LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $(CMD_OBJ) $(LIB) $(LDLIBS_ALL)
+
+# The manual page is made from the binary's own help texts (tools/mkman.pl): it cannot drift.
+$(MAN): $(BIN) tools/mkman.pl
+	@mkdir -p $(dir $@)
+	perl tools/mkman.pl $(CURDIR)/$(BIN) > $@.tmp && mv $@.tmp $@
 
 $(LIB): $(LIB_OBJ) $(BUILD)/gen/flavour
 	@rm -f $@
@@ -96,6 +102,7 @@ $(BUILD)/gen/buildinfo.h: FORCE
 	@mkdir -p $(dir $@)
 	@{ printf '#define NB_GIT_REV "%s"\n' "$$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)"; \
 	   printf '#define NB_CC_VERSION "%s"\n' "$$($(CC) --version | head -n 1)"; \
+	   printf '#define NB_BLAS_BUILD "%s"\n' "$$(v=$$(pkg-config --modversion openblas 2>/dev/null) && echo "openblas $$v headers" || echo "the system's cblas.h")"; \
 	   printf '#define NB_CFLAGS "%s"\n' "$(strip $(CFLAGS_ALL))"; } > $@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 
@@ -124,7 +131,8 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c $(LIB)
 # machines have one): the BPE round-trip test runs on it, and skips without it.
 MULTI30K ?= $(wildcard $(CURDIR)/../shared/data/multi30k)
 TEST_ENV = OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive NORMBENCH_BIN=$(CURDIR)/$(BIN) \
-           NORMBENCH_REF=$(CURDIR)/tests/ref NB_TEST_MULTI30K=$(MULTI30K)
+           NORMBENCH_REF=$(CURDIR)/tests/ref NB_TEST_MULTI30K=$(MULTI30K) \
+           NORMBENCH_ARTIFACTS=$(CURDIR)/$(BUILD)/artifacts
 
 test check: deps
 	@$(MAKE) --no-print-directory unit cli
@@ -145,7 +153,7 @@ $(TOY_BIN): $(CMD_OBJ) $(LIB) tests/task_toy.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $(CMD_OBJ) tests/task_toy.c $(LIB) $(LDLIBS_ALL)
 
-cli: $(BIN) $(TOY_BIN)
+cli: $(BIN) $(TOY_BIN) $(MAN)
 	$(TEST_ENV) NORMBENCH_TOY_BIN=$(CURDIR)/$(TOY_BIN) prove -v tests/cli/
 
 asan:
@@ -209,9 +217,17 @@ format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h) $(FUZZ_SRC) \
 	  tests/fuzz/driver.c
 
-install: $(BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin
+# install-files copies what is built, building nothing (tests/cli/78-install.t uses it).
+install: $(BIN) $(MAN)
+	@$(MAKE) --no-print-directory install-files
+
+install-files:
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/normbench
+	install -m 644 $(MAN) $(DESTDIR)$(PREFIX)/share/man/man1/normbench.1
+	install -m 644 completions/normbench.bash \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/normbench
 
 clean:
 	rm -rf build build-asan build-lint build-fuzz build-cuda normbench

@@ -13,6 +13,8 @@
 
 enum { NB_EXIT_OK = 0, NB_EXIT_FAIL = 1, NB_EXIT_USAGE = 2 };
 
+#define NB_VERSION "0.1.0"
+
 int cmd_run(int argc, const char **argv);
 int cmd_runs(int argc, const char **argv);
 int cmd_show(int argc, const char **argv);

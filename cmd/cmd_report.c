@@ -1,7 +1,11 @@
 /* cmd/cmd_report.c — `normbench report`: compare the norms from the finished runs. */
 #include "cmd/cmd.h"
+#include "cmd/report.h"
 
+#include <errno.h>
 #include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +16,7 @@
 
 static const char usage[] =
     "usage: normbench report [--task T] [--target METRIC<=X|METRIC>=X] [--paper] [--db FILE]\n"
-    "                        [--format table|md|csv|json]\n\n"
+    "                        [--format table|md|csv|json|html] [--out FILE.html]\n\n"
     "Groups the finished runs by task, dataset and norm and shows, for each test metric (and each\n"
     "best_* metric: the best validation value of a task that keeps its best parameters, e.g.\n"
     "reader's best_val_error), the mean ± sample standard deviation of the final values over\n"
@@ -24,10 +28,16 @@ static const char usage[] =
     "(T_layer - T_x)/T_layer, each with its spread. Target: steps and seconds until a run first\n"
     "reached METRIC<=X (or >=X), with how many runs reached it (task default, e.g. mnist:\n"
     "val_error<=0.15). --paper adds what the papers report for each task; their absolute times\n"
-    "were measured on other hardware and frameworks: compare ratios, not seconds.\n";
+    "were measured on other hardware and frameworks: compare ratios, not seconds.\n\n"
+    "--format html writes one self-contained page (no script, font or style from elsewhere): the\n"
+    "tables with what the papers report, the figures of 'plot' as inline SVG (drawn by gnuplot;\n"
+    "without it the page says so), the provenance of each group's runs (machine, threads, BLAS,\n"
+    "git revision) and every run with its configuration. Stored text is escaped; the same store\n"
+    "gives the same page. With --out FILE it is written to a temporary file beside FILE and\n"
+    "renamed into place once whole; without it, to stdout.\n";
 
-static const char *const formats[] = {"table", "md", "csv", "json", NULL};
-enum { F_TABLE, F_MD, F_CSV, F_JSON };
+static const char *const formats[] = {"table", "md", "csv", "json", "html", NULL};
+enum { F_TABLE, F_MD, F_CSV, F_JSON, F_HTML };
 
 /* "mean ± std" with a fixed number of decimals, "mean" for one run, "-" for none. */
 static void fmt_stat(char *buf, size_t size, const nb_stat *s, int decimals) {
@@ -66,7 +76,7 @@ static const nb_stat *find_metric(const nb_report_group *g, const char *name) {
     return NULL;
 }
 
-enum { MAXM = 32, CELL = 96 };
+enum { MAXM = 32, CELL = NB_REPORT_CELL };
 
 /* "task / dataset" of a block, as stored strings are shown: escaped. */
 static void print_heading(const nb_report_group *g) {
@@ -83,14 +93,16 @@ static void md_cell(const char *x) {
     }
 }
 
-/* One task/dataset block [a, b) as an aligned text table or a Markdown table. */
-static void print_block(const nb_report *r, int a, int b, int md, const nb_target *user_target,
-                        int paper) {
+int nb_report_cells(const nb_report *r, int a, int b, const nb_target *user_target,
+                    nb_report_table *t) {
     const char *names[MAXM];
     int nm = metric_names(r, a, b, names, MAXM);
     int ncol = 2 + nm + 9, nrow = 1 + (b - a);
     char(*cell)[CELL] = calloc((size_t)(ncol * nrow), CELL);
-    if (!cell) return;
+    t->cell = cell;
+    t->ncol = ncol;
+    t->nrow = nrow;
+    if (!cell) return -1;
     const nb_report_group *g0 = &r->groups[a];
     const nb_task *task = nb_task_find(g0->task);
     const nb_target *tg = user_target && user_target->metric ? user_target
@@ -142,6 +154,25 @@ static void print_block(const nb_report *r, int a, int b, int md, const nb_targe
         for (int k = 0; k < 4; k++)
             snprintf(row[7 + nm + k], CELL, "%d", counts[k]);
     }
+    return 0;
+}
+
+int nb_report_block_end(const nb_report *r, int a) {
+    int b = a + 1;
+    while (b < r->n && strcmp(r->groups[b].task, r->groups[a].task) == 0 &&
+           strcmp(r->groups[b].dataset, r->groups[a].dataset) == 0)
+        b++;
+    return b;
+}
+
+/* One task/dataset block [a, b) as an aligned text table or a Markdown table. */
+static void print_block(const nb_report *r, int a, int b, int md, const nb_target *user_target,
+                        int paper) {
+    nb_report_table t;
+    if (nb_report_cells(r, a, b, user_target, &t) != 0) return;
+    int ncol = t.ncol, nrow = t.nrow;
+    char(*cell)[CELL] = t.cell;
+    const nb_task *task = nb_task_find(r->groups[a].task);
     if (md) {
         fputs("### ", stdout);
         print_heading(&r->groups[a]);
@@ -202,10 +233,7 @@ static void print_block(const nb_report *r, int a, int b, int md, const nb_targe
 
 static void print_text(const nb_report *r, int md, const nb_target *user_target, int paper) {
     for (int a = 0; a < r->n;) {
-        int b = a + 1;
-        while (b < r->n && strcmp(r->groups[b].task, r->groups[a].task) == 0 &&
-               strcmp(r->groups[b].dataset, r->groups[a].dataset) == 0)
-            b++;
+        int b = nb_report_block_end(r, a);
         if (a) putchar('\n');
         print_block(r, a, b, md, user_target, paper);
         a = b;
@@ -443,8 +471,54 @@ static int append_report(nb_report *dst, nb_report *src) {
     return 0;
 }
 
+/* The HTML page to stdout, or to out through a temporary file in its directory, renamed into place
+ * once written whole (a reader never sees half a page; a failure leaves no file behind). */
+static int write_html(nb_store *s, const nb_report *all, const char *task, const nb_target *ut,
+                      const char *db, const char *out) {
+    nb_err err;
+    nb_err_clear(&err);
+    if (!out) return nb_report_html(stdout, s, all, task, ut, db, &err) ? nb_report_err(&err) : 0;
+    char tmp[4200];
+    const char *slash = strrchr(out, '/');
+    snprintf(tmp, sizeof tmp, "%.*s.%s.tmp.XXXXXX", slash ? (int)(slash - out + 1) : 0, out,
+             slash ? slash + 1 : out);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return nb_die("cannot create a temporary file beside '%s': %s", out, strerror(errno));
+    mode_t mask = umask(0);
+    umask(mask);
+    FILE *f = fdopen(fd, "w");
+    if (!f || fchmod(fd, 0666 & ~mask) != 0) {
+        int e = errno;
+        if (f)
+            fclose(f);
+        else
+            close(fd);
+        unlink(tmp);
+        return nb_die("cannot write '%s': %s", tmp, strerror(e));
+    }
+    int rc = nb_report_html(f, s, all, task, ut, db, &err);
+    int werr = ferror(f) || fflush(f) != 0 || fsync(fd) != 0;
+    int e = errno;
+    if (fclose(f) != 0 && !werr) {
+        werr = 1;
+        e = errno;
+    }
+    if (rc == 0 && !werr && rename(tmp, out) != 0) {
+        werr = 1;
+        e = errno;
+    }
+    if (rc || werr) {
+        unlink(tmp);
+        if (rc) return nb_report_err(&err);
+        return nb_die("cannot write '%s': %s", out, strerror(e));
+    }
+    printf("%s\n", out);
+    return NB_EXIT_OK;
+}
+
 int cmd_report(int argc, const char **argv) {
-    const char *db = nb_default_db(), *task = NULL, *target_arg = NULL;
+    const char *db = nb_default_db(), *task = NULL, *target_arg = NULL, *out = NULL;
     int format = F_TABLE, paper = 0;
     nb_opt opts[] = {
         {.name = "task",
@@ -463,6 +537,11 @@ int cmd_report(int argc, const char **argv) {
          .help = "add what the papers report for each task"},
         NB_OPT_DB(&db),
         NB_OPT_FORMAT(&format, formats),
+        {.name = "out",
+         .type = NB_OPT_STR,
+         .dst = &out,
+         .metavar = "FILE",
+         .help = "write the html page to FILE (atomically) instead of stdout"},
         {0},
     };
     int rc = nb_parse_opts("report", usage, argc, argv, opts, NULL, 0, NULL);
@@ -476,6 +555,18 @@ int cmd_report(int argc, const char **argv) {
                               "e.g. val_error<=0.15",
                               target_arg);
     if (task && !nb_task_find(task)) return nb_unknown_task("report", task);
+    if (out && format != F_HTML)
+        return nb_usage_error("report", "--out goes with --format html (the other formats are "
+                                        "printed on stdout)");
+    if (out && !nb_text_clean(out)) {
+        char shown[512];
+        return nb_usage_error("report",
+                              "invalid --out '%s': control characters and bytes that are not "
+                              "UTF-8 are not allowed in a file name here",
+                              nb_escape(shown, sizeof shown, out));
+    }
+    if (out && (!*out || out[strlen(out) - 1] == '/'))
+        return nb_usage_error("report", "invalid --out '%s': give a file name", out);
 
     nb_err err;
     nb_err_clear(&err);
@@ -501,6 +592,12 @@ int cmd_report(int argc, const char **argv) {
         if (rc == 0 && append_report(all, one)) rc = nb_errf(&err, "out of memory");
     }
     nb_report_free(r);
+    if (rc == 0 && format == F_HTML) {
+        rc = write_html(s, all, task, &user_target, db, out);
+        nb_store_close(s);
+        nb_report_free(all);
+        return rc;
+    }
     nb_store_close(s);
     if (rc) {
         nb_report_free(all);

@@ -13,8 +13,9 @@
 #include <strings.h>
 
 #include "buildinfo.h"
-
-#define NB_VERSION "0.1.0"
+#include "datasets/registry.h"
+#include "nn/types.h"
+#include "tasks/task.h"
 
 typedef struct nb_command {
     const char *name;
@@ -54,6 +55,52 @@ static void print_main_help(FILE *f) {
     fprintf(f, "\nenvironment: NORMBENCH_DB (store, default ./normbench.db), NORMBENCH_DATA (data "
                "directory,\ndefault $XDG_CACHE_HOME/normbench or ~/.cache/normbench)\n"
                "exit status: 0 success, 1 failure at run time, 2 usage error\n");
+}
+
+/* `normbench __complete WHAT` (hidden: not in the help): the words the bash completion script
+ * (completions/normbench.bash) offers, from the binary's own tables, one per line. WHAT is
+ * commands, tasks, norms, datasets (every task's and the registry's, sorted), datasets TASK
+ * (that task's) or registry (the datasets fetch downloads). */
+static int cmd_complete(int argc, const char **argv) {
+    const char *what = argc > 1 ? argv[1] : "";
+    if (strcmp(what, "commands") == 0) {
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            puts(commands[i].name);
+    } else if (strcmp(what, "tasks") == 0) {
+        for (int i = 0; nb_task_at(i); i++)
+            puts(nb_task_at(i)->name);
+    } else if (strcmp(what, "norms") == 0) {
+        for (int k = 0; nb_norm_name((nb_norm_kind)k); k++)
+            puts(nb_norm_name((nb_norm_kind)k));
+    } else if (strcmp(what, "registry") == 0) { /* what fetch takes */
+        for (int i = 0; i < nb_registry_count(); i++)
+            puts(nb_registry_at(i)->name);
+    } else if (strcmp(what, "datasets") == 0 && argc > 2) {
+        const nb_task *t = nb_task_find(argv[2]);
+        for (int i = 0; t && t->datasets && t->datasets[i]; i++)
+            puts(t->datasets[i]);
+    } else if (strcmp(what, "datasets") == 0) {
+        const char *names[256];
+        int n = 0;
+        for (int i = 0; nb_task_at(i); i++)
+            for (int j = 0; nb_task_at(i)->datasets && nb_task_at(i)->datasets[j]; j++)
+                if (n < 256) names[n++] = nb_task_at(i)->datasets[j];
+        for (int i = 0; i < nb_registry_count() && n < 256; i++)
+            names[n++] = nb_registry_at(i)->name;
+        for (int i = 1; i < n; i++) /* sorted, each once */
+            for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+                const char *x = names[j];
+                names[j] = names[j - 1];
+                names[j - 1] = x;
+            }
+        for (int i = 0; i < n; i++)
+            if (i == 0 || strcmp(names[i], names[i - 1]) != 0) puts(names[i]);
+    } else {
+        fprintf(stderr, "error: '__complete' takes commands, tasks, norms, datasets [TASK] or "
+                        "registry\nhint: it is what the bash completion script calls\n");
+        return NB_EXIT_USAGE;
+    }
+    return NB_EXIT_OK;
 }
 
 int cmd_help(int argc, const char **argv) {
@@ -167,12 +214,15 @@ int main(int argc, const char **argv) {
     const char *name = argv[1];
     if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
         printf("normbench %s (git %s)\n", NB_VERSION, NB_GIT_REV);
+        printf("BLAS: %s (built against %s)\n", openblas_get_config(), NB_BLAS_BUILD);
+        printf("compiler: %s\n", NB_CC_VERSION);
         return finish_stdout(NB_EXIT_OK);
     }
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
         print_main_help(stdout);
         return finish_stdout(NB_EXIT_OK);
     }
+    if (strcmp(name, "__complete") == 0) return finish_stdout(cmd_complete(argc - 1, argv + 1));
     const nb_command *c = find_command(name);
     if (!c) {
         fprintf(stderr, "error: unknown command '%s'\nhint: the commands are:", name);

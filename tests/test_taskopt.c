@@ -96,7 +96,7 @@ static void test_configure(void **state) {
     nb_given other[] = {{"dim-word", "3"}};
     memset(&cfg, 0, sizeof cfg);
     assert_int_equal(nb_task_configure(cifar, &cfg, NB_NORM_RMS, other, 1, &err), -1);
-    assert_non_null(strstr(err.msg, "option of the task(s) order, not of 'cifar'"));
+    assert_non_null(strstr(err.msg, "option of the task(s) order,mt, not of 'cifar'"));
     nb_task_opts_free(&cfg);
 
     /* a flag's norm label: reader's --bn-everywhere records batch-everywhere */

@@ -83,7 +83,7 @@ has "fashion-mnist source is recorded" <(sql "select value from params where key
 pid=$!
 for _ in $(seq 1 100); do
     sleep 0.2
-    c=$(sqlite3 "$tmp/int.db" "select count(*) from metrics" 2>/dev/null || echo 0)
+    c=$(sqlite3 "$tmp/int.db" "select count(*) from metrics where name = 'train_loss'" 2>/dev/null || echo 0)
     [ "${c:-0}" -ge 3 ] && break
 done
 kill -INT $pid

@@ -1,0 +1,38 @@
+/* cmd/report.h — what `normbench report`'s text tables (cmd/cmd_report.c) share with its HTML
+ * page (cmd/report_html.c). */
+#ifndef NB_CMD_REPORT_H
+#define NB_CMD_REPORT_H
+
+#include <stdio.h>
+
+#include "results/query.h"
+#include "results/store.h"
+#include "util/err.h"
+
+enum { NB_REPORT_CELL = 96 };
+
+/* One task/dataset block of the report as a grid of text cells: row 0 the header (norm, runs,
+ * each metric, ms/step, s/epoch, speed-up, the target's two columns, the four failure counts),
+ * then a row per group. Stored strings in the cells are escaped as for a terminal (util/text.h),
+ * not for HTML. */
+typedef struct nb_report_table {
+    int ncol, nrow;
+    char (*cell)[NB_REPORT_CELL]; /* (ncol * nrow), row-major; free() it */
+} nb_report_table;
+
+/* Fills t for the groups [a, b) of r (one task and dataset); the target is user_target when it
+ * names a metric, else the task's. Returns 0, or -1 when out of memory. */
+int nb_report_cells(const nb_report *r, int a, int b, const nb_target *user_target,
+                    nb_report_table *t);
+
+/* The end of the task/dataset block that starts at group a. */
+int nb_report_block_end(const nb_report *r, int a);
+
+/* Writes the report as one self-contained HTML page to f: per task/dataset block the table,
+ * the speed sentences, the papers' numbers, the figure (inline SVG drawn by gnuplot; a note when
+ * gnuplot is missing, with a warning on stderr) and the provenance of its runs; then every run
+ * with its configuration. db is shown as the store's name. Returns 0, or -1 with err set. */
+int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
+                   const nb_target *user_target, const char *db, nb_err *err);
+
+#endif

@@ -1,0 +1,212 @@
+#!/usr/bin/perl
+# tools/mkman.pl BINARY — writes the manual page normbench(1) on stdout, made from the binary's
+# own help: `normbench --help` and `normbench COMMAND --help` for every command (run's includes
+# every task's own options). `make` runs it after linking ($(BUILD)/normbench.1),
+# so the page cannot say anything the help does not; tests/cli/78-install.t checks that every
+# option of every help appears in the installed page. No date is written: the same binary gives
+# the same page.
+use strict;
+use warnings;
+
+my $bin = shift @ARGV or die "usage: tools/mkman.pl BINARY\n";
+
+sub run_help {
+    my @args = @_;
+    open(my $fh, '-|', $bin, @args) or die "mkman: cannot run $bin @args: $!\n";
+    local $/;
+    my $text = <$fh>;
+    close($fh) or die "mkman: '$bin @args' failed\n";
+    return $text;
+}
+
+# roff: a backslash printed as \e, dashes as \- (so that options can be searched and copied),
+# and a line that would start with a control character made safe.
+sub esc {
+    my ($s) = @_;
+    $s =~ s/\\/\\e/g;
+    $s =~ s/-/\\-/g;
+    $s =~ s/^([.'])/\\&$1/;
+    return $s;
+}
+
+# One help text as roff: the usage lines verbatim, paragraphs filled, option tables as tagged
+# paragraphs (option in bold, its value's name in italics), other indented lines as indented
+# paragraphs; a line indented far continues the item above it.
+sub help_to_roff {
+    my ($text) = @_;
+    my @out;
+    my @lines = split /\n/, $text;
+    my $i = 0;
+    my $in_usage = 0;
+    my $para = 0;    # inside a filled paragraph
+    my $item = 0;    # inside a tagged or indented item
+    my $section = '';    # the last "NAME:" heading
+    for my $line (@lines) {
+        if ($line =~ /^usage: (.*)/) {
+            push @out, '.PP', '.nf', esc($1);
+            $in_usage = 1;
+            next;
+        }
+        if ($in_usage) {
+            if ($line =~ /^\s+(\S.*)/) {
+                # continuation of a usage line, or another form of the command
+                my $l = $line;
+                $l =~ s/^       (normbench)/$1/;
+                $l =~ s/^\s+/    / unless $l =~ /^normbench/;
+                push @out, esc($l);
+                next;
+            }
+            push @out, '.fi';
+            $in_usage = 0;
+        }
+        if ($line =~ /^\s*$/) {
+            $para = $item = 0;
+            $section = '';
+            next;
+        }
+        if ($line =~ /^([a-z][a-z ]*[a-z]):$/) {    # "options:", "commands:"
+            push @out, '.PP', '.B ' . esc($1) . ':';
+            $para = $item = 0;
+            $section = $1;
+            next;
+        }
+        if ($section eq 'commands' && $line =~ /^ {2}(\S+)\s+(\S.*)$/) {    # "  run  train ..."
+            push @out, '.TP 11', '.B ' . esc($1), esc($2);
+            $item = 1;
+            next;
+        }
+        if ($line =~ /^ {2}(--?\S+(?:, --\S+)?)(?: ([A-Z][A-Za-z0-9=<>|_.-]*|[a-z]+\|[a-z|]+))?\s{2,}(\S.*)$/) {
+            my ($opt, $meta, $help) = ($1, $2, $3);
+            push @out, '.TP', defined $meta ? '.BI "' . esc($opt) . ' " ' . esc($meta) : '.B ' . esc($opt),
+                esc($help);
+            $item = 1;
+            $para = 0;
+            next;
+        }
+        if ($line =~ /^ {8,}(\S.*)$/ && ($item || $para)) {    # continues the item or paragraph
+            push @out, esc($1);
+            next;
+        }
+        if ($line =~ /^ {2}(\S.*)$/ && $para) {    # a hanging paragraph ("kernels: ...")
+            push @out, esc($1);
+            $para = 2;
+            next;
+        }
+        if ($line =~ /^ {2}(\S+)\s{2,}(\S.*)$/) {    # "  run      train one task ..."
+            push @out, '.TP 10', '.B ' . esc($1), esc($2);
+            $item = 1;
+            $para = 0;
+            next;
+        }
+        if ($line =~ /^ {2}(\S.*)$/) {    # "  datasets: ...", an indented explanation
+            push @out, '.IP', esc($1) if !$item || $line !~ /^ {3,}/;
+            push @out, esc($1) if $item && $line =~ /^ {3,}/;
+            $item = 1;
+            $para = 0;
+            next;
+        }
+        if ($line =~ /^task (\S+) \((.*)\)$/) {    # `help run`'s task headings
+            push @out, '.PP', '.B task ' . esc($1), '(' . esc($2) . ')';
+            $para = $item = 0;
+            next;
+        }
+        if ($para == 2) {    # the next hanging paragraph starts
+            push @out, '.PP';
+            $para = 1;
+        }
+        if (!$para) {
+            push @out, '.PP';
+            $para = 1;
+            $item = 0;
+        }
+        push @out, esc($line);
+    }
+    push @out, '.fi' if $in_usage;
+    return join("\n", @out) . "\n";
+}
+
+my $main = run_help('--help');
+my ($version) = run_help('--version') =~ /^normbench (\S+)/;
+my @commands;
+if ($main =~ /\ncommands:\n(.*?)\n\n/s) {
+    for (split /\n/, $1) {
+        push @commands, [$1, $2] if /^  (\S+)\s+(.*)$/;
+    }
+}
+die "mkman: no commands found in '$bin --help'\n" unless @commands;
+
+print <<"EOF";
+.\\" normbench(1), generated by tools/mkman.pl from normbench's own help texts; do not edit.
+.TH NORMBENCH 1 "" "normbench $version" "User Commands"
+.SH NAME
+normbench \\- train the LayerNorm and RMSNorm papers' models with six normalizations and compare them
+.SH SYNOPSIS
+.B normbench
+.I COMMAND
+.RI [ OPTIONS ]
+.br
+.B normbench help
+.RI [ COMMAND ]
+.br
+.B normbench
+.I COMMAND
+.B \\-\\-help
+.br
+.B normbench \\-\\-version
+.SH DESCRIPTION
+EOF
+
+# the main help: its description and command list (the usage lines are the synopsis above)
+my $desc = $main;
+$desc =~ s/^usage:.*?\n\n//s;
+$desc =~ s/\nenvironment:.*//s;
+print help_to_roff($desc);
+print ".PP\n", esc("Every command prints its own help with --help (or 'normbench help COMMAND'); "
+        . "the sections below are those help texts."), "\n";
+print ".PP\n", esc("normbench --version prints the version, the git revision it was built from, "
+        . "the BLAS library in use (OpenBLAS's configuration) and the headers it was built against, "
+        . "and the compiler."), "\n";
+
+print ".SH COMMANDS\n";
+for my $c (@commands) {
+    my ($name, $summary) = @$c;
+    next if $name eq 'help';
+    print '.SS "normbench ' . esc($name) . "\"\n";
+    print help_to_roff(run_help($name, '--help'));
+}
+
+print <<'EOF';
+.SH ENVIRONMENT
+.TP
+.B NORMBENCH_DB
+the results store (default \fI./normbench.db\fR); \fB\-\-db\fR overrides it
+.TP
+.B NORMBENCH_DATA
+the data directory (default \fI$XDG_CACHE_HOME/normbench\fR, else \fI~/.cache/normbench\fR);
+\fB\-\-data\-dir\fR overrides it
+.TP
+.B NORMBENCH_MIRROR
+replaces every download URL's scheme and host (as \fBfetch \-\-mirror\fR)
+.TP
+.B OMP_NUM_THREADS
+the default number of threads (\fB\-\-threads\fR overrides it)
+.TP
+.BR OMP_WAIT_POLICY ", " OPENBLAS_CORETYPE
+respected when set; otherwise normbench sets the first to passive, and the second when
+OpenBLAS would pick kernels older than the processor supports; the values in force are
+recorded with every run
+.SH EXIT STATUS
+0 on success, 1 on a failure at run time (for \fBrun\fR: a failed, interrupted or diverged run),
+2 on a usage error.
+.SH FILES
+.TP
+.I ./normbench.db
+the default results store (SQLite); checkpoints in \fIDB\-checkpoints/\fR beside it
+.TP
+.I ~/.cache/normbench/NAME/
+the fetched datasets
+.SH SEE ALSO
+.BR gnuplot (1),
+.BR sqlite3 (1);
+README.md, docs/papers.md and docs/numerics.md in normbench's source.
+EOF
