@@ -61,7 +61,7 @@ LIB      := $(BUILD)/libnormbench.a
 BIN      := $(if $(filter build,$(BUILD)),normbench,$(BUILD)/normbench)
 MAN      := $(BUILD)/normbench.1
 
-.PHONY: all test check unit cli asan demo lint format install install-files deps clean fuzz cuda test-cuda FORCE
+.PHONY: all test check unit cli asan demo compare lint format install install-files deps clean fuzz cuda test-cuda FORCE
 .DEFAULT_GOAL := all
 
 all: $(BIN) $(MAN)
@@ -199,6 +199,19 @@ demo: deps $(BIN)
 	    || exit 1; \
 	done
 	./$(BIN) report --db $(DEMO_DB)
+
+# normbench against PyTorch on every task's training step, both in one session (needs Debian's
+# python3-torch; never run by `make test`). README's speed table comes from this. A task joins
+# by adding compare/pytorch/TASK.py and a line here.
+COMPARE_THREADS ?= 2
+compare: $(BIN)
+	@uptime
+	@grep -m1 'model name' /proc/cpuinfo
+	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step mnist --against pytorch --steps 40
+	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step cifar --against pytorch --steps 5
+	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step order --against pytorch --steps 10
+	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step reader --against pytorch --steps 10
+	@uptime
 
 lint:
 	$(MAKE) --no-print-directory BUILD=build-lint CFLAGS=-Werror all

@@ -19,8 +19,10 @@
  *
  * Threads. Row-wise kernels split rows over threads (static schedule); gain/bias gradients go
  * through per-thread double partials summed in thread order, so results are deterministic for
- * a fixed thread count. BatchNorm works on blocks of columns, each owned by one thread, and
- * is deterministic for any thread count. Small problems stay serial.
+ * a fixed thread count. BatchNorm works on blocks of columns, each owned by one thread, up to
+ * 1,024 rows, and on row chunks (a cut that does not depend on the thread count) beyond; either
+ * way deterministic for any thread count (docs/numerics.md#batch). Problems below PAR_MIN
+ * values stay serial.
  */
 
 #include <math.h>
@@ -34,8 +36,9 @@
 
 #include "normmath.h"
 
-/* Below this many elements a kernel runs on one thread (fork/join would cost more). */
-#define PAR_MIN 32768
+/* Below this many elements a kernel runs on one thread: waking the passive OpenMP threads cost
+ * more than the whole kernel at the MLP's 128 x 1,000 (docs/numerics.md#reductions). */
+#define PAR_MIN 262144
 /* BatchNorm's column block: the per-column double accumulators of one block live on the stack
  * and one row's slice of a block is 256 (float) or 512 (double) contiguous bytes. */
 #define BN_CB 64
@@ -130,35 +133,71 @@ static void partials_reduce(const partials *p, real *dg, real *db, int C, int nt
 
 /* Reductions over n values with four independent vector accumulators (one per quarter of the
  * span): one accumulator chains every add through the adder's latency, which caps a
- * memory-speed row pass at about half of what the memory system delivers here. */
-#define QUARTER_REDUCE(EXPR)                                                                       \
-    real s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                           \
-    const int q = n / 4;                                                                           \
-    _Pragma("omp simd reduction(+ : s0, s1, s2, s3)") for (int i = 0; i < q; i++) {                \
-        s0 += EXPR(i);                                                                             \
-        s1 += EXPR(i + q);                                                                         \
-        s2 += EXPR(i + 2 * q);                                                                     \
-        s3 += EXPR(i + 3 * q);                                                                     \
+ * memory-speed row pass at about half of what the memory system delivers here. The
+ * accumulators are explicit 64-byte vectors (GCC's vector extension: AVX-512 registers here,
+ * two AVX2 registers elsewhere), each quarter a multiple of NB_VL values; lane j of quarter a
+ * sums the values a q + j + k NB_VL. At the end the four are added as vectors, (v0 + v1) +
+ * (v2 + v3), the lanes by halving (lane i + lane i + w for w = NB_VL/2, ..., 1). Of the last
+ * n mod 4 NB_VL values, whole vectors go into v0 after the quarters, the rest (fewer than
+ * NB_VL) in order into a scalar added last. (omp simd's own reduction finished
+ * each accumulator through the stack, lane by lane: on a 1,000-value row that cost as much as
+ * the row's loads.) */
+#define NB_VL (64 / (int)sizeof(real))
+typedef real vreal __attribute__((vector_size(64)));
+
+static inline vreal vload(const real *p) {
+    vreal v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline real vhsum(vreal v) {
+    real b[NB_VL];
+    memcpy(b, &v, sizeof v);
+    for (int w = NB_VL / 2; w >= 1; w /= 2)
+        for (int i = 0; i < w; i++)
+            b[i] += b[i + w];
+    return b[0];
+}
+
+#define QUARTER_REDUCE(VEXPR, EXPR)                                                                \
+    const int q = n / (4 * NB_VL) * NB_VL;                                                         \
+    vreal v0 = {0}, v1 = {0}, v2 = {0}, v3 = {0};                                                  \
+    for (int i = 0; i < q; i += NB_VL) {                                                           \
+        v0 += VEXPR(i);                                                                            \
+        v1 += VEXPR(i + q);                                                                        \
+        v2 += VEXPR(i + 2 * q);                                                                    \
+        v3 += VEXPR(i + 3 * q);                                                                    \
     }                                                                                              \
-    for (int i = 4 * q; i < n; i++)                                                                \
-        s0 += EXPR(i);                                                                             \
-    return (s0 + s1) + (s2 + s3)
+    int i_ = 4 * q;                                                                                \
+    for (; i_ + NB_VL <= n; i_ += NB_VL)                                                           \
+        v0 += VEXPR(i_);                                                                           \
+    real t = 0;                                                                                    \
+    for (; i_ < n; i_++)                                                                           \
+        t += EXPR(i_);                                                                             \
+    return vhsum((v0 + v1) + (v2 + v3)) + t
 
 static inline real red_sum(const real *x, int n) {
+#define V_SUM(i) vload(x + (i))
 #define E_SUM(i) x[i]
-    QUARTER_REDUCE(E_SUM);
+    QUARTER_REDUCE(V_SUM, E_SUM);
+#undef V_SUM
 #undef E_SUM
 }
 
 static inline real red_sumsq(const real *x, int n) {
+#define V_SQ(i) (vload(x + (i)) * vload(x + (i)))
 #define E_SQ(i) (x[i] * x[i])
-    QUARTER_REDUCE(E_SQ);
+    QUARTER_REDUCE(V_SQ, E_SQ);
+#undef V_SQ
 #undef E_SQ
 }
 
 static inline real red_sumsqdev(const real *x, real mu, int n) {
+#define V_DEV(i) ((vload(x + (i)) - mu) * (vload(x + (i)) - mu))
 #define E_DEV(i) ((x[i] - mu) * (x[i] - mu))
-    QUARTER_REDUCE(E_DEV);
+    QUARTER_REDUCE(V_DEV, E_DEV);
+#undef V_DEV
 #undef E_DEV
 }
 
@@ -249,6 +288,15 @@ static inline void ln_bwd_row(real *dx, double *pg, double *pb, const real *dy, 
     }
     const real mg = (real)((double)sg / C);
     const real k = (real)(rstd_coef(r, (double)sxx / C, C, cfg) * (double)sgx);
+    if (pg && pb) { /* one pass for dx and both partials */
+#pragma omp simd
+        for (int i = 0; i < C; i++) {
+            dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
+            pg[i] += (double)dy[i] * (double)((x[i] - mu) * r);
+            pb[i] += (double)dy[i];
+        }
+        return;
+    }
 #pragma omp simd
     for (int i = 0; i < C; i++)
         dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
@@ -341,6 +389,21 @@ static inline void rms_bwd_row(real *dx, double *pg, double *pb, const real *dy,
             sxx += x[i] * x[i];
     }
     const real kc = (real)(rstd_coef(r, (double)sxx / k, k, cfg) * (double)sgx);
+    if (pg && pb) { /* one pass for dx and both partials */
+#pragma omp simd
+        for (int i = 0; i < k; i++) {
+            dx[i] += r * (g[i] * dy[i]) + x[i] * kc;
+            pg[i] += (double)dy[i] * (double)(x[i] * r);
+            pb[i] += (double)dy[i];
+        }
+#pragma omp simd
+        for (int i = k; i < C; i++) {
+            dx[i] += r * (g[i] * dy[i]);
+            pg[i] += (double)dy[i] * (double)(x[i] * r);
+            pb[i] += (double)dy[i];
+        }
+        return;
+    }
 #pragma omp simd
     for (int i = 0; i < k; i++)
         dx[i] += r * (g[i] * dy[i]) + x[i] * kc;
@@ -400,6 +463,532 @@ static inline int bn_blocks(int C) {
     return (C + BN_CB - 1) / BN_CB;
 }
 
+/* r[c] = rstd_of(m[c]) for c < n, in one vectorized loop (the same expression as rstd_of, so
+ * the same values): a scalar sqrt and division per column cost more than BatchNorm's own
+ * passes over 128 rows. Without errno, sqrt is a vector instruction (the results are those of
+ * IEEE sqrt either way; only errno is not set, which nothing reads). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-math-errno")))
+#endif
+static void
+rstd_array(real *r, const double *m, int n, const nb_norm_cfg *cfg) {
+    const double eps = cfg->eps;
+    if (cfg->eps_outside) {
+#pragma omp simd
+        for (int c = 0; c < n; c++)
+            r[c] = (real)(1.0 / (sqrt(m[c]) + eps));
+    } else {
+#pragma omp simd
+        for (int c = 0; c < n; c++)
+            r[c] = (real)(1.0 / sqrt(m[c] + eps));
+    }
+}
+
+/* Column sums for the column-block kernels, over rows [0, B) of a strip of w <= BN_CB columns
+ * (row stride ld): each group of 8 rows summed in the working precision by a fixed tree,
+ * ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), the group's sum added to a double
+ * accumulator; the last B mod 8 rows added to it one by one. (Value by value in double, the
+ * conversion of every value cost more than the whole of LayerNorm at 128 x 1,000.) */
+#define BN_G8(E) (((E(0) + E(1)) + (E(2) + E(3))) + ((E(4) + E(5)) + (E(6) + E(7))))
+
+/* s += sum of x; with mf: e += sum of (x - mf), v += sum of (x - mf)^2 instead. */
+static inline void bn_colsums(double *restrict s, double *restrict e, double *restrict v,
+                              const real *x, size_t ld, const real *mf, int B, int w) {
+    int row = 0;
+    for (; row + 8 <= B; row += 8) {
+        const real *x0 = x + (size_t)row * ld;
+        if (!mf) {
+#define E_X(k) x0[(size_t)(k)*ld + c]
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                s[c] += (double)BN_G8(E_X);
+#undef E_X
+        } else {
+#define E_D(k) (x0[(size_t)(k)*ld + c] - mf[c])
+#define E_D2(k) (E_D(k) * E_D(k))
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                e[c] += (double)BN_G8(E_D);
+                v[c] += (double)BN_G8(E_D2);
+            }
+#undef E_D
+#undef E_D2
+        }
+    }
+    for (; row < B; row++) {
+        const real *xr = x + (size_t)row * ld;
+        if (!mf) {
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                s[c] += (double)xr[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                const real d = xr[c] - mf[c];
+                e[c] += (double)d;
+                v[c] += (double)(d * d);
+            }
+        }
+    }
+}
+
+/* The column-block kernels (up to BN_COLS_MAX_BYTES per block column: small batches): each
+ * block of BN_CB columns down all rows, owned by one thread, its three passes in cache.
+ * Statistics: the column sums (bn_colsums) give the mean mu in double; the second pass sums
+ * d = x - mu_f with mu_f = (real)mu, the mean as the output uses it, and the variance is the
+ * corrected two-pass (sum d^2 - (sum d)^2 / B) / B: the correction removes what rounding mu to
+ * mu_f adds. */
+/* The statistics of one block of columns [c0, c0 + w) of bn_fwd_cols; inlined twice, so that
+ * full blocks run with the constant width BN_CB. */
+static inline __attribute__((always_inline)) void
+bn_fwd_block(real *mean, real *rstd, real *running_mean, real *running_var, const real *inp, int B,
+             int C, int training, const nb_norm_cfg *cfg, int c0, int w) {
+    if (training) {
+        double s[BN_CB], e[BN_CB], v[BN_CB];
+        memset(s, 0, sizeof s);
+        memset(e, 0, sizeof e);
+        memset(v, 0, sizeof v);
+        bn_colsums(s, NULL, NULL, inp + c0, (size_t)C, NULL, B, w);
+        const double nb = B, unb = B > 1 ? nb / (B - 1) : 1.0, mom = cfg->bn_momentum;
+        for (int c = 0; c < w; c++)
+            mean[c0 + c] = (real)(s[c] / nb);
+        bn_colsums(NULL, e, v, inp + c0, (size_t)C, mean + c0, B, w);
+        double var[BN_CB], m[BN_CB];
+#pragma omp simd
+        for (int c = 0; c < w; c++) {
+            const double vb = (v[c] - e[c] * e[c] / nb) / nb; /* biased */
+            var[c] = vb > 0 ? vb : 0;
+            m[c] = cfg->bn_unbiased_batch ? var[c] * unb : var[c];
+        }
+        rstd_array(rstd + c0, m, w, cfg);
+        if (running_mean) {
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                running_mean[c0 + c] =
+                    (real)((1 - mom) * (double)running_mean[c0 + c] + mom * (s[c] / nb));
+        }
+        if (running_var) {
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                running_var[c0 + c] =
+                    (real)((1 - mom) * (double)running_var[c0 + c] +
+                           mom * (cfg->bn_unbiased_running ? var[c] * unb : var[c]));
+        }
+    } else {
+        for (int c = 0; c < w; c++) {
+            mean[c0 + c] = running_mean ? running_mean[c0 + c] : 0;
+            rstd[c0 + c] = (real)rstd_of(running_var ? (double)running_var[c0 + c] : 1.0, cfg);
+        }
+    }
+}
+
+static void bn_fwd_cols(real *out, real *mean, real *rstd, real *running_mean, real *running_var,
+                        const real *inp, const real *g, const real *b, int B, int C, int training,
+                        const nb_norm_cfg *cfg) {
+    const int nblk = bn_blocks(C);
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * BN_CB;
+        if (C - c0 >= BN_CB)
+            bn_fwd_block(mean, rstd, running_mean, running_var, inp, B, C, training, cfg, c0,
+                         BN_CB);
+        else
+            bn_fwd_block(mean, rstd, running_mean, running_var, inp, B, C, training, cfg, c0,
+                         C - c0);
+    }
+    /* normalization row by row: long contiguous loops, the C statistics and gains in L1 */
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int row = 0; row < B; row++) {
+        const real *x = inp + (size_t)row * C;
+        real *y = out + (size_t)row * C;
+        if (b) {
+#pragma omp simd
+            for (int c = 0; c < C; c++)
+                y[c] = g[c] * ((x[c] - mean[c]) * rstd[c]) + b[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < C; c++)
+                y[c] = g[c] * ((x[c] - mean[c]) * rstd[c]);
+        }
+    }
+}
+
+static void bn_bwd_cols(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                        const real *g, const real *mean, const real *rstd, int B, int C,
+                        int training, const nb_norm_cfg *cfg) {
+    const int nblk = bn_blocks(C);
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;
+        const real *mu = mean + c0, *r = rstd + c0, *gg = g + c0;
+        double sy[BN_CB], syx[BN_CB], sxx[BN_CB];
+        memset(sy, 0, sizeof sy);
+        memset(syx, 0, sizeof syx);
+        memset(sxx, 0, sizeof sxx);
+        const int need_sxx = training && cfg->eps_outside;
+        /* the backward sums as bn_colsums: groups of 8 rows in real, added in double */
+        int row = 0;
+        for (; row + 8 <= B; row += 8) {
+            const real *x0 = inp + (size_t)row * C + c0, *y0 = dout + (size_t)row * C + c0;
+#define E_Y(k) y0[(size_t)(k)*C + c]
+#define E_YD(k) (y0[(size_t)(k)*C + c] * (x0[(size_t)(k)*C + c] - mu[c]))
+#define E_D2(k) ((x0[(size_t)(k)*C + c] - mu[c]) * (x0[(size_t)(k)*C + c] - mu[c]))
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                sy[c] += (double)BN_G8(E_Y);
+                syx[c] += (double)BN_G8(E_YD);
+            }
+            if (need_sxx) {
+#pragma omp simd
+                for (int c = 0; c < w; c++)
+                    sxx[c] += (double)BN_G8(E_D2);
+            }
+#undef E_Y
+#undef E_YD
+#undef E_D2
+        }
+        for (; row < B; row++) {
+            const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                sy[c] += (double)dy[c];
+                syx[c] += (double)(dy[c] * (x[c] - mu[c]));
+            }
+            if (need_sxx) {
+#pragma omp simd
+                for (int c = 0; c < w; c++)
+                    sxx[c] += (double)((x[c] - mu[c]) * (x[c] - mu[c]));
+            }
+        }
+        /* per column: dx = A*dy + K*(x - mu) + M */
+        real A[BN_CB], K[BN_CB], M[BN_CB];
+        const double nb = B, D = cfg->bn_unbiased_batch && B > 1 ? nb - 1 : nb;
+        for (int c = 0; c < w; c++) {
+            double rc = r[c], gc = gg[c];
+            if (dg) dg[c0 + c] += (real)(rc * syx[c]);
+            if (db) db[c0 + c] += (real)sy[c];
+            A[c] = (real)(gc * rc);
+            if (training) {
+                K[c] = (real)(rstd_coef(rc, sxx[c] / D, D, cfg) * gc * syx[c]);
+                M[c] = (real)(-gc * rc * sy[c] / nb);
+            } else {
+                K[c] = 0;
+                M[c] = 0;
+            }
+        }
+        for (row = 0; row < B; row++) {
+            const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
+            real *dx = dinp + (size_t)row * C + c0;
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                dx[c] += A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
+        }
+    }
+}
+
+/* BatchNorm on many rows: the column-block kernels above walk each 64-column block down all B
+ * rows, a 256-byte read per 4 KB row stride that reaches an eighth of the memory bandwidth at
+ * 65,536 x 1,024. Here the rows are cut into at most BN_NCH contiguous chunks (a cut that does
+ * not depend on the thread count), each chunk read row by row, and the chunks' statistics are
+ * merged in chunk order: the results are the same for any thread count.
+ *
+ * Forward statistics: within a chunk, sub-blocks of bn_sub_rows(C) rows (about BN_SUB_BYTES,
+ * so the sub-block is still in L2 for its second pass) are two-pass in double (the sub-block's
+ * column sums, its mean, then the squared deviations from that mean), and merged into the
+ * chunk's (count, mean, sum of squared deviations) by Chan's update; the chunks are merged the
+ * same way. x is read twice from memory (statistics, then normalization) instead of three
+ * times. Backward sums (dy, dy (x - mu), (x - mu)^2) are plain double sums per chunk, added in
+ * chunk order. */
+#define BN_NCH 64
+#define BN_SUB_BYTES (128u << 10)
+#define BN_COLS_MAX_BYTES (256u << 10)
+
+static inline int bn_sub_rows(int C) {
+    size_t r = BN_SUB_BYTES / ((size_t)C * sizeof(real));
+    return r < 4 ? 4 : (r > 256 ? 256 : (int)r);
+}
+
+/* Prefetches n values at p (the next row of a pass: hardware prefetchers stop at a page, and a
+ * row of 1,024 floats is one page, so each row would otherwise start with a wait on memory). */
+static inline void prefetch_span(const real *p, int n) {
+    for (int i = 0; i < n; i += 64 / (int)sizeof(real))
+        __builtin_prefetch(p + i, 0, 3);
+}
+
+/* Chunk k of nch covers rows [bn_row(k), bn_row(k + 1)): whole sub-blocks but the last. */
+static inline int bn_row(int k, int nch, int B, int sub) {
+    const int nsub = (B + sub - 1) / sub;
+    const long long r = (long long)nsub * k / nch * sub;
+    return r < B ? (int)r : B;
+}
+
+/* (n, m, q) <- (n, m, q) merged with (nb, mb, qb): count, mean and sum of squared deviations
+ * per column (Chan, Golub and LeVeque's pairwise update). */
+static inline void bn_merge(double *restrict m, double *restrict q, const double *restrict mb,
+                            const double *restrict qb, double n, double nb, int C) {
+    const double f = nb / (n + nb), h = n * nb / (n + nb);
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        const double d = mb[c] - m[c];
+        m[c] += d * f;
+        q[c] += qb[c] + d * d * h;
+    }
+}
+
+/* The chunk's column mean cm and sum of squared deviations cq over rows [r0, r1); bm, bq:
+ * C doubles each of scratch. */
+static void bn_chunk_stats(double *restrict cm, double *restrict cq, double *restrict bm,
+                           double *restrict bq, const real *inp, int r0, int r1, int C, int sub) {
+    double cnt = 0;
+    for (int rb = r0; rb < r1; rb += sub) {
+        const int re = rb + sub < r1 ? rb + sub : r1;
+        double *m = cnt == 0 ? cm : bm, *q = cnt == 0 ? cq : bq;
+        memset(m, 0, sizeof(double) * (size_t)C);
+        memset(q, 0, sizeof(double) * (size_t)C);
+        /* four rows at a time: a quarter of the loads and stores of the accumulators */
+        int row = rb;
+        for (; row + 4 <= re; row += 4) {
+            const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
+            if (row + 4 < r1) prefetch_span(x3 + C, (r1 - row - 4 < 4 ? r1 - row - 4 : 4) * C);
+#pragma omp simd
+            for (int c = 0; c < C; c++)
+                m[c] += ((double)x0[c] + (double)x1[c]) + ((double)x2[c] + (double)x3[c]);
+        }
+        for (; row < re; row++) {
+            const real *x = inp + (size_t)row * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++)
+                m[c] += (double)x[c];
+        }
+        const double nb = re - rb;
+#pragma omp simd
+        for (int c = 0; c < C; c++)
+            m[c] /= nb;
+        for (row = rb; row + 4 <= re; row += 4) {
+            const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) {
+                const double d0 = (double)x0[c] - m[c], d1 = (double)x1[c] - m[c];
+                const double d2 = (double)x2[c] - m[c], d3 = (double)x3[c] - m[c];
+                q[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+            }
+        }
+        for (; row < re; row++) {
+            const real *x = inp + (size_t)row * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) {
+                const double d = (double)x[c] - m[c];
+                q[c] += d * d;
+            }
+        }
+        if (cnt > 0) bn_merge(cm, cq, bm, bq, cnt, nb, C);
+        cnt += nb;
+    }
+}
+
+/* y = g ((x - mu) r) + b over one row, per column; streamed out through an L1 buffer when nt. */
+static inline void bn_apply_row(real *out, const real *x, const real *g, const real *b,
+                                const real *mu, const real *r, int C, int nt, const real *next) {
+    _Alignas(64) real tmp[NT_CHUNK];
+    for (int c0 = 0; c0 < C; c0 += NT_CHUNK) {
+        const int n = C - c0 < NT_CHUNK ? C - c0 : NT_CHUNK;
+        if (next) prefetch_span(next + c0, n);
+        real *y = nt ? tmp : out + c0;
+        const real *xx = x + c0, *gg = g + c0, *mm = mu + c0, *rr = r + c0;
+        if (b) {
+            const real *bb = b + c0;
+#pragma omp simd
+            for (int c = 0; c < n; c++)
+                y[c] = gg[c] * ((xx[c] - mm[c]) * rr[c]) + bb[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < n; c++)
+                y[c] = gg[c] * ((xx[c] - mm[c]) * rr[c]);
+        }
+        if (nt) nt_copy(out + c0, tmp, n);
+    }
+}
+
+/* This thread's share [*r0, *r1) of B rows. */
+static inline void thread_rows(int B, int *r0, int *r1) {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    *r0 = (int)((long long)B * t / nt);
+    *r1 = (int)((long long)B * (t + 1) / nt);
+}
+
+/* Whether BatchNorm on (B, C) takes the row-chunk kernels: when a column block down all the
+ * rows no longer fits in L2 (up to 1,024 float rows the column blocks are faster: each block's
+ * three passes stay in cache and no thread waits for another). */
+static inline int bn_by_rows(int B, int C) {
+    return (size_t)B * BN_CB * sizeof(real) > BN_COLS_MAX_BYTES && B >= 2 * bn_sub_rows(C);
+}
+
+static int bn_fwd_rows(real *out, real *mean, real *rstd, real *running_mean, real *running_var,
+                       const real *inp, const real *g, const real *b, int B, int C, int training,
+                       const nb_norm_cfg *cfg) {
+    const int sub = bn_sub_rows(C), nsub = (B + sub - 1) / sub;
+    const int nch = nsub < BN_NCH ? nsub : BN_NCH, par = par_ok(B, C);
+    const int T = par ? omp_get_max_threads() : 1, nt = use_nt(B, C);
+    double *st = NULL;
+    if (training) {
+        st = malloc(sizeof(double) * 2 * (size_t)C * (size_t)(nch + T));
+        if (!st) return -1;
+    }
+#pragma omp parallel if (par) num_threads(T)
+    {
+        if (training) {
+            double *scratch = st + (size_t)2 * C * (size_t)(nch + omp_get_thread_num());
+#pragma omp for schedule(static)
+            for (int k = 0; k < nch; k++) {
+                double *cm = st + (size_t)2 * C * k;
+                bn_chunk_stats(cm, cm + C, scratch, scratch + C, inp, bn_row(k, nch, B, sub),
+                               bn_row(k + 1, nch, B, sub), C, sub);
+            }
+            /* the chunks merged in chunk order: count, mean and squared deviations */
+#pragma omp single
+            {
+                double n = bn_row(1, nch, B, sub);
+                for (int k = 1; k < nch; k++) {
+                    const double nb = bn_row(k + 1, nch, B, sub) - bn_row(k, nch, B, sub);
+                    const double *ck = st + (size_t)2 * C * k;
+                    bn_merge(st, st + C, ck, ck + C, n, nb, C);
+                    n += nb;
+                }
+                const double nb = B, unb = nb / (B - 1), mom = cfg->bn_momentum;
+                for (int c = 0; c < C; c++) {
+                    const double var = st[C + c] / nb; /* biased */
+                    mean[c] = (real)st[c];
+                    rstd[c] = (real)rstd_of(cfg->bn_unbiased_batch ? var * unb : var, cfg);
+                    if (running_mean)
+                        running_mean[c] = (real)((1 - mom) * (double)running_mean[c] + mom * st[c]);
+                    if (running_var)
+                        running_var[c] = (real)((1 - mom) * (double)running_var[c] +
+                                                mom * (cfg->bn_unbiased_running ? var * unb : var));
+                }
+            }
+        } else {
+#pragma omp for schedule(static)
+            for (int c = 0; c < C; c++) {
+                mean[c] = running_mean ? running_mean[c] : 0;
+                rstd[c] = (real)rstd_of(running_var ? (double)running_var[c] : 1.0, cfg);
+            }
+        }
+        /* normalization: each thread its share of the rows, last rows first (the ones the
+         * statistics pass read last are the likeliest still in cache) */
+        int r0, r1;
+        thread_rows(B, &r0, &r1);
+        for (int row = r1 - 1; row >= r0; row--) {
+            const size_t o = (size_t)row * C;
+            bn_apply_row(out + o, inp + o, g, b, mean, rstd, C, nt, row > r0 ? inp + o - C : NULL);
+        }
+        if (nt) nt_fence();
+    }
+    free(st);
+    return 0;
+}
+
+static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                       const real *g, const real *mean, const real *rstd, int B, int C,
+                       int training, const nb_norm_cfg *cfg) {
+    const int sub = bn_sub_rows(C), nsub = (B + sub - 1) / sub;
+    const int nch = nsub < BN_NCH ? nsub : BN_NCH, par = par_ok(B, C);
+    const int need_sxx = training && cfg->eps_outside;
+    /* per chunk: sum dy, sum dy (x - mu), sum (x - mu)^2; then A, K, M per column */
+    double *st = malloc(sizeof(double) * (size_t)C * 3 * (size_t)nch);
+    real *A = malloc(sizeof(real) * 3 * (size_t)C);
+    if (!st || !A) {
+        free(st);
+        free(A);
+        return -1;
+    }
+    real *K = A + C, *M = K + C;
+#pragma omp parallel if (par)
+    {
+#pragma omp for schedule(static)
+        for (int k = 0; k < nch; k++) {
+            double *sy = st + (size_t)3 * C * k, *syx = sy + C, *sxx = syx + C;
+            memset(sy, 0, sizeof(double) * 3 * (size_t)C);
+            const int r1 = bn_row(k + 1, nch, B, sub);
+            int row = bn_row(k, nch, B, sub);
+            for (; row + 4 <= r1; row += 4) { /* four rows at a time, as bn_chunk_stats */
+                const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
+                const real *y0 = dout + (size_t)row * C, *y1 = y0 + C, *y2 = y1 + C, *y3 = y2 + C;
+                if (row + 4 < r1) {
+                    const int n = (r1 - row - 4 < 4 ? r1 - row - 4 : 4) * C;
+                    prefetch_span(x3 + C, n);
+                    prefetch_span(y3 + C, n);
+                }
+#pragma omp simd
+                for (int c = 0; c < C; c++) {
+                    const double d0 = (double)(x0[c] - mean[c]), d1 = (double)(x1[c] - mean[c]);
+                    const double d2 = (double)(x2[c] - mean[c]), d3 = (double)(x3[c] - mean[c]);
+                    sy[c] += ((double)y0[c] + (double)y1[c]) + ((double)y2[c] + (double)y3[c]);
+                    syx[c] += ((double)y0[c] * d0 + (double)y1[c] * d1) +
+                              ((double)y2[c] * d2 + (double)y3[c] * d3);
+                }
+                if (need_sxx) {
+#pragma omp simd
+                    for (int c = 0; c < C; c++) {
+                        const double d0 = (double)(x0[c] - mean[c]), d1 = (double)(x1[c] - mean[c]);
+                        const double d2 = (double)(x2[c] - mean[c]), d3 = (double)(x3[c] - mean[c]);
+                        sxx[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+                    }
+                }
+            }
+            for (; row < r1; row++) {
+                const real *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+#pragma omp simd
+                for (int c = 0; c < C; c++) {
+                    const double d = (double)(x[c] - mean[c]);
+                    sy[c] += (double)dy[c];
+                    syx[c] += (double)dy[c] * d;
+                }
+                if (need_sxx) {
+#pragma omp simd
+                    for (int c = 0; c < C; c++) {
+                        const double d = (double)(x[c] - mean[c]);
+                        sxx[c] += d * d;
+                    }
+                }
+            }
+        }
+#pragma omp for schedule(static)
+        for (int c = 0; c < C; c++) {
+            double sy = 0, syx = 0, sxx = 0;
+            for (int k = 0; k < nch; k++) {
+                const double *s = st + (size_t)3 * C * k;
+                sy += s[c];
+                syx += s[C + c];
+                sxx += s[2 * C + c];
+            }
+            const double rc = rstd[c], gc = g[c], nb = B;
+            const double D = cfg->bn_unbiased_batch && B > 1 ? nb - 1 : nb;
+            if (dg) dg[c] += (real)(rc * syx);
+            if (db) db[c] += (real)sy;
+            A[c] = (real)(gc * rc);
+            K[c] = training ? (real)(rstd_coef(rc, sxx / D, D, cfg) * gc * syx) : 0;
+            M[c] = training ? (real)(-gc * rc * sy / nb) : 0;
+        }
+        int r0, r1;
+        thread_rows(B, &r0, &r1);
+        for (int row = r1 - 1; row >= r0; row--) {
+            const real *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+            real *dx = dinp + (size_t)row * C;
+            if (row > r0) {
+                prefetch_span(x - C, C);
+                prefetch_span(dy - C, C);
+                prefetch_span(dx - C, C);
+            }
+#pragma omp simd
+            for (int c = 0; c < C; c++)
+                dx[c] += A[c] * dy[c] + K[c] * (x[c] - mean[c]) + M[c];
+        }
+    }
+    free(st);
+    free(A);
+    return 0;
+}
+
 /* Training statistics over the global batch (cfg->bn_sum), in double as the single-process
  * statistics are taken: the per-feature sums with the row count summed over the processes give
  * the mean, then the squared deviations from it summed over the processes the variance. Fills
@@ -444,68 +1033,21 @@ static void bn_sync_stats(real *mean, real *rstd, real *running_mean, real *runn
 void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_mean,
                               real *running_var, const real *inp, const real *g, const real *b,
                               int B, int C, int training, const nb_norm_cfg *cfg) {
-    const int nblk = bn_blocks(C);
-    const int sync = training && cfg->bn_sum;
-    if (sync) bn_sync_stats(mean, rstd, running_mean, running_var, inp, B, C, cfg);
+    if (training && cfg->bn_sum) { /* statistics over every process's rows (--bn-sync) */
+        bn_sync_stats(mean, rstd, running_mean, running_var, inp, B, C, cfg);
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
-    for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;
-        if (sync) {
-            /* statistics over the global batch: bn_sync_stats */
-        } else if (training) {
-            double s[BN_CB], v[BN_CB];
-            memset(s, 0, sizeof s);
-            memset(v, 0, sizeof v);
-            for (int row = 0; row < B; row++) {
-                const real *x = inp + (size_t)row * C + c0;
-#pragma omp simd
-                for (int c = 0; c < w; c++)
-                    s[c] += (double)x[c];
-            }
-            for (int c = 0; c < w; c++)
-                s[c] /= B;
-            for (int row = 0; row < B; row++) {
-                const real *x = inp + (size_t)row * C + c0;
-#pragma omp simd
-                for (int c = 0; c < w; c++) {
-                    double d = (double)x[c] - s[c];
-                    v[c] += d * d;
-                }
-            }
-            const double nb = B, unb = B > 1 ? nb / (B - 1) : 1.0, mom = cfg->bn_momentum;
-            for (int c = 0; c < w; c++) {
-                double var = v[c] / nb; /* biased */
-                mean[c0 + c] = (real)s[c];
-                rstd[c0 + c] = (real)rstd_of(cfg->bn_unbiased_batch ? var * unb : var, cfg);
-                if (running_mean)
-                    running_mean[c0 + c] =
-                        (real)((1 - mom) * (double)running_mean[c0 + c] + mom * s[c]);
-                if (running_var)
-                    running_var[c0 + c] =
-                        (real)((1 - mom) * (double)running_var[c0 + c] +
-                               mom * (cfg->bn_unbiased_running ? var * unb : var));
-            }
-        } else {
-            for (int c = 0; c < w; c++) {
-                mean[c0 + c] = running_mean ? running_mean[c0 + c] : 0;
-                rstd[c0 + c] = (real)rstd_of(running_var ? (double)running_var[c0 + c] : 1.0, cfg);
-            }
-        }
-        const real *mu = mean + c0, *r = rstd + c0, *gg = g + c0, *bb = b ? b + c0 : NULL;
         for (int row = 0; row < B; row++) {
-            const real *x = inp + (size_t)row * C + c0;
-            real *y = out + (size_t)row * C + c0;
-            if (bb) {
-#pragma omp simd
-                for (int c = 0; c < w; c++)
-                    y[c] = gg[c] * ((x[c] - mu[c]) * r[c]) + bb[c];
-            } else {
-#pragma omp simd
-                for (int c = 0; c < w; c++)
-                    y[c] = gg[c] * ((x[c] - mu[c]) * r[c]);
-            }
+            const real *x = inp + (size_t)row * C;
+            real *y = out + (size_t)row * C;
+            for (int c = 0; c < C; c++)
+                y[c] = g[c] * ((x[c] - mean[c]) * rstd[c]) + (b ? b[c] : 0);
         }
+        return;
     }
+    if (bn_by_rows(B, C) && bn_fwd_rows(out, mean, rstd, running_mean, running_var, inp, g, b, B, C,
+                                        training, cfg) == 0)
+        return;
+    bn_fwd_cols(out, mean, rstd, running_mean, running_var, inp, g, b, B, C, training, cfg);
 }
 
 /* The backward over the global batch (cfg->bn_sum): dg and db from this process's rows (the
@@ -551,60 +1093,14 @@ static void bn_sync_backward(real *dinp, real *dg, real *db, const real *dout, c
 void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
                                const real *g, const real *mean, const real *rstd, int B, int C,
                                int training, const nb_norm_cfg *cfg) {
-    const int nblk = bn_blocks(C);
     if (training && cfg->bn_sum) {
         bn_sync_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, cfg);
         return;
     }
-#pragma omp parallel for schedule(static) if (par_ok(B, C))
-    for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;
-        const real *mu = mean + c0, *r = rstd + c0, *gg = g + c0;
-        double sy[BN_CB], syx[BN_CB], sxx[BN_CB];
-        memset(sy, 0, sizeof sy);
-        memset(syx, 0, sizeof syx);
-        memset(sxx, 0, sizeof sxx);
-        const int need_sxx = training && cfg->eps_outside;
-        for (int row = 0; row < B; row++) {
-            const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
-#pragma omp simd
-            for (int c = 0; c < w; c++) {
-                double d = (double)(x[c] - mu[c]);
-                sy[c] += (double)dy[c];
-                syx[c] += (double)dy[c] * d;
-            }
-            if (need_sxx) {
-#pragma omp simd
-                for (int c = 0; c < w; c++) {
-                    double d = (double)(x[c] - mu[c]);
-                    sxx[c] += d * d;
-                }
-            }
-        }
-        /* per column: dx = A*dy + K*(x - mu) + M */
-        real A[BN_CB], K[BN_CB], M[BN_CB];
-        const double nb = B, D = cfg->bn_unbiased_batch && B > 1 ? nb - 1 : nb;
-        for (int c = 0; c < w; c++) {
-            double rc = r[c], gc = gg[c];
-            if (dg) dg[c0 + c] += (real)(rc * syx[c]);
-            if (db) db[c0 + c] += (real)sy[c];
-            A[c] = (real)(gc * rc);
-            if (training) {
-                K[c] = (real)(rstd_coef(rc, sxx[c] / D, D, cfg) * gc * syx[c]);
-                M[c] = (real)(-gc * rc * sy[c] / nb);
-            } else {
-                K[c] = 0;
-                M[c] = 0;
-            }
-        }
-        for (int row = 0; row < B; row++) {
-            const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
-            real *dx = dinp + (size_t)row * C + c0;
-#pragma omp simd
-            for (int c = 0; c < w; c++)
-                dx[c] += A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
-        }
-    }
+    if (bn_by_rows(B, C) &&
+        bn_bwd_rows(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg) == 0)
+        return;
+    bn_bwd_cols(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg);
 }
 
 /* ---- WeightNorm ----------------------------------------------------------------------------- */

@@ -1,6 +1,9 @@
 /* tests/test_norm.c — nn/norm.c: finite-difference gradients in double, hand-computed forward
  * values, float/double agreement, accumulation, determinism, and PyTorch reference tensors
  * (tests/ref/norm.bin, written by tests/ref/ref_norm.py). */
+#include <omp.h>
+#include <string.h>
+
 #include "tests/testutil.h"
 #include "tests/ref.h"
 #include "nn/nn.h"
@@ -499,7 +502,7 @@ static void test_float_vs_double(void **state) {
     (void)state;
     /* small (serial) and large (B*C >= the parallel threshold: row-parallel kernels, per-thread
      * gain/bias partials, several BN column blocks) */
-    const int shapes[2][2] = {{5, 37}, {96, 1030}};
+    const int shapes[2][2] = {{5, 37}, {300, 1030}};
     for (int s = 0; s < 2; s++) {
         int B = shapes[s][0], C = shapes[s][1];
         for (int outside = 0; outside <= 1; outside++) {
@@ -520,7 +523,7 @@ static void test_float_vs_double(void **state) {
 /* Same inputs twice on the parallel path: bitwise identical results. */
 static void test_deterministic(void **state) {
     (void)state;
-    const int B = 200, C = 700;
+    const int B = 400, C = 700;
     size_t n = (size_t)B * C;
     double *xd = dvec(n, 1, 0.1), *dyd = dvec(n, 1, 0), *gd = dvec(C, 0.3, 1);
     float *x = to_f(xd, n), *dy = to_f(dyd, n), *g = to_f(gd, C);
@@ -554,6 +557,90 @@ static void test_deterministic(void **state) {
         free(dg[t]);
         free(db[t]);
     }
+}
+
+/* BatchNorm on many rows takes the row-chunk kernels (statistics merged over row blocks): the
+ * double build against a direct two-pass computation, every variant; the float build identical
+ * with 1 and 2 threads (the chunks do not depend on the thread count). The mean is shifted far
+ * from 0 so that a one-pass E[x^2] - E[x]^2 would lose the variance. */
+static void test_batchnorm_rows(void **state) {
+    (void)state;
+    const int B = 3001, C = 97; /* > 1,024 rows: the row path, parallel; odd sizes */
+    size_t n = (size_t)B * C;
+    double *x = dvec(n, 0.5, 300.0), *dy = dvec(n, 1, 0), *g = dvec(C, 0.3, 1),
+           *b = dvec(C, 0.2, 0);
+    double *y = dzeros(n), *dx = dzeros(n), *m = dzeros(C), *r = dzeros(C), *dg = dzeros(C);
+    double *db = dzeros(C), *rm = dzeros(C), *rv = dzeros(C);
+    for (int variant = 0; variant < 4; variant++) {
+        nb_norm_cfg cfg;
+        nb_norm_cfg_default(&cfg, NB_NORM_BATCH);
+        cfg.eps_outside = variant & 1;
+        cfg.bn_unbiased_batch = variant >> 1;
+        for (int c = 0; c < C; c++)
+            rm[c] = 0, rv[c] = 1, dg[c] = db[c] = 0;
+        memset(dx, 0, n * sizeof *dx);
+        nb_batchnorm_forward_f64(y, m, r, rm, rv, x, g, b, B, C, 1, &cfg);
+        nb_batchnorm_backward_f64(dx, dg, db, dy, x, g, m, r, B, C, 1, &cfg);
+        for (int c = 0; c < C; c++) {
+            double mu = 0, v = 0, sy = 0, syx = 0;
+            for (int i = 0; i < B; i++)
+                mu += x[(size_t)i * C + c];
+            mu /= B;
+            for (int i = 0; i < B; i++) {
+                double d = x[(size_t)i * C + c] - mu;
+                v += d * d;
+            }
+            double var = v / B, bvar = cfg.bn_unbiased_batch ? v / (B - 1) : var;
+            double rs = cfg.eps_outside ? 1 / (sqrt(bvar) + cfg.eps) : 1 / sqrt(bvar + cfg.eps);
+            assert_close(m[c], mu, 0, 1e-13);
+            assert_close(r[c], rs, 0, 1e-11);
+            assert_close(rm[c], 0.1 * mu, 0, 1e-13);
+            assert_close(rv[c], 0.9 + 0.1 * v / (B - 1), 0, 1e-12);
+            for (int i = 0; i < B; i++) {
+                size_t o = (size_t)i * C + c;
+                sy += dy[o];
+                syx += dy[o] * (x[o] - mu);
+            }
+            double D = cfg.bn_unbiased_batch ? B - 1 : B;
+            double coef = cfg.eps_outside ? -rs * rs / (sqrt(bvar) * D) : -rs * rs * rs / D;
+            assert_close(dg[c], rs * syx, 1e-9, 1e-9);
+            assert_close(db[c], sy, 1e-9, 1e-9);
+            for (int i = 0; i < B; i += 7) {
+                size_t o = (size_t)i * C + c;
+                assert_close(y[o], g[c] * (x[o] - mu) * rs + b[c], 1e-9, 1e-9);
+                double want =
+                    g[c] * rs * dy[o] - g[c] * rs * sy / B + (x[o] - mu) * coef * g[c] * syx;
+                assert_close(dx[o], want, 1e-8, 1e-8);
+            }
+        }
+    }
+    /* float: the same bits with 1 and 2 threads */
+    float *xf = to_f(x, n), *dyf = to_f(dy, n), *gf = to_f(g, C), *bf = to_f(b, C);
+    float *yf[2] = {fzeros(n), fzeros(n)}, *dxf[2] = {fzeros(n), fzeros(n)};
+    float *mf[2] = {fzeros(C), fzeros(C)}, *rf[2] = {fzeros(C), fzeros(C)};
+    float *dgf[2] = {fzeros(C), fzeros(C)}, *dbf[2] = {fzeros(C), fzeros(C)};
+    nb_norm_cfg cfg;
+    nb_norm_cfg_default(&cfg, NB_NORM_BATCH);
+    int threads = omp_get_max_threads();
+    for (int t = 0; t < 2; t++) {
+        omp_set_num_threads(t + 1);
+        nb_batchnorm_forward(yf[t], mf[t], rf[t], NULL, NULL, xf, gf, bf, B, C, 1, &cfg);
+        nb_batchnorm_backward(dxf[t], dgf[t], dbf[t], dyf, xf, gf, mf[t], rf[t], B, C, 1, &cfg);
+    }
+    omp_set_num_threads(threads);
+    assert_memory_equal(yf[0], yf[1], n * sizeof(float));
+    assert_memory_equal(dxf[0], dxf[1], n * sizeof(float));
+    assert_memory_equal(mf[0], mf[1], C * sizeof(float));
+    assert_memory_equal(rf[0], rf[1], C * sizeof(float));
+    assert_memory_equal(dgf[0], dgf[1], C * sizeof(float));
+    assert_memory_equal(dbf[0], dbf[1], C * sizeof(float));
+    for (int c = 0; c < C; c++)
+        assert_close(mf[0][c], m[c], 0, 1e-6);
+    free(xf), free(dyf), free(gf), free(bf);
+    for (int t = 0; t < 2; t++)
+        free(yf[t]), free(dxf[t]), free(mf[t]), free(rf[t]), free(dgf[t]), free(dbf[t]);
+    free(x), free(dy), free(g), free(b), free(y), free(dx), free(m), free(r), free(dg), free(db);
+    free(rm), free(rv);
 }
 
 /* Outputs of >= 64 MiB take the streaming-store path; it must give exactly what the row-by-row
@@ -782,9 +869,9 @@ int main(void) {
         cmocka_unit_test(test_grad_weight),      cmocka_unit_test(test_forward_values),
         cmocka_unit_test(test_batchnorm_values), cmocka_unit_test(test_weightnorm_zero_row),
         cmocka_unit_test(test_float_vs_double),  cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_streaming_path),   cmocka_unit_test(test_ref_layer),
-        cmocka_unit_test(test_ref_rms),          cmocka_unit_test(test_ref_batch),
-        cmocka_unit_test(test_ref_weight),
+        cmocka_unit_test(test_streaming_path),   cmocka_unit_test(test_batchnorm_rows),
+        cmocka_unit_test(test_ref_layer),        cmocka_unit_test(test_ref_rms),
+        cmocka_unit_test(test_ref_batch),        cmocka_unit_test(test_ref_weight),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ref_free(&REF);
