@@ -1030,6 +1030,133 @@ static void bn_sync_stats(real *mean, real *rstd, real *running_mean, real *runn
     free(S);
 }
 
+/* Small batches (fewer than BN_EXACT_ROWS rows): every value summed in double, the variance
+ * by the direct two-pass formula — the arithmetic of --bn-sync's statistics over the global
+ * batch, so that a batch split over processes agrees with one process (the grouped float sums
+ * below are the speed path of larger batches, where a rounding difference of ~1e-7 is all). */
+enum { BN_EXACT_ROWS = 64 };
+
+static void bn_fwd_exact(real *out, real *mean, real *rstd, real *running_mean, real *running_var,
+                         const real *inp, const real *g, const real *b, int B, int C, int training,
+                         const nb_norm_cfg *cfg) {
+    const int nblk = bn_blocks(C);
+    const int sync = 0;
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;
+        if (sync) {
+            /* statistics over the global batch: bn_sync_stats */
+        } else if (training) {
+            double s[BN_CB], v[BN_CB];
+            memset(s, 0, sizeof s);
+            memset(v, 0, sizeof v);
+            for (int row = 0; row < B; row++) {
+                const real *x = inp + (size_t)row * C + c0;
+#pragma omp simd
+                for (int c = 0; c < w; c++)
+                    s[c] += (double)x[c];
+            }
+            for (int c = 0; c < w; c++)
+                s[c] /= B;
+            for (int row = 0; row < B; row++) {
+                const real *x = inp + (size_t)row * C + c0;
+#pragma omp simd
+                for (int c = 0; c < w; c++) {
+                    double d = (double)x[c] - s[c];
+                    v[c] += d * d;
+                }
+            }
+            const double nb = B, unb = B > 1 ? nb / (B - 1) : 1.0, mom = cfg->bn_momentum;
+            for (int c = 0; c < w; c++) {
+                double var = v[c] / nb; /* biased */
+                mean[c0 + c] = (real)s[c];
+                rstd[c0 + c] = (real)rstd_of(cfg->bn_unbiased_batch ? var * unb : var, cfg);
+                if (running_mean)
+                    running_mean[c0 + c] =
+                        (real)((1 - mom) * (double)running_mean[c0 + c] + mom * s[c]);
+                if (running_var)
+                    running_var[c0 + c] =
+                        (real)((1 - mom) * (double)running_var[c0 + c] +
+                               mom * (cfg->bn_unbiased_running ? var * unb : var));
+            }
+        } else {
+            for (int c = 0; c < w; c++) {
+                mean[c0 + c] = running_mean ? running_mean[c0 + c] : 0;
+                rstd[c0 + c] = (real)rstd_of(running_var ? (double)running_var[c0 + c] : 1.0, cfg);
+            }
+        }
+        const real *mu = mean + c0, *r = rstd + c0, *gg = g + c0, *bb = b ? b + c0 : NULL;
+        for (int row = 0; row < B; row++) {
+            const real *x = inp + (size_t)row * C + c0;
+            real *y = out + (size_t)row * C + c0;
+            if (bb) {
+#pragma omp simd
+                for (int c = 0; c < w; c++)
+                    y[c] = gg[c] * ((x[c] - mu[c]) * r[c]) + bb[c];
+            } else {
+#pragma omp simd
+                for (int c = 0; c < w; c++)
+                    y[c] = gg[c] * ((x[c] - mu[c]) * r[c]);
+            }
+        }
+    }
+}
+
+static void bn_bwd_exact(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                         const real *g, const real *mean, const real *rstd, int B, int C,
+                         int training, const nb_norm_cfg *cfg) {
+    const int nblk = bn_blocks(C);
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;
+        const real *mu = mean + c0, *r = rstd + c0, *gg = g + c0;
+        double sy[BN_CB], syx[BN_CB], sxx[BN_CB];
+        memset(sy, 0, sizeof sy);
+        memset(syx, 0, sizeof syx);
+        memset(sxx, 0, sizeof sxx);
+        const int need_sxx = training && cfg->eps_outside;
+        for (int row = 0; row < B; row++) {
+            const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                double d = (double)(x[c] - mu[c]);
+                sy[c] += (double)dy[c];
+                syx[c] += (double)dy[c] * d;
+            }
+            if (need_sxx) {
+#pragma omp simd
+                for (int c = 0; c < w; c++) {
+                    double d = (double)(x[c] - mu[c]);
+                    sxx[c] += d * d;
+                }
+            }
+        }
+        /* per column: dx = A*dy + K*(x - mu) + M */
+        real A[BN_CB], K[BN_CB], M[BN_CB];
+        const double nb = B, D = cfg->bn_unbiased_batch && B > 1 ? nb - 1 : nb;
+        for (int c = 0; c < w; c++) {
+            double rc = r[c], gc = gg[c];
+            if (dg) dg[c0 + c] += (real)(rc * syx[c]);
+            if (db) db[c0 + c] += (real)sy[c];
+            A[c] = (real)(gc * rc);
+            if (training) {
+                K[c] = (real)(rstd_coef(rc, sxx[c] / D, D, cfg) * gc * syx[c]);
+                M[c] = (real)(-gc * rc * sy[c] / nb);
+            } else {
+                K[c] = 0;
+                M[c] = 0;
+            }
+        }
+        for (int row = 0; row < B; row++) {
+            const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
+            real *dx = dinp + (size_t)row * C + c0;
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                dx[c] += A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
+        }
+    }
+}
+
 void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_mean,
                               real *running_var, const real *inp, const real *g, const real *b,
                               int B, int C, int training, const nb_norm_cfg *cfg) {
@@ -1042,6 +1169,10 @@ void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_m
             for (int c = 0; c < C; c++)
                 y[c] = g[c] * ((x[c] - mean[c]) * rstd[c]) + (b ? b[c] : 0);
         }
+        return;
+    }
+    if (B < BN_EXACT_ROWS) {
+        bn_fwd_exact(out, mean, rstd, running_mean, running_var, inp, g, b, B, C, training, cfg);
         return;
     }
     if (bn_by_rows(B, C) && bn_fwd_rows(out, mean, rstd, running_mean, running_var, inp, g, b, B, C,
@@ -1095,6 +1226,10 @@ void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout,
                                int training, const nb_norm_cfg *cfg) {
     if (training && cfg->bn_sum) {
         bn_sync_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, cfg);
+        return;
+    }
+    if (B < BN_EXACT_ROWS) {
+        bn_bwd_exact(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg);
         return;
     }
     if (bn_by_rows(B, C) &&

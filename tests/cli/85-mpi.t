@@ -114,7 +114,11 @@ kill -9 $victim
 wait $pid
 rc=$?
 [ $rc -ne 0 ] && ok "the MPI sweep with a killed rank exits non-zero" || not_ok "killed rank: exit $rc"
-sleep 0.5
+# mpirun returns before every rank is gone: wait (bounded) until no run shows as running
+for _ in $(seq 1 40); do
+    "$NB" runs --db "$tmp/k.db" 2>/dev/null | grep -q ' running ' || break
+    sleep 0.25
+done
 c=$(sqlite3 "$tmp/k.db" "pragma integrity_check")
 [ "$c" = ok ] && ok "the store passes integrity_check" || not_ok "integrity_check" "$c"
 c=$(sqlite3 "$tmp/k.db" "select count(*) from runs where status='finished'")
