@@ -582,21 +582,10 @@ bn_fwd_block(real *mean, real *rstd, real *running_mean, real *running_var, cons
     }
 }
 
-static void bn_fwd_cols(real *out, real *mean, real *rstd, real *running_mean, real *running_var,
-                        const real *inp, const real *g, const real *b, int B, int C, int training,
-                        const nb_norm_cfg *cfg) {
-    const int nblk = bn_blocks(C);
-#pragma omp parallel for schedule(static) if (par_ok(B, C))
-    for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * BN_CB;
-        if (C - c0 >= BN_CB)
-            bn_fwd_block(mean, rstd, running_mean, running_var, inp, B, C, training, cfg, c0,
-                         BN_CB);
-        else
-            bn_fwd_block(mean, rstd, running_mean, running_var, inp, B, C, training, cfg, c0,
-                         C - c0);
-    }
-    /* normalization row by row: long contiguous loops, the C statistics and gains in L1 */
+/* y = g (x - mean) rstd + b, row by row: long contiguous loops, the C statistics and gains in
+ * L1. */
+static void bn_normalize(real *out, const real *inp, const real *g, const real *b, const real *mean,
+                         const real *rstd, int B, int C) {
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int row = 0; row < B; row++) {
         const real *x = inp + (size_t)row * C;
@@ -611,6 +600,23 @@ static void bn_fwd_cols(real *out, real *mean, real *rstd, real *running_mean, r
                 y[c] = g[c] * ((x[c] - mean[c]) * rstd[c]);
         }
     }
+}
+
+static void bn_fwd_cols(real *out, real *mean, real *rstd, real *running_mean, real *running_var,
+                        const real *inp, const real *g, const real *b, int B, int C, int training,
+                        const nb_norm_cfg *cfg) {
+    const int nblk = bn_blocks(C);
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * BN_CB;
+        if (C - c0 >= BN_CB)
+            bn_fwd_block(mean, rstd, running_mean, running_var, inp, B, C, training, cfg, c0,
+                         BN_CB);
+        else
+            bn_fwd_block(mean, rstd, running_mean, running_var, inp, B, C, training, cfg, c0,
+                         C - c0);
+    }
+    bn_normalize(out, inp, g, b, mean, rstd, B, C);
 }
 
 static void bn_bwd_cols(real *dinp, real *dg, real *db, const real *dout, const real *inp,
@@ -1040,13 +1046,10 @@ static void bn_fwd_exact(real *out, real *mean, real *rstd, real *running_mean, 
                          const real *inp, const real *g, const real *b, int B, int C, int training,
                          const nb_norm_cfg *cfg) {
     const int nblk = bn_blocks(C);
-    const int sync = 0;
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int blk = 0; blk < nblk; blk++) {
         const int c0 = blk * BN_CB, w = C - c0 < BN_CB ? C - c0 : BN_CB;
-        if (sync) {
-            /* statistics over the global batch: bn_sync_stats */
-        } else if (training) {
+        if (training) {
             double s[BN_CB], v[BN_CB];
             memset(s, 0, sizeof s);
             memset(v, 0, sizeof v);
@@ -1085,21 +1088,8 @@ static void bn_fwd_exact(real *out, real *mean, real *rstd, real *running_mean, 
                 rstd[c0 + c] = (real)rstd_of(running_var ? (double)running_var[c0 + c] : 1.0, cfg);
             }
         }
-        const real *mu = mean + c0, *r = rstd + c0, *gg = g + c0, *bb = b ? b + c0 : NULL;
-        for (int row = 0; row < B; row++) {
-            const real *x = inp + (size_t)row * C + c0;
-            real *y = out + (size_t)row * C + c0;
-            if (bb) {
-#pragma omp simd
-                for (int c = 0; c < w; c++)
-                    y[c] = gg[c] * ((x[c] - mu[c]) * r[c]) + bb[c];
-            } else {
-#pragma omp simd
-                for (int c = 0; c < w; c++)
-                    y[c] = gg[c] * ((x[c] - mu[c]) * r[c]);
-            }
-        }
     }
+    bn_normalize(out, inp, g, b, mean, rstd, B, C);
 }
 
 static void bn_bwd_exact(real *dinp, real *dg, real *db, const real *dout, const real *inp,
@@ -1162,13 +1152,7 @@ void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_m
                               int B, int C, int training, const nb_norm_cfg *cfg) {
     if (training && cfg->bn_sum) { /* statistics over every process's rows (--bn-sync) */
         bn_sync_stats(mean, rstd, running_mean, running_var, inp, B, C, cfg);
-#pragma omp parallel for schedule(static) if (par_ok(B, C))
-        for (int row = 0; row < B; row++) {
-            const real *x = inp + (size_t)row * C;
-            real *y = out + (size_t)row * C;
-            for (int c = 0; c < C; c++)
-                y[c] = g[c] * ((x[c] - mean[c]) * rstd[c]) + (b ? b[c] : 0);
-        }
+        bn_normalize(out, inp, g, b, mean, rstd, B, C);
         return;
     }
     if (B < BN_EXACT_ROWS) {
