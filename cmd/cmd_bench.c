@@ -1349,7 +1349,7 @@ int cmd_bench(int argc, const char **argv) {
         nb_err derr;
         nb_err_clear(&derr);
         if (!task->cuda)
-            return nb_usage_error("bench", "--device cuda is not implemented for 'step %s'",
+            return nb_usage_error("bench", "--device cuda has no GPU path for 'step %s'",
                                   task->name);
         if (nb_cuda_init(&derr)) return nb_report_err(&derr);
     }

@@ -1,7 +1,7 @@
 /* plots/plot.h — figures of the recorded metrics against steps and against wall-clock time,
  * drawn by gnuplot (an external program), behind `normbench plot`.
  *
- * The numbers are computed here in C and gnuplot only draws (RECIPES.md): for every norm of a
+ * The numbers are computed here in C and gnuplot only draws: for every norm of a
  * figure, each run's raw series is cut at its first NaN or infinity (a diverged run ends where
  * it diverged), smoothed with a debiased exponential moving average (training series only, and
  * before any downsampling), put on a common grid by linear interpolation, and summarised over

@@ -231,7 +231,8 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
         r.perm[i] = i;
     if (cfg->device) {
         if (cfg->clip > 0) {
-            nb_errf(err, "--clip is not implemented with --device cuda");
+            nb_errf(err,
+                    "--clip cannot be combined with --device cuda (the GPU update does not clip)");
             nb_hintf(err, "leave --clip out, or train with --device cpu");
             goto out;
         }
