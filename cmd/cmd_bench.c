@@ -31,11 +31,12 @@ static const char bench_usage[] =
     "  vs_copy is the median over pairs (copy GB/s is the median copy beside that kernel).\n"
     "step TASK: milliseconds per training step (forward, backward, Adam) per norm on generated\n"
     "  data; mnist at batch 128 and 4 by default, cifar at 100, order at 128 (13-word\n"
-    "  captions). vs_layer is layer's time / this norm's time, with its 95% interval (a\n"
-    "  bootstrap over the timed steps: whether the run can tell the norm from layer at all);\n"
-    "  norm_share is (this - none) /\n"
-    "  this: the share of the step the norm costs beyond the step without one (when none is\n"
-    "  timed too). Tasks that describe their GEMMs (cifar) also get GFLOP/s per norm and,\n"
+    "  captions), mt at 80 sentences of 30 tokens each side (the task's options choose the\n"
+    "  model: 'bench step mt --model transformer --batch 133' for ~4,000 tokens). vs_layer is\n"
+    "  layer's time / this norm's time, with its 95% interval (a bootstrap over the timed\n"
+    "  steps: whether the run can tell the norm from layer at all); norm_share is (this - none)\n"
+    "  / this: the share of the step the norm costs beyond the step without one (when none is\n"
+    "  timed too). Tasks that describe their GEMMs (cifar, mt) also get GFLOP/s per norm and,\n"
     "  after the table, OpenBLAS sgemm alone timed on the same shapes in the same run: their\n"
     "  sum is the step's GEMM floor, and 1 - floor/step the share of everything else.\n"
     "  reader also takes the name batch-everywhere in --norms (not in 'all'): 'run reader --norm\n"
@@ -44,7 +45,8 @@ static const char bench_usage[] =
     "  run by Debian's python3-torch or $NORMBENCH_PYTHON) in a child process, its steps and\n"
     "  normbench's interleaved in rounds; per norm both medians, PyTorch's / normbench's with\n"
     "  its 95% interval, and both sides' settings (threads, BLAS, oneDNN). Where PyTorch has a\n"
-    "  fused form (nn.GRU, nn.LSTM) it gets its own row beside the task's norm.\n"
+    "  fused form (nn.GRU, nn.LSTM) it gets its own row beside the task's norm. The task's\n"
+    "  own options (mt's --model, --dim) go to both sides.\n"
     "Timings are medians over repetitions; they move run to run, so compare within one run.\n";
 
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
@@ -928,17 +930,40 @@ static int py_start(pyside *p, const nb_task *task, int threads) {
     }
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-        return nb_die("cannot start '%s': %s", python, strerror(errno));
+    /* the task's own options (mt's --model, --dim) go to the PyTorch side too, as --name=value
+     * (a flag as --name), built before the fork */
+    char *argv[4 + MAXGIVEN + 1];
+    int na = 0, bad = 0;
+    argv[na++] = (char *)python;
+    argv[na++] = driver;
+    argv[na++] = (char *)task->name;
+    argv[na++] = th;
+    for (int k = 0; k < g_ngiven; k++) {
+        size_t len = strlen(g_given[k].name) + (g_given[k].value ? strlen(g_given[k].value) : 0);
+        char *a = malloc(len + 4);
+        if (!a) {
+            bad = 1;
+            break;
+        }
+        snprintf(a, len + 4, "--%s%s%s", g_given[k].name, g_given[k].value ? "=" : "",
+                 g_given[k].value ? g_given[k].value : "");
+        argv[na++] = a;
     }
+    argv[na] = NULL;
+    pid_t pid = bad ? -1 : fork();
     if (pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
         close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-        execlp(python, python, driver, task->name, th, (char *)NULL);
+        execvp(python, argv);
         _exit(127);
+    }
+    for (int k = 4; k < na; k++)
+        free(argv[k]);
+    if (pid < 0) {
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        return bad ? nb_die("out of memory")
+                   : nb_die("cannot start '%s': %s", python, strerror(errno));
     }
     close(in[0]);
     close(out[1]);
@@ -973,7 +998,14 @@ static int py_start(pyside *p, const nb_task *task, int threads) {
     while ((l = py_read(p)) && strcmp(l, "ready") != 0) {
         if (strncmp(l, "settings ", 9) == 0)
             snprintf(p->settings, sizeof p->settings, "%s", l + 9);
-        else if (strncmp(l, "extra ", 6) == 0 && p->nextra < 8) {
+        else if (strncmp(l, "error options ", 14) == 0) {
+            fprintf(stderr,
+                    "error: the PyTorch side of 'bench step %s' cannot take these options: %s\n"
+                    "hint: leave the option out, or time normbench alone (without --against)\n",
+                    task->name, l + 14);
+            py_stop(p);
+            return NB_EXIT_USAGE;
+        } else if (strncmp(l, "extra ", 6) == 0 && p->nextra < 8) {
             int at = 0;
             if (sscanf(l + 6, "%31s %31s %n", p->extra[p->nextra].norm, p->extra[p->nextra].variant,
                        &at) == 2) {
