@@ -778,6 +778,7 @@ static void *mt_bench_open(const nb_train_cfg *cfg, nb_err *err) {
             free(b);
             return NULL;
         }
+        nb_flush_denormals(cfg->flush_denormals); /* as a run trains (and as RNNSearch's below) */
         return b;
     }
     b->adam = cfg->adam;
@@ -854,6 +855,93 @@ static void mt_bench_close(void *p) {
     free(b);
 }
 
+/* One dense map y (rows, out) = x (rows, in) W^T as its three GEMMs of a training step: the
+ * forward, the weight gradient dy^T x and the input gradient dy W (no_dx: the input is data),
+ * each `count` times. */
+static int add_dense(nb_gemm_shape *out, int n, int max, const char *what, int rows, int o, int in,
+                     int count, int no_dx) {
+    const nb_gemm_shape s[3] = {
+        {rows, o, in, count, ""}, {o, in, rows, count, ""}, {rows, in, o, count, ""}};
+    static const char *const pass[3] = {"fwd", "dW", "dx"};
+    for (int i = 0; i < (no_dx ? 2 : 3) && n < max; i++) {
+        out[n] = s[i];
+        snprintf(out[n].what, sizeof out[n].what, "%s %s", what, pass[i]);
+        n++;
+    }
+    return n;
+}
+
+/* A map applied once per position (B rows each, T positions): the forward and the input
+ * gradient per position, the weight gradient in one GEMM over all T*B rows (nn/gru.c). */
+static int add_steps(nb_gemm_shape *out, int n, int max, const char *what, int B, int T, int o,
+                     int in, int copies) {
+    const nb_gemm_shape s[3] = {
+        {B, o, in, T * copies, ""}, {o, in, T * B, copies, ""}, {B, in, o, T * copies, ""}};
+    static const char *const pass[3] = {"fwd", "dW", "dx"};
+    for (int i = 0; i < 3 && n < max; i++) {
+        out[n] = s[i];
+        snprintf(out[n].what, sizeof out[n].what, "%s %s", what, pass[i]);
+        n++;
+    }
+    return n;
+}
+
+/* GEMMs of one step. RNNSearch: the dense maps over all rows at once, the recurrent products
+ * (and the decoder's per-step maps) once per position, as nn/rnnsearch.c and nn/gru.c call
+ * them; the attention is not a GEMM there. The Transformer: nb_tf_gemm_shapes, each map's
+ * forward and its two gradients. */
+static int mt_bench_gemms(void *p, nb_gemm_shape *out, int max) {
+    mt_bench *b = p;
+    int n = 0;
+    if (b->tf) {
+        int sh[4 * 32];
+        int k = nb_tf_bench_gemms(b->tf, sh, 32);
+        static const char *const pass[3] = {"fwd", "dA", "dB"};
+        /* nb_tf_gemm_shapes' order */
+        static const char *const names[16] = {"enc qkv",  "enc out",    "enc ffn1",  "enc ffn2",
+                                              "dec qkv",  "dec dxd x3", "dec x-kv",  "dec ffn1",
+                                              "dec ffn2", "logits",     "enc q.k",   "enc a.v",
+                                              "dec q.k",  "dec a.v",    "x-att q.k", "x-att a.v"};
+        for (int i = 0; i < k; i++) {
+            const int M = sh[4 * i], N = sh[4 * i + 1], K = sh[4 * i + 2], c = sh[4 * i + 3] / 3;
+            const nb_gemm_shape s[3] = {{M, N, K, c, ""}, {M, K, N, c, ""}, {K, N, M, c, ""}};
+            for (int j = 0; j < 3 && n < max; j++) {
+                out[n] = s[j];
+                snprintf(out[n].what, sizeof out[n].what, "%s %s", k == 16 ? names[i] : "gemm",
+                         pass[j]);
+                n++;
+            }
+        }
+        return n;
+    }
+    const int B = b->B, Tx = b->Tx, Ty = b->Ty, E = b->m.cfg.E, H = b->m.cfg.H, C = b->m.C,
+              A = b->m.A, V = b->m.cfg.Vt, H3 = 3 * H, XB = Tx * B, YB = Ty * B;
+    /* the encoder's two GRUs: inputs at once, the recurrent product per step */
+    n = add_dense(out, n, max, "enc GRU x", XB, H3, E, 2, 0);
+    n = add_steps(out, n, max, "enc GRU h", B, Tx, H3, H, 2);
+    n = add_dense(out, n, max, "init", B, H, C, 1, 0);
+    n = add_dense(out, n, max, "att ctx", XB, A, C, 1, 0);
+    n = add_dense(out, n, max, "dec GRU1 x", YB, H3, E, 1, 0);
+    n = add_steps(out, n, max, "dec GRU1 h", B, Ty, H3, H, 1);
+    n = add_steps(out, n, max, "att state", B, Ty, A, H, 1);
+    n = add_steps(out, n, max, "dec GRU2 x", B, Ty, H3, C, 1);
+    n = add_steps(out, n, max, "dec GRU2 h", B, Ty, H3, H, 1);
+    n = add_dense(out, n, max, "out emb", YB, E, E, 1, 0);
+    n = add_dense(out, n, max, "out state", YB, E, H, 1, 0);
+    n = add_dense(out, n, max, "out ctx", YB, E, C, 1, 0);
+    n = add_dense(out, n, max, "logits", YB, V, E, 1, 0);
+    return n;
+}
+
+static double mt_bench_flops(void *p) {
+    nb_gemm_shape s[64];
+    int n = mt_bench_gemms(p, s, 64);
+    double f = 0;
+    for (int i = 0; i < n; i++)
+        f += 2.0 * s[i].M * (double)s[i].N * s[i].K * s[i].count;
+    return f;
+}
+
 static const int mt_bench_batches[] = {80, 0};
 
 static const char mt_paper[] =
@@ -880,6 +968,8 @@ const nb_task nb_task_mt = {
     .bench_step = mt_bench_step,
     .bench_close = mt_bench_close,
     .bench_batches = mt_bench_batches,
+    .bench_gemms = mt_bench_gemms,
+    .bench_flops = mt_bench_flops,
     .target = {"val_bleu", 20, 1},
     .paper = mt_paper,
 };
