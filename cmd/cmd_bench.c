@@ -50,6 +50,9 @@ static const char bench_usage[] =
     "Timings are medians over repetitions; they move run to run, so compare within one run.\n";
 
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
+/* `bench step` interleaves its instances in rounds of ROUND steps or ROUND_MS milliseconds,
+ * whichever ends first (at least one step) */
+enum { ROUND = 5, ROUND_MS = 250 };
 static const char *const device_choices[] = {"cpu", "cuda", NULL};
 static int g_device; /* --device: 0 cpu, 1 cuda */
 enum { MAXGIVEN = 64 };
@@ -624,9 +627,9 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         return nb_die("out of memory");
     }
     /* Per batch size: one model per norm, all open at once, timed in interleaved rounds of
-     * ROUND steps (each round starting at the next norm), so that a slow spell of the machine
-     * is shared by all norms instead of landing on one. */
-    enum { ROUND = 5 };
+     * ROUND steps or ROUND_MS, whichever ends first (each round starting at the next norm), so
+     * that a slow spell of the machine is shared by all norms instead of landing on one; steps
+     * of seconds (mt) go one at a time. */
     void *inst[NB_NORM_COUNT + MAXLABELS];
     int *filled = calloc((size_t)nnorms, sizeof(int));
     double *samples = malloc(sizeof(double) * (size_t)nnorms * iters);
@@ -656,8 +659,12 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
             for (int j = 0; j < nnorms; j++) {
                 int i = (j + r) % nnorms;
                 if (!inst[i]) continue;
-                for (int t = 0; t < ROUND && filled[i] < iters; t++)
-                    samples[(size_t)i * iters + filled[i]++] = 1e3 * task->bench_step(inst[i]);
+                double spent = 0;
+                for (int t = 0; t < ROUND && filled[i] < iters && spent < ROUND_MS; t++) {
+                    double t_ms = 1e3 * task->bench_step(inst[i]);
+                    samples[(size_t)i * iters + filled[i]++] = t_ms;
+                    spent += t_ms;
+                }
                 more |= filled[i] < iters;
             }
             if (!more) break;
@@ -706,9 +713,9 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     if (fmt == FMT_TABLE) {
         printf("# %s\n", settings);
         printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, norms interleaved in "
-               "rounds of %d steps;\n# vs_layer = layer's median / this median, and its 95%% "
-               "bootstrap interval\n",
-               task->name, iters, ROUND);
+               "rounds of %d steps or %d ms;\n# vs_layer = layer's median / this median, and its "
+               "95%% bootstrap interval\n",
+               task->name, iters, ROUND, ROUND_MS);
         printf("%-6s %-*s %6s %12s %10s %10s %9s %15s %10s%s\n", "task", nw, "norm", "batch",
                "ms_per_step", "mean", "std", "vs_layer", "vs_layer_95%", "norm_share",
                task->bench_flops ? "  GFLOP/s" : "");
@@ -1028,6 +1035,7 @@ typedef struct cmp_row {
     int id;              /* PyTorch instance id; -1 when it could not be opened */
     char desc[160];      /* PyTorch's description of its model, or why it is missing */
     double *t;           /* PyTorch's samples (ms) */
+    double last;         /* its last step's time (ms), warm-up included */
     int filled;
 } cmp_row;
 
@@ -1055,7 +1063,6 @@ static int bench_against(const nb_task *task, const int *norms, int nnorms, cons
     pyside py;
     int rc = py_start(&py, task, omp_get_max_threads());
     if (rc) return rc;
-    enum { ROUND = 5 };
     /* rows: per norm its own form, then PyTorch's extra forms of that norm */
     int maxrows = nnorms * (1 + py.nextra);
     cmp_row *rows = calloc((size_t)maxrows, sizeof *rows);
@@ -1084,9 +1091,10 @@ static int bench_against(const nb_task *task, const int *norms, int nnorms, cons
     if (fmt == FMT_TABLE) {
         printf("# normbench: %s\n# pytorch:   %s\n", settings, py.settings);
         printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, normbench's and PyTorch's "
-               "instances interleaved in rounds of %d steps;\n# ratio = PyTorch's median / "
-               "normbench's median (> 1: normbench is faster), and its 95%% bootstrap interval\n",
-               task->name, iters, ROUND);
+               "instances interleaved in rounds of %d steps or %d ms;\n# ratio = PyTorch's "
+               "median / normbench's median (> 1: normbench is faster), and its 95%% bootstrap "
+               "interval\n",
+               task->name, iters, ROUND, ROUND_MS);
         printf("%-6s %-*s %6s %12s %11s %8s %17s  %s\n", "task", nw, "norm", "batch",
                "normbench_ms", "pytorch_ms", "ratio", "ratio_95%", "pytorch");
     } else if (fmt == FMT_CSV) {
@@ -1144,10 +1152,12 @@ static int bench_against(const nb_task *task, const int *norms, int nnorms, cons
                 }
                 for (int j = 0; j < n; j++)
                     spent += warm[j];
+                w->last = warm[n - 1];
             }
             if (failed) break;
         }
-        /* rounds: every instance of both sides ROUND steps in turn, starting one further on */
+        /* rounds: every instance of both sides ROUND steps (or ROUND_MS) in turn, starting one
+         * further on; PyTorch's steps asked for as many as its last step's time fits */
         int nall = nnorms + nrows;
         for (int rd = 0; !failed; rd++) {
             int more = 0;
@@ -1155,15 +1165,22 @@ static int bench_against(const nb_task *task, const int *norms, int nnorms, cons
                 int k = (j + rd) % nall;
                 if (k < nnorms) {
                     if (!inst[k]) continue;
-                    for (int t = 0; t < ROUND && nfilled[k] < iters; t++)
-                        nat[(size_t)k * iters + nfilled[k]++] = 1e3 * task->bench_step(inst[k]);
+                    double spent = 0;
+                    for (int t = 0; t < ROUND && nfilled[k] < iters && spent < ROUND_MS; t++) {
+                        double ms = 1e3 * task->bench_step(inst[k]);
+                        nat[(size_t)k * iters + nfilled[k]++] = ms;
+                        spent += ms;
+                    }
                     more |= nfilled[k] < iters;
                 } else {
                     cmp_row *w = &rows[k - nnorms];
                     if (w->id < 0 || w->filled >= iters) continue;
                     int n = iters - w->filled < ROUND ? iters - w->filled : ROUND;
+                    if (w->last > 0 && ROUND_MS / w->last < n)
+                        n = ROUND_MS / w->last >= 1 ? (int)(ROUND_MS / w->last) : 1;
                     if (py_steps(&py, w->id, n, w->t + w->filled) != n) failed = 2;
                     w->filled += n;
+                    w->last = w->t[w->filled - 1];
                     more |= w->filled < iters;
                 }
             }

@@ -84,6 +84,17 @@ check "it translates" 0 sh -c "printf 'a b
 # bench step takes the task's own options
 check "bench step mt with mt's options" 0 "$NB" bench step mt --dim-word 8 --dim 16 --norms rms,layer --steps 2 --batch 4 --threads 1
 has "it times both norms" "$tmp/out" '^mt +layer +4 '
+# the step's GEMM floor: OpenBLAS sgemm alone on the step's shapes (RNNSearch: the recurrent
+# products per position, the logits over 8000 words)
+has "bench step mt: GFLOP/s per norm" "$tmp/out" '^mt +rms +4 .* [0-9.]+$'
+has "bench step mt: the recurrent GEMM per position" "$tmp/out" '^dec GRU1 h fwd +4 +48 +16 '
+has "bench step mt: the logits' GEMM" "$tmp/out" '^logits fwd +120 +8000 +8 '
+has "bench step mt: the GEMM floor" "$tmp/out" '^# GEMM floor: [0-9.]+ ms per step'
+has "bench step mt: each norm's step against it" "$tmp/out" '^# layer +step / floor = [0-9.]+x'
+check "bench step mt --model transformer" 0 "$NB" bench step mt --model transformer --norms layer --steps 2 --batch 1 --threads 1
+has "transformer: the GEMM floor" "$tmp/out" '^# GEMM floor: [0-9.]+ ms per step'
+has "transformer: the encoder's q,k,v map" "$tmp/out" '^enc qkv fwd +30 +768 +256 '
+has "transformer: attention per sentence and head" "$tmp/out" '^x-att a.v dB +30 +64 +30 '
 check "a task option without a step benchmark is a usage error" 2 "$NB" bench kernels --dim 8
 check "an mt option on bench step mnist is a usage error" 2 "$NB" bench step mnist --dim-word 8 --steps 1
 

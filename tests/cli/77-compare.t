@@ -81,6 +81,61 @@ PY
     else
         not_ok "json: both rows, settings" "$(cat "$tmp/out")"
     fi
+    # the task's own options reach the PyTorch side (mt --model transformer), as --name=value
+    cat >"$tmp/fake/driver.py" <<'PY'
+import sys
+print("hello normbench-compare 1")
+print("settings fake argv=%s" % " ".join(sys.argv[3:]))
+print("ready", flush=True)
+for line in sys.stdin:
+    w = line.split()
+    if w[0] == "quit":
+        break
+    print({"open": "ok fake", "step": "ms " + " ".join(["1"] * int(w[-1])), "close": "ok"}[w[0]])
+    sys.stdout.flush()
+PY
+    touch "$tmp/fake/mt.py"
+    check "fake side: task options" 0 env NORMBENCH_COMPARE_DIR="$tmp/fake" NORMBENCH_PYTHON="$py" "$NB" bench step mt --against pytorch --model rnnsearch --dim 8 --dim-word 8 --batch 2 --steps 2 --norms rms --threads 1
+    has "the PyTorch side got them" "$tmp/out" "^# pytorch: +fake argv=--model=rnnsearch --dim=8 --dim-word=8$"
+    check "fake side: no task options, none passed" 0 env NORMBENCH_COMPARE_DIR="$tmp/fake" NORMBENCH_PYTHON="$py" "$NB" bench step mnist --against pytorch --batch 2 --steps 2 --norms rms --threads 1
+    has "no options: nothing after the threads" "$tmp/out" "^# pytorch: +fake argv=$"
+    # a PyTorch side that cannot take an option refuses it: a usage error naming it
+    printf 'print("hello normbench-compare 1")\nprint("settings fake")\nprint("error options --dim has no PyTorch form here", flush=True)\n' >"$tmp/fake/driver.py"
+    check "the PyTorch side refuses an option: exit 2" 2 env NORMBENCH_COMPARE_DIR="$tmp/fake" NORMBENCH_PYTHON="$py" "$NB" bench step mt --against pytorch --dim 8 --dim-word 8 --batch 2 --steps 2 --norms rms --threads 1
+    has "it says which" "$tmp/err" "^error: the PyTorch side of 'bench step mt' cannot take these options: --dim has no PyTorch form here$"
+    has "and what to do" "$tmp/err" "^hint: "
+    # long steps go one per round (rounds of 5 steps or 250 ms): a side whose steps take 300 ms
+    # is asked for one step at a time, one of 2 ms for up to 5
+    cat >"$tmp/fake/driver.py" <<'PY'
+import os, sys
+log = open(os.environ["FAKE_LOG"], "w")
+print("hello normbench-compare 1")
+print("settings fake")
+print("ready", flush=True)
+ids = {}
+for line in sys.stdin:
+    w = line.split()
+    log.write(line)
+    log.flush()
+    if w[0] == "quit":
+        break
+    if w[0] == "open":
+        ids[w[1]] = "300" if w[2] == "layer" else "2"
+        print("ok fake " + w[2])
+    elif w[0] == "step":
+        print("ms " + " ".join([ids[w[1]]] * int(w[2])))
+    else:
+        print("ok")
+    sys.stdout.flush()
+PY
+    check "fake side: rounds by time" 0 env FAKE_LOG="$tmp/fake.log" NORMBENCH_COMPARE_DIR="$tmp/fake" NORMBENCH_PYTHON="$py" "$NB" bench step mnist --against pytorch --batch 2 --steps 4 --norms layer,rms --threads 1
+    lid=$(awk '$1 == "open" && $3 == "layer" { print $2 }' "$tmp/fake.log")
+    rid=$(awk '$1 == "open" && $3 == "rms" { print $2 }' "$tmp/fake.log")
+    [ "$(grep -c "^step $lid 1\$" "$tmp/fake.log")" = 4 ] && ok "300 ms steps: asked for one at a time" \
+        || not_ok "300 ms steps: asked for one at a time" "$(cat "$tmp/fake.log")"
+    grep -q "^step $rid 4\$" "$tmp/fake.log" && ok "2 ms steps: all 4 in one round" \
+        || not_ok "2 ms steps: all 4 in one round" "$(cat "$tmp/fake.log")"
+    has "the header says how rounds end" "$tmp/out" "rounds of 5 steps or 250 ms"
     # a side that dies mid-run is an error, not a hang or a crash
     printf 'print("hello normbench-compare 1")\nprint("ready", flush=True)\n' >"$tmp/fake/driver.py"
     check "a PyTorch side that stops answering: exit 1" 1 env NORMBENCH_COMPARE_DIR="$tmp/fake" NORMBENCH_PYTHON="$py" "$NB" bench step mnist --against pytorch --batch 4 --steps 2 --norms layer
@@ -93,6 +148,14 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     has "real PyTorch: settings name torch and oneDNN" "$tmp/out" "^# pytorch: +torch=1\.[0-9.a-z]+ threads=1 .*onednn="
     has "real PyTorch: layer row with nn.LayerNorm" "$tmp/out" "^mnist +layer +4 +[0-9.]+ +[0-9.]+ +[0-9.]+x .*nn\.LayerNorm"
     has "real PyTorch: rms row with the composite form" "$tmp/out" "^mnist +rms +4 .*composite RMSNorm"
+    # mt, both models, at tiny shapes through the task's options (the real mt.py)
+    check "real PyTorch: mt rnnsearch, tiny" 0 env -u NORMBENCH_PYTHON "$NB" bench step mt --model rnnsearch --dim-word 8 --dim 8 --against pytorch --batch 2 --steps 2 --norms none,layer,prms --threads 1
+    has "real PyTorch: rnnsearch none with the fused GRU" "$tmp/out" "^mt +none +2 +[0-9.]+ +[0-9.]+ +[0-9.]+x .*RNNSearch emb 8 hidden 8, .*fused nn\.GRU"
+    has "real PyTorch: rnnsearch layer in the composed LN-GRU" "$tmp/out" "^mt +layer +2 +[0-9.]+ +[0-9.]+ +[0-9.]+x .*LN-GRU cells of PyTorch ops, nn\.LayerNorm"
+    has "real PyTorch: rnnsearch prms" "$tmp/out" "^mt +prms +2 +[0-9.]+ +[0-9.]+ +[0-9.]+x .*composite pRMSNorm"
+    check "real PyTorch: mt transformer pre-norm, one sentence" 0 env -u NORMBENCH_PYTHON "$NB" bench step mt --model transformer --norm-position pre --against pytorch --batch 1 --steps 2 --norms rms --threads 1
+    has "real PyTorch: nn.Transformer with RMSNorm, pre-norm" "$tmp/out" "^mt +rms +1 +[0-9.]+ +[0-9.]+ +[0-9.]+x .*nn\.Transformer 3\+3 d 256 ff 1024, pre-norm, 1x30 tokens, composite RMSNorm"
+    check "real PyTorch: an mt option with no effect on the step is taken" 0 env -u NORMBENCH_PYTHON "$NB" bench step mt --model rnnsearch --dim-word 8 --dim 8 --beam 3 --against pytorch --batch 2 --steps 2 --norms rms --threads 1
 else
     ok "# SKIP python3-torch is not installed"
 fi
