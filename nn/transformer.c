@@ -1531,6 +1531,10 @@ double nb_tf_bench_step(nb_tf_bench *b) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
+
+int nb_tf_bench_gemms(const nb_tf_bench *b, int *mnk_count, int max) {
+    return nb_tf_gemm_shapes(b->m, mnk_count, max);
+}
 #endif
 
 /* ---- the tensor table ----------------------------------------------------------------------- */

@@ -102,6 +102,8 @@ nb_tf_bench *nb_tf_bench_open(const nb_tf_cfg *cfg, int batch_tokens, int seq_le
                               nb_err *err);
 double nb_tf_bench_step(nb_tf_bench *b);
 void nb_tf_bench_close(nb_tf_bench *b);
+/* The GEMMs of one step (after a step: the shapes of its batch), as nb_tf_gemm_shapes. */
+int nb_tf_bench_gemms(const nb_tf_bench *b, int *mnk_count, int max);
 
 #endif
 

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """The PyTorch side of `normbench bench step TASK --against pytorch`.
 
-normbench starts `python3 compare/pytorch/driver.py TASK THREADS` and speaks a line protocol
+normbench starts `python3 compare/pytorch/driver.py TASK THREADS [OPTION...]` and speaks a line
+protocol
 over the child's stdin/stdout, so that its own steps and PyTorch's alternate in rounds in one
-session (a slow spell of the machine lands on both sides):
+session (a slow spell of the machine lands on both sides). OPTION: the task's own options given
+to `bench step` (e.g. mt's --model transformer), each as "--name=value", or "--name" for a flag;
+normbench has checked them already.
 
   child  -> "hello normbench-compare 1"
   child  -> "settings TEXT"          torch version, threads, BLAS/oneDNN (torch.__config__)
+  child  -> "error options MESSAGE"  (instead of what follows, then exit) when the script cannot
+                                      take the task options given
   child  -> "extra NORM VARIANT DESCRIPTION"   rows PyTorch has beside the task's norms
                                       (e.g. "extra none fused fused nn.GRU, no norm")
   child  -> "ready"
@@ -21,7 +26,10 @@ Without torch the child says "error no-torch MESSAGE" and exits 1; normbench the
 a hint. A task joins by adding compare/pytorch/TASK.py with
   EXTRAS = [(norm, variant, description), ...]      (may be empty)
   def build(norm, variant, batch): -> (step, description)
-where step() runs one training step on fixed generated data; see mnist.py.
+where step() runs one training step on fixed generated data; see mnist.py. A task with options
+(tasks/TASK.c's nb_task_opt rows) that change the step adds
+  def configure(opts): opts = {name: value or None}; raises ValueError for one it cannot take
+called once before "ready"; without it, any option given is refused. See mt.py.
 """
 import importlib
 import os
@@ -66,9 +74,20 @@ def settings(torch):
             f"onednn={dnn if torch.backends.mkldnn.is_available() else 'off'} cpu_capability={cpu}")
 
 
+def task_options(args):
+    """{name: value} from "--name=value" ("--name": None), in the order given."""
+    opts = {}
+    for a in args:
+        if not a.startswith("--") or len(a) < 3:
+            raise ValueError(f"not an option: '{a}'")
+        name, eq, value = a[2:].partition("=")
+        opts[name] = value if eq else None
+    return opts
+
+
 def main():
-    if len(sys.argv) != 3:
-        say("error usage: driver.py TASK THREADS")
+    if len(sys.argv) < 3:
+        say("error usage: driver.py TASK THREADS [--OPTION[=VALUE]...]")
         return 2
     task, threads = sys.argv[1], int(sys.argv[2])
     try:
@@ -85,6 +104,16 @@ def main():
     torch.set_num_threads(threads)
     say("hello normbench-compare 1")
     say("settings " + settings(torch))
+    try:
+        opts = task_options(sys.argv[3:])
+        if opts and not hasattr(mod, "configure"):
+            raise ValueError(f"the PyTorch script for '{task}' takes no task options "
+                             f"(given: {' '.join('--' + k for k in opts)})")
+        if hasattr(mod, "configure"):
+            mod.configure(opts)
+    except ValueError as e:
+        say(f"error options {e}")
+        return 1
     for norm, variant, desc in getattr(mod, "EXTRAS", []):
         say(f"extra {norm} {variant} {desc}")
     say("ready")
