@@ -26,7 +26,7 @@ static const char bench_usage[] =
     "usage: normbench bench kernels [--norms LIST] [--format table|csv|json] [--threads N]\n"
     "       normbench bench step TASK [--norms LIST] [--batch LIST] [--steps N]\n"
     "                               [--format table|csv|json] [--threads N] [--against pytorch]\n"
-    "  mpirun -np N normbench bench step TASK [--bn-sync] [same options]\n\n"
+    "  mpirun -np N normbench bench step TASK [--bn-sync] [--against threads] [same options]\n\n"
     "kernels: times each norm's forward and forward+backward on the MLP's shape (128x1000) and\n"
     "  a memory-bound one (65536x1024), in GB/s (bytes read and written once) and as a ratio\n"
     "  to a parallel copy: each repetition of a kernel is paired with one of the copy, and\n"
@@ -54,6 +54,9 @@ static const char bench_usage[] =
     "  steps: communication plus waiting for the slowest rank), allreduce_ms and the bytes summed\n"
     "  per step (4 per parameter), with ranks, threads per rank and BLAS in the settings.\n"
     "  BatchNorm keeps per-rank statistics unless --bn-sync. --threads applies to every rank.\n"
+    "  --against threads: after each round over the ranks, rank 0 alone (the others asleep)\n"
+    "  runs the same steps at the whole batch with ranks x threads threads: one_proc_ms and\n"
+    "  vs_one_proc = ms_per_step / one_proc_ms, interleaved so that a busy machine hits both.\n"
     "Timings are medians over repetitions; they move run to run, so compare within one run.\n";
 
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
@@ -65,6 +68,14 @@ static int g_ngiven;
 /* `bench step` under mpirun with more than one rank: the data-parallel step over the ranks */
 static int g_dp, g_bn_sync;
 static nb_dist g_dist;
+/* --against threads under mpirun: rank 0 alone times the same step at the whole batch with
+ * g_solo_threads threads (ranks x threads per rank) between the rounds over the ranks */
+static int g_vs_threads, g_rank_threads, g_solo_threads;
+
+static void set_threads(int n) {
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
 enum { FMT_TABLE, FMT_CSV, FMT_JSON };
 
 /* The settings every timing depends on, in one line. */
@@ -591,7 +602,8 @@ static int bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dty
 
 /* Opens the task's step benchmark for row `row` (a norm or a label) at batch B and warms it up:
  * at least 5 steps and 0.3 s (page faults, thread start-up, clocks). NULL with err set. */
-static void *open_native(const nb_task *task, int row, int B, nb_err *err) {
+static void *open_native(const nb_task *task, int row, int B, int solo, nb_err *err) {
+    int dp = g_dp && !solo; /* solo: one process at the whole batch, whatever the ranks */
     nb_train_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.norm.kind = row_kind(row);
@@ -610,13 +622,13 @@ static void *open_native(const nb_task *task, int row, int B, nb_err *err) {
     cfg.seed = 1;
     cfg.batch = B;
     cfg.device = g_device;
-    if (g_dp) {
+    if (dp) {
         cfg.dist = &g_dist;
         if (g_bn_sync) cfg.norm.bn_sum = nb_mpi_bn_sum;
     }
     void *inst = task->bench_open(&cfg, err);
     nb_task_opts_free(&cfg);
-    if (g_dp) { /* every rank opened it, or none goes on (the steps are collective) */
+    if (dp) { /* every rank opened it, or none goes on (the steps are collective) */
         double failed = inst ? 0 : 1;
         g_dist.sum_d(g_dist.ctx, &failed, 1);
         if (failed > 0 && inst) {
@@ -629,7 +641,7 @@ static void *open_native(const nb_task *task, int row, int B, nb_err *err) {
     double w0 = nb_now();
     for (int t = 0;; t++) {
         double go = t < 5 || nb_now() - w0 < 0.3;
-        if (g_dp) { /* rank 0's clock decides, so that every rank takes as many steps */
+        if (dp) { /* rank 0's clock decides, so that every rank takes as many steps */
             if (g_dist.rank != 0) go = 0;
             g_dist.sum_d(g_dist.ctx, &go, 1);
         }
@@ -661,11 +673,18 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     double *ar_bytes = malloc(sizeof(double) * nrows);
     double *comm = malloc(sizeof(double) * (size_t)nnorms * iters);
     double *scratch = malloc(sizeof(double) * (size_t)iters);
-    if (!ar_share || !ar_ms || !ar_bytes || !comm || !scratch) {
-        free(ar_share), free(ar_ms), free(ar_bytes), free(comm), free(scratch);
+    double *solo_ms = malloc(sizeof(double) * nrows);
+    double *ssamples = malloc(sizeof(double) * (size_t)nnorms * iters);
+    int *sfilled = calloc((size_t)nnorms, sizeof(int));
+    void *solo[NB_NORM_COUNT + MAXLABELS] = {NULL};
+#define FREE_DP()                                                                                  \
+    free(ar_share), free(ar_ms), free(ar_bytes), free(comm), free(scratch), free(solo_ms),         \
+        free(ssamples), free(sfilled)
+    if (!ar_share || !ar_ms || !ar_bytes || !comm || !scratch || !solo_ms || !ssamples ||
+        !sfilled) {
+        FREE_DP();
         return nb_die("out of memory");
     }
-#define FREE_DP() free(ar_share), free(ar_ms), free(ar_bytes), free(comm), free(scratch)
     double *ms = malloc(sizeof(double) * (size_t)nnorms * nbatches);
     double *sd = malloc(sizeof(double) * (size_t)nnorms * nbatches);
     double *med = malloc(sizeof(double) * (size_t)nnorms * nbatches);
@@ -702,9 +721,30 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
             filled[i] = 0;
             ar_bytes[bi * nnorms + i] = NAN;
             if (row_kind(norms[i]) == NB_NORM_BATCH && bn_rows(batches[bi]) < 2) continue;
-            if (!(inst[i] = open_native(task, norms[i], batches[bi], &err))) {
+            if (!(inst[i] = open_native(task, norms[i], batches[bi], 0, &err))) {
                 failed = 1;
                 break;
+            }
+        }
+        if (g_vs_threads && !failed) { /* rank 0's one-process instances; the others sleep */
+            double bad = 0;
+            for (int i = 0; i < nnorms && g_dist.rank == 0; i++) {
+                solo[i] = NULL;
+                sfilled[i] = 0;
+                if (!inst[i]) continue;
+                set_threads(g_solo_threads);
+                solo[i] = open_native(task, norms[i], batches[bi], 1, &err);
+                set_threads(g_rank_threads);
+                if (!solo[i]) {
+                    bad = 1;
+                    break;
+                }
+            }
+            nb_mpi_idle_barrier();
+            g_dist.sum_d(g_dist.ctx, &bad, 1);
+            if (bad > 0) {
+                failed = 1;
+                if (g_dist.rank != 0) nb_errf(&err, "rank 0 could not open the one-process step");
             }
         }
         for (int r = 0; !failed; r++) {
@@ -717,6 +757,16 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                     comm[(size_t)i * iters + filled[i]] = g_dist.comm_seconds - c0;
                     samples[(size_t)i * iters + filled[i]++] = 1e3 * st;
                     ar_bytes[bi * nnorms + i] = g_dist.comm_bytes;
+                }
+                if (g_vs_threads) { /* then the same steps in rank 0 alone */
+                    if (g_dist.rank == 0 && solo[i]) {
+                        set_threads(g_solo_threads);
+                        for (int t = 0; t < ROUND && sfilled[i] < iters; t++)
+                            ssamples[(size_t)i * iters + sfilled[i]++] =
+                                1e3 * task->bench_step(solo[i]);
+                        set_threads(g_rank_threads);
+                    }
+                    nb_mpi_idle_barrier();
                 }
                 more |= filled[i] < iters;
             }
@@ -744,6 +794,12 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         for (int i = 0; i < nnorms; i++) {
             if (inst[i]) task->bench_close(inst[i]);
             int j = bi * nnorms + i;
+            solo_ms[j] = NAN;
+            if (g_vs_threads && g_dist.rank == 0 && solo[i]) {
+                task->bench_close(solo[i]);
+                solo[i] = NULL;
+                if (sfilled[i] > 0) solo_ms[j] = median(ssamples + (size_t)i * iters, sfilled[i]);
+            }
             if (failed || filled[i] == 0) {
                 ms[j] = sd[j] = med[j] = NAN;
                 continue;
@@ -786,15 +842,23 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                    "one MPI_Allreduce; allreduce_share = time in the sums / step time\n# "
                    "(median over steps, rank 0's clock), allreduce_MB = bytes summed per step\n",
                    g_dist.size, omp_get_max_threads(), hosts ? hosts : "?");
+        if (g_vs_threads)
+            printf(
+                "# --against threads: between the rounds over the ranks rank 0 alone (the others "
+                "asleep) times the\n# same step at the whole batch with %d threads: "
+                "one_proc_ms, and vs_one_proc = ms_per_step / one_proc_ms\n",
+                g_solo_threads);
         printf("%-6s %-*s %6s %12s %10s %10s %9s %15s %10s%s", "task", nw, "norm", "batch",
                "ms_per_step", "mean", "std", "vs_layer", "vs_layer_95%", "norm_share",
                task->bench_flops ? "  GFLOP/s" : "");
         if (g_dp) printf(" %15s %12s %12s", "allreduce_share", "allreduce_ms", "allreduce_MB");
+        if (g_vs_threads) printf(" %12s %12s", "one_proc_ms", "vs_one_proc");
         putchar('\n');
     } else if (fmt == FMT_CSV) {
         printf("task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings,"
-               "norm_share,gflop_per_s,vs_layer_lo,vs_layer_hi%s\n",
-               g_dp ? ",ranks,allreduce_share,allreduce_ms,allreduce_bytes" : "");
+               "norm_share,gflop_per_s,vs_layer_lo,vs_layer_hi%s%s\n",
+               g_dp ? ",ranks,allreduce_share,allreduce_ms,allreduce_bytes" : "",
+               g_vs_threads ? ",one_process_threads,one_process_ms,vs_one_process" : "");
     } else {
         printf("{\"settings\": ");
         nb_json_str(stdout, settings);
@@ -802,6 +866,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         if (g_dp)
             printf("\"hosts\": %s, \"bn_statistics\": \"%s\", ", hosts ? hosts : "null",
                    g_bn_sync ? "global" : "per-rank");
+        if (g_vs_threads) printf("\"one_process_threads\": %d, ", g_solo_threads);
         printf("\"steps\": %d, \"results\": [", iters);
     }
     free(hosts);
@@ -847,6 +912,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                 if (task->bench_flops && gflop) printf("  %7.1f", gflop[bi] / (med[j] * 1e-3));
                 if (g_dp)
                     printf(" %15.4f %12.3f %12.3f", ar_share[j], ar_ms[j], ar_bytes[j] * 1e-6);
+                if (g_vs_threads) printf(" %12.3f %11.3fx", solo_ms[j], med[j] / solo_ms[j]);
                 putchar('\n');
             } else if (fmt == FMT_CSV) {
                 printf("%s,%s,%d,%.4f,%.4f,%.4f,", task->name, name, batches[bi], med[j], ms[j],
@@ -865,6 +931,8 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                     putchar(',');
                 if (g_dp)
                     printf(",%d,%.6f,%.4f,%.0f", g_dist.size, ar_share[j], ar_ms[j], ar_bytes[j]);
+                if (g_vs_threads)
+                    printf(",%d,%.4f,%.4f", g_solo_threads, solo_ms[j], med[j] / solo_ms[j]);
                 putchar('\n');
             } else {
                 printf("%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"ms_per_step\": "
@@ -885,6 +953,12 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                     printf(", \"allreduce_ms\": ");
                     nb_json_num(stdout, ar_ms[j]);
                     printf(", \"allreduce_bytes\": %.0f", ar_bytes[j]);
+                }
+                if (g_vs_threads) {
+                    printf(", \"one_process_ms\": ");
+                    nb_json_num(stdout, solo_ms[j]);
+                    printf(", \"vs_one_process\": ");
+                    nb_json_num(stdout, med[j] / solo_ms[j]);
                 }
                 putchar('}');
                 first = 0;
@@ -1180,7 +1254,7 @@ static int bench_against(const nb_task *task, const int *norms, int nnorms, cons
             inst[i] = NULL;
             nfilled[i] = 0;
             if (row_kind(norms[i]) == NB_NORM_BATCH && B < 2) continue;
-            if (!(inst[i] = open_native(task, norms[i], B, &err))) {
+            if (!(inst[i] = open_native(task, norms[i], B, 0, &err))) {
                 failed = 1;
                 break;
             }
@@ -1350,7 +1424,8 @@ int cmd_bench(int argc, const char **argv) {
         {"device", NB_OPT_CHOICE, &g_device, "D", "cpu, or cuda (kernels; step mnist)",
          device_choices},
         {"against", NB_OPT_STR, &against, "FW",
-         "step: time the same step in another framework beside it (pytorch)"},
+         "step: time the same step in another framework beside it (pytorch), or under mpirun in "
+         "one process with all the ranks' threads (threads)"},
         {"dtype", NB_OPT_CHOICE, &dtype, "T", "kernels --device cuda: fp32 or bf16 I/O (fp32)",
          dtype_choices},
         {"bn-sync", NB_OPT_FLAG, &g_bn_sync, NULL,
@@ -1420,15 +1495,22 @@ int cmd_bench(int argc, const char **argv) {
         omp_set_num_threads(threads);
         openblas_set_num_threads(threads);
     }
+    g_dp = nb_mpi_on() && nb_mpi_size() > 1;
+    g_vs_threads = against && strcmp(against, "threads") == 0;
+    if (g_vs_threads && !g_dp)
+        return nb_usage_error("bench", "--against threads compares 'bench step' under mpirun -np N "
+                                       "(N > 1) with one process: start it with mpirun");
+    if (g_vs_threads) against = NULL; /* a mode of the data-parallel step, not another side */
     if (against && strcmp(against, "pytorch") != 0)
-        return nb_usage_error("bench", "unknown framework '%s' for --against: use 'pytorch'",
+        return nb_usage_error("bench",
+                              "unknown framework '%s' for --against: use 'pytorch' (or 'threads' "
+                              "under mpirun)",
                               against);
     if (against && strcmp(pos[0], "step") != 0)
         return nb_usage_error("bench", "--against is for 'bench step TASK'");
     if (against && g_device)
         return nb_usage_error("bench", "--against pytorch compares CPU steps: leave out --device");
     /* under mpirun with more than one rank: the data-parallel step, timed over the ranks */
-    g_dp = nb_mpi_on() && nb_mpi_size() > 1;
     if (g_bn_sync && !g_dp)
         return nb_usage_error("bench", "--bn-sync is for 'bench step TASK' under mpirun with more "
                                        "than one rank");
@@ -1502,6 +1584,8 @@ int cmd_bench(int argc, const char **argv) {
                 return nb_usage_error("bench", "batch %d is smaller than the number of ranks (%d)",
                                       batches[i], nb_mpi_size());
         nb_mpi_dist(&g_dist, g_bn_sync);
+        g_rank_threads = omp_get_max_threads();
+        g_solo_threads = g_rank_threads * g_dist.size;
         /* rank 0 prints; the others time their share in silence */
         if (g_dist.rank != 0 && !freopen("/dev/null", "w", stdout))
             return nb_die("cannot silence rank %d's output", g_dist.rank);

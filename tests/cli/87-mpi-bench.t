@@ -107,6 +107,23 @@ has "table: the allreduce columns" "$tmp/out" '^task .* allreduce_share +allredu
 has "table: per-rank BN at 1 row per rank is left out, saying why" "$tmp/out" \
     '^mnist +batch +2 .*per-rank batch norm needs 2 rows per rank, or --bn-sync'
 
+# --against threads: rank 0 alone, with the ranks' threads together, between the rounds
+check "mpirun -np 2 bench step mnist --against threads (json)" 0 $MPIRUN -np 2 "$NB" bench step \
+    mnist --norms rms --batch 8 $quick --against threads --format json
+python3 - "$tmp/out" >"$tmp/why" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["results"][0]
+ok = d.get("one_process_threads") == 2 and r["one_process_ms"] > 0 and \
+    abs(r["vs_one_process"] - r["ms_per_step"] / r["one_process_ms"]) < 1e-3 * r["vs_one_process"]
+print(d.get("one_process_threads"), r.get("one_process_ms"), r.get("vs_one_process"))
+sys.exit(0 if ok else 1)
+PY
+[ $? -eq 0 ] && ok "--against threads: one process with 2 threads timed, and the ratio" \
+    || not_ok "--against threads" "$(cat "$tmp/why"; head -c 600 "$tmp/out")"
+check "--against threads without mpirun is a usage error" 2 "$NB" bench step mnist --against threads $quick
+has "it says to start it with mpirun" "$tmp/err" 'start it with mpirun'
+
 check "without mpirun: one process (json)" 0 "$NB" bench step mnist --norms layer --batch 4 $quick --format json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d["ranks"] == 1 and "allreduce_share" not in d["results"][0]))' "$tmp/out" \
     && ok "without mpirun: ranks 1, no allreduce fields" || not_ok "one process json" "$(cat "$tmp/out")"
