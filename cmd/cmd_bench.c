@@ -1586,6 +1586,13 @@ int cmd_bench(int argc, const char **argv) {
         nb_mpi_dist(&g_dist, g_bn_sync);
         g_rank_threads = omp_get_max_threads();
         g_solo_threads = g_rank_threads * g_dist.size;
+        int cpus = nb_mpi_cpus();
+        if (g_vs_threads && g_dist.rank == 0 && cpus > 0 && cpus < g_solo_threads)
+            fprintf(stderr,
+                    "warning: rank 0 may run on %d CPU(s) only (mpirun binds ranks to cores), so "
+                    "its %d threads alone share them\nhint: start mpirun with --bind-to none for "
+                    "--against threads\n",
+                    cpus, g_solo_threads);
         /* rank 0 prints; the others time their share in silence */
         if (g_dist.rank != 0 && !freopen("/dev/null", "w", stdout))
             return nb_die("cannot silence rank %d's output", g_dist.rank);

@@ -1,9 +1,11 @@
 /* cmd/mpi.c — start-up under a launcher, and the messages between rank 0 (which holds the
  * store) and the other ranks (see cmd/mpi.h). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "cmd/mpi.h"
 
 #include <mpi.h>
 
+#include <sched.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -92,6 +94,12 @@ static void bcast_f(void *ctx, float *x, size_t n) {
     (void)ctx;
     MPI_Bcast(x, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
 }
+int nb_mpi_cpus(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+}
+
 void nb_mpi_idle_barrier(void) {
     MPI_Request rq;
     MPI_Ibarrier(MPI_COMM_WORLD, &rq);
