@@ -101,18 +101,48 @@ static inline int par_ok(int B, int C) {
     return (size_t)B * (size_t)C >= PAR_MIN;
 }
 
-/* Per-thread double partials of dg and db for the row-parallel backward kernels. */
+/* Per-thread partials of dg and db for the row-parallel backward kernels: each group of
+ * PG_ROWS consecutive rows of a thread is summed in the working precision, in row order (the
+ * first row's products assigned, the others added), and the group's sums are added to the
+ * thread's double partials; the partials are summed in thread order. (Value by value in double,
+ * converting every product and the double accumulators' loads and stores cost the row-wise
+ * backward kernels half their speed at 65,536 x 1,024: docs/numerics.md#reductions.) */
+#define PG_ROWS 8
 typedef struct partials {
     double *buf; /* (T, 2, C): dg partial then db partial per thread; NULL when not wanted */
+    real *grp;   /* (T, 2, C): the current group's dg and db sums per thread */
     int T;       /* threads the parallel region may use */
 } partials;
 
 static void partials_init(partials *p, int want, int par, int C) {
     p->buf = NULL;
+    p->grp = NULL;
     p->T = par ? omp_get_max_threads() : 1;
     if (!want) return;
     p->buf = calloc((size_t)p->T * 2 * (size_t)C, sizeof(double));
-    if (!p->buf) p->T = 1; /* out of memory: serial, gradients summed by the caller's fallback */
+    p->grp = malloc((size_t)p->T * 2 * (size_t)C * sizeof(real));
+    if (!p->buf || !p->grp) { /* out of memory: serial, gradients summed by the caller's fallback */
+        free(p->buf);
+        free(p->grp);
+        p->buf = NULL;
+        p->grp = NULL;
+        p->T = 1;
+    }
+}
+
+static void partials_free(partials *p) {
+    free(p->buf);
+    free(p->grp);
+}
+
+/* pg/pb += the group sums fg/fb (C values each). */
+static inline void partials_flush(double *restrict pg, double *restrict pb, const real *fg,
+                                  const real *fb, int C) {
+#pragma omp simd
+    for (int i = 0; i < C; i++) {
+        pg[i] += (double)fg[i];
+        pb[i] += (double)fb[i];
+    }
 }
 
 /* Inside a parallel region after each thread filled its partials: dg/db += the thread-ordered
@@ -265,50 +295,71 @@ void FN(nb_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp
     }
 }
 
-/* dx_i += r (dg_i - mean(dg)) + (x_i - mu) coef sum_j dg_j (x_j - mu), dg = g*dy;
- * pg += dy * xhat, pb += dy (when not NULL). */
-static inline void ln_bwd_row(real *dx, double *pg, double *pb, const real *dy, const real *x,
-                              const real *g, real mu, real r, int C, const nb_norm_cfg *cfg) {
-    real sg = 0, sgx = 0, sxx = 0;
-    if (cfg->eps_outside) {
-#pragma omp simd reduction(+ : sg, sgx, sxx)
-        for (int i = 0; i < C; i++) {
-            real d = x[i] - mu, gd = g[i] * dy[i];
-            sg += gd;
-            sgx += gd * d;
-            sxx += d * d;
-        }
-    } else {
-#pragma omp simd reduction(+ : sg, sgx)
-        for (int i = 0; i < C; i++) {
-            real gd = g[i] * dy[i];
-            sg += gd;
-            sgx += gd * (x[i] - mu);
+/* LayerNorm backward's row sums: *sg = sum g dy, *sgx = sum g dy (x - mu) and, when sxx is
+ * not NULL, *sxx = sum (x - mu)^2, with two explicit vector accumulators each (even and odd
+ * vectors of the row, added at the end; the last C mod NB_VL values in order into a scalar). */
+static inline void ln_bwd_sums(real *sg, real *sgx, real *sxx, const real *dy, const real *x,
+                               const real *g, real mu, int C) {
+    vreal a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0};
+    int i = 0;
+    for (; i + 2 * NB_VL <= C; i += 2 * NB_VL) {
+        const vreal gd0 = vload(g + i) * vload(dy + i), d0 = vload(x + i) - mu;
+        const vreal gd1 = vload(g + i + NB_VL) * vload(dy + i + NB_VL);
+        const vreal d1 = vload(x + i + NB_VL) - mu;
+        a0 += gd0;
+        a1 += gd1;
+        b0 += gd0 * d0;
+        b1 += gd1 * d1;
+        if (sxx) {
+            c0 += d0 * d0;
+            c1 += d1 * d1;
         }
     }
+    for (; i + NB_VL <= C; i += NB_VL) {
+        const vreal gd0 = vload(g + i) * vload(dy + i), d0 = vload(x + i) - mu;
+        a0 += gd0;
+        b0 += gd0 * d0;
+        if (sxx) c0 += d0 * d0;
+    }
+    real ta = 0, tb = 0, tc = 0;
+    for (; i < C; i++) {
+        const real gd = g[i] * dy[i], d = x[i] - mu;
+        ta += gd;
+        tb += gd * d;
+        tc += d * d;
+    }
+    *sg = vhsum(a0 + a1) + ta;
+    *sgx = vhsum(b0 + b1) + tb;
+    if (sxx) *sxx = vhsum(c0 + c1) + tc;
+}
+
+/* dx_i += r (dg_i - mean(dg)) + (x_i - mu) coef sum_j dg_j (x_j - mu), dg = g*dy; with fg
+ * (and fb), the row's dy * xhat and dy are assigned to fg and fb (first) or added to them. */
+static inline void ln_bwd_row(real *dx, real *fg, real *fb, int first, const real *dy,
+                              const real *x, const real *g, real mu, real r, int C,
+                              const nb_norm_cfg *cfg) {
+    real sg, sgx, sxx = 0;
+    ln_bwd_sums(&sg, &sgx, cfg->eps_outside ? &sxx : NULL, dy, x, g, mu, C);
     const real mg = (real)((double)sg / C);
     const real k = (real)(rstd_coef(r, (double)sxx / C, C, cfg) * (double)sgx);
-    if (pg && pb) { /* one pass for dx and both partials */
+    if (fg && first) { /* one pass for dx and both group sums */
 #pragma omp simd
         for (int i = 0; i < C; i++) {
             dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
-            pg[i] += (double)dy[i] * (double)((x[i] - mu) * r);
-            pb[i] += (double)dy[i];
+            fg[i] = dy[i] * ((x[i] - mu) * r);
+            fb[i] = dy[i];
         }
-        return;
-    }
+    } else if (fg) {
 #pragma omp simd
-    for (int i = 0; i < C; i++)
-        dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
-    if (pg) {
-#pragma omp simd
-        for (int i = 0; i < C; i++)
-            pg[i] += (double)dy[i] * (double)((x[i] - mu) * r);
-    }
-    if (pb) {
+        for (int i = 0; i < C; i++) {
+            dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
+            fg[i] += dy[i] * ((x[i] - mu) * r);
+            fb[i] += dy[i];
+        }
+    } else {
 #pragma omp simd
         for (int i = 0; i < C; i++)
-            pb[i] += (double)dy[i];
+            dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
     }
 }
 
@@ -323,10 +374,14 @@ void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout,
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int r0 = (int)((long long)B * t / nt), r1 = (int)((long long)B * (t + 1) / nt);
         double *pg = p.buf ? p.buf + (size_t)t * 2 * C : NULL;
+        real *fg = p.buf ? p.grp + (size_t)t * 2 * C : NULL;
         for (int row = r0; row < r1; row++) {
             size_t o = (size_t)row * C;
-            ln_bwd_row(dinp + o, pg, pg ? pg + C : NULL, dout + o, inp + o, g, mean[row], rstd[row],
-                       C, cfg);
+            const int j = (row - r0) % PG_ROWS;
+            ln_bwd_row(dinp + o, fg, fg ? fg + C : NULL, j == 0, dout + o, inp + o, g, mean[row],
+                       rstd[row], C, cfg);
+            if (fg && (j == PG_ROWS - 1 || row == r1 - 1))
+                partials_flush(pg, pg + C, fg, fg + C, C);
         }
         if (p.buf) partials_reduce(&p, dg, db, C, nt);
     }
@@ -342,7 +397,7 @@ void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout,
             if (db) db[c] += (real)sb;
         }
     }
-    free(p.buf);
+    partials_free(&p);
 }
 
 /* ---- RMSNorm / pRMSNorm --------------------------------------------------------------------- */
@@ -376,9 +431,11 @@ void FN(nb_rmsnorm_forward)(real *out, real *rstd, const real *inp, const real *
     }
 }
 
-/* dx_i += r dg_i + [i<k] x_i coef sum_{all j} dg_j x_j, dg = g*dy; pg += dy x r, pb += dy. */
-static inline void rms_bwd_row(real *dx, double *pg, double *pb, const real *dy, const real *x,
-                               const real *g, real r, int C, int k, const nb_norm_cfg *cfg) {
+/* dx_i += r dg_i + [i<k] x_i coef sum_{all j} dg_j x_j, dg = g*dy; with fg (and fb), the
+ * row's dy x r and dy are assigned to fg and fb (first) or added to them. */
+static inline void rms_bwd_row(real *dx, real *fg, real *fb, int first, const real *dy,
+                               const real *x, const real *g, real r, int C, int k,
+                               const nb_norm_cfg *cfg) {
     real sgx = 0, sxx = 0;
 #pragma omp simd reduction(+ : sgx)
     for (int i = 0; i < C; i++)
@@ -389,36 +446,24 @@ static inline void rms_bwd_row(real *dx, double *pg, double *pb, const real *dy,
             sxx += x[i] * x[i];
     }
     const real kc = (real)(rstd_coef(r, (double)sxx / k, k, cfg) * (double)sgx);
-    if (pg && pb) { /* one pass for dx and both partials */
-#pragma omp simd
-        for (int i = 0; i < k; i++) {
-            dx[i] += r * (g[i] * dy[i]) + x[i] * kc;
-            pg[i] += (double)dy[i] * (double)(x[i] * r);
-            pb[i] += (double)dy[i];
-        }
-#pragma omp simd
-        for (int i = k; i < C; i++) {
-            dx[i] += r * (g[i] * dy[i]);
-            pg[i] += (double)dy[i] * (double)(x[i] * r);
-            pb[i] += (double)dy[i];
-        }
-        return;
-    }
 #pragma omp simd
     for (int i = 0; i < k; i++)
         dx[i] += r * (g[i] * dy[i]) + x[i] * kc;
 #pragma omp simd
     for (int i = k; i < C; i++)
         dx[i] += r * (g[i] * dy[i]);
-    if (pg) {
+    if (fg && first) {
 #pragma omp simd
-        for (int i = 0; i < C; i++)
-            pg[i] += (double)dy[i] * (double)(x[i] * r);
-    }
-    if (pb) {
+        for (int i = 0; i < C; i++) {
+            fg[i] = dy[i] * (x[i] * r);
+            fb[i] = dy[i];
+        }
+    } else if (fg) {
 #pragma omp simd
-        for (int i = 0; i < C; i++)
-            pb[i] += (double)dy[i];
+        for (int i = 0; i < C; i++) {
+            fg[i] += dy[i] * (x[i] * r);
+            fb[i] += dy[i];
+        }
     }
 }
 
@@ -434,10 +479,14 @@ void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, c
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int r0 = (int)((long long)B * t / nt), r1 = (int)((long long)B * (t + 1) / nt);
         double *pg = p.buf ? p.buf + (size_t)t * 2 * C : NULL;
+        real *fg = p.buf ? p.grp + (size_t)t * 2 * C : NULL;
         for (int row = r0; row < r1; row++) {
             size_t o = (size_t)row * C;
-            rms_bwd_row(dinp + o, pg, pg ? pg + C : NULL, dout + o, inp + o, g, rstd[row], C, k,
-                        cfg);
+            const int j = (row - r0) % PG_ROWS;
+            rms_bwd_row(dinp + o, fg, fg ? fg + C : NULL, j == 0, dout + o, inp + o, g, rstd[row],
+                        C, k, cfg);
+            if (fg && (j == PG_ROWS - 1 || row == r1 - 1))
+                partials_flush(pg, pg + C, fg, fg + C, C);
         }
         if (p.buf) partials_reduce(&p, dg, db, C, nt);
     }
@@ -453,7 +502,7 @@ void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, c
             if (db) db[c] += (real)sb;
         }
     }
-    free(p.buf);
+    partials_free(&p);
 }
 
 /* ---- BatchNorm ------------------------------------------------------------------------------ */
