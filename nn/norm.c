@@ -27,6 +27,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,27 @@ static inline vreal vload(const real *p) {
     return v;
 }
 
+#if HAVE_NT
+/* Stores v at p (64-byte aligned) with streaming stores. */
+static inline void vstream(real *p, vreal v) {
+#if defined(__AVX512F__) && defined(NB_F64)
+    _mm512_stream_pd(p, (__m512d)v);
+#elif defined(__AVX512F__)
+    _mm512_stream_ps(p, (__m512)v);
+#else
+    real h[NB_VL];
+    memcpy(h, &v, sizeof v);
+#if defined(NB_F64)
+    _mm256_stream_pd(p, _mm256_loadu_pd(h));
+    _mm256_stream_pd(p + NB_VL / 2, _mm256_loadu_pd(h + NB_VL / 2));
+#else
+    _mm256_stream_ps(p, _mm256_loadu_ps(h));
+    _mm256_stream_ps(p + NB_VL / 2, _mm256_loadu_ps(h + NB_VL / 2));
+#endif
+#endif
+}
+#endif
+
 static inline real vhsum(vreal v) {
     real b[NB_VL];
     memcpy(b, &v, sizeof v);
@@ -255,6 +277,20 @@ static inline void affine_row(real *out, const real *x, const real *g, const rea
         affine_span(out, x, g, b, mu, r, C);
         return;
     }
+#if HAVE_NT
+    if (((uintptr_t)out & 63) == 0) { /* straight from registers, one line at a time */
+        int c = 0;
+        for (; c + NB_VL <= C; c += NB_VL) {
+            if (next) __builtin_prefetch(next + c, 0, 3);
+            vreal y = vload(g + c) * ((vload(x + c) - mu) * r);
+            if (b) y += vload(b + c);
+            vstream(out + c, y);
+        }
+        for (; c < C; c++)
+            out[c] = b ? g[c] * ((x[c] - mu) * r) + b[c] : g[c] * ((x[c] - mu) * r);
+        return;
+    }
+#endif
     _Alignas(64) real tmp[NT_CHUNK];
     for (int c0 = 0; c0 < C; c0 += NT_CHUNK) {
         int n = C - c0 < NT_CHUNK ? C - c0 : NT_CHUNK;
@@ -790,60 +826,69 @@ static inline void bn_merge(double *restrict m, double *restrict q, const double
     }
 }
 
-/* The chunk's column mean cm and sum of squared deviations cq over rows [r0, r1); bm, bq:
- * C doubles each of scratch. */
-static void bn_chunk_stats(double *restrict cm, double *restrict cq, double *restrict bm,
-                           double *restrict bq, const real *inp, int r0, int r1, int C, int sub) {
-    double cnt = 0;
-    for (int rb = r0; rb < r1; rb += sub) {
-        const int re = rb + sub < r1 ? rb + sub : r1;
-        double *m = cnt == 0 ? cm : bm, *q = cnt == 0 ? cq : bq;
-        memset(m, 0, sizeof(double) * (size_t)C);
-        memset(q, 0, sizeof(double) * (size_t)C);
-        /* four rows at a time: a quarter of the loads and stores of the accumulators */
-        int row = rb;
-        for (; row + 4 <= re; row += 4) {
-            const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
-            if (row + 4 < r1) prefetch_span(x3 + C, (r1 - row - 4 < 4 ? r1 - row - 4 : 4) * C);
+/* The chunk's column mean cm and sum of squared deviations cq over rows [r0, r1), in one pass
+ * over the rows: with the chunk's first row as the shift K, d = x - K in double, S = sum d and
+ * Q = sum d^2 (four rows at a time, ((d0 + d1) + (d2 + d3)), then added); mean = K + S/n and
+ * M2 = Q - S^2/n. The shift is one of the column's own values, so |mean - K| is of the order of
+ * the column's spread and Q - S^2/n loses no more than a few of double's digits, whatever the
+ * mean (docs/numerics.md#batch). */
+static void bn_chunk_stats(double *restrict cm, double *restrict cq, const real *inp, int r0,
+                           int r1, int C) {
+    const real *k = inp + (size_t)r0 * C;
+    memset(cm, 0, sizeof(double) * (size_t)C);
+    memset(cq, 0, sizeof(double) * (size_t)C);
+    /* rows r0 + 1 + i + j L for j = 0..7 together: eight streams an eighth of the chunk apart
+     * read faster than neighbouring rows (each row is a page) */
+    const int L = (r1 - r0 - 1) / 8;
+    const size_t LC = (size_t)L * C;
+    for (int i = 0; i < L; i++) {
+        const real *x0 = inp + (size_t)(r0 + 1 + i) * C;
+#define E_D(j) (x0[(size_t)(j)*LC + c] - K)
+#define E_D2(j) (E_D(j) * E_D(j))
 #pragma omp simd
-            for (int c = 0; c < C; c++)
-                m[c] += ((double)x0[c] + (double)x1[c]) + ((double)x2[c] + (double)x3[c]);
+        for (int c = 0; c < C; c++) {
+            const real K = k[c];
+            cm[c] += (double)BN_G8(E_D);
+            cq[c] += (double)BN_G8(E_D2);
         }
-        for (; row < re; row++) {
-            const real *x = inp + (size_t)row * C;
+#undef E_D
+#undef E_D2
+    }
+    for (int row = r0 + 1 + 8 * L; row < r1; row++) {
+        const real *x = inp + (size_t)row * C;
 #pragma omp simd
-            for (int c = 0; c < C; c++)
-                m[c] += (double)x[c];
+        for (int c = 0; c < C; c++) {
+            const double d = (double)x[c] - (double)k[c];
+            cm[c] += d;
+            cq[c] += d * d;
         }
-        const double nb = re - rb;
+    }
+    const double n = r1 - r0;
 #pragma omp simd
-        for (int c = 0; c < C; c++)
-            m[c] /= nb;
-        for (row = rb; row + 4 <= re; row += 4) {
-            const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
-#pragma omp simd
-            for (int c = 0; c < C; c++) {
-                const double d0 = (double)x0[c] - m[c], d1 = (double)x1[c] - m[c];
-                const double d2 = (double)x2[c] - m[c], d3 = (double)x3[c] - m[c];
-                q[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
-            }
-        }
-        for (; row < re; row++) {
-            const real *x = inp + (size_t)row * C;
-#pragma omp simd
-            for (int c = 0; c < C; c++) {
-                const double d = (double)x[c] - m[c];
-                q[c] += d * d;
-            }
-        }
-        if (cnt > 0) bn_merge(cm, cq, bm, bq, cnt, nb, C);
-        cnt += nb;
+    for (int c = 0; c < C; c++) {
+        const double S = cm[c], q = cq[c] - S * S / n;
+        cm[c] = (double)k[c] + S / n;
+        cq[c] = q > 0 ? q : 0;
     }
 }
 
 /* y = g ((x - mu) r) + b over one row, per column; streamed out through an L1 buffer when nt. */
 static inline void bn_apply_row(real *out, const real *x, const real *g, const real *b,
                                 const real *mu, const real *r, int C, int nt, const real *next) {
+#if HAVE_NT
+    if (nt && ((uintptr_t)out & 63) == 0) { /* straight from registers: one vector a line */
+        int c = 0;
+        for (; c + NB_VL <= C; c += NB_VL) {
+            if (next) __builtin_prefetch(next + c, 0, 3);
+            vreal y = vload(g + c) * ((vload(x + c) - vload(mu + c)) * vload(r + c));
+            if (b) y += vload(b + c);
+            vstream(out + c, y);
+        }
+        for (; c < C; c++)
+            out[c] = b ? g[c] * ((x[c] - mu[c]) * r[c]) + b[c] : g[c] * ((x[c] - mu[c]) * r[c]);
+        return;
+    }
+#endif
     _Alignas(64) real tmp[NT_CHUNK];
     for (int c0 = 0; c0 < C; c0 += NT_CHUNK) {
         const int n = C - c0 < NT_CHUNK ? C - c0 : NT_CHUNK;
@@ -886,18 +931,17 @@ static int bn_fwd_rows(real *out, real *mean, real *rstd, real *running_mean, re
     const int T = par ? omp_get_max_threads() : 1, nt = use_nt(B, C);
     double *st = NULL;
     if (training) {
-        st = malloc(sizeof(double) * 2 * (size_t)C * (size_t)(nch + T));
+        st = malloc(sizeof(double) * 2 * (size_t)C * (size_t)nch);
         if (!st) return -1;
     }
 #pragma omp parallel if (par) num_threads(T)
     {
         if (training) {
-            double *scratch = st + (size_t)2 * C * (size_t)(nch + omp_get_thread_num());
 #pragma omp for schedule(static)
             for (int k = 0; k < nch; k++) {
                 double *cm = st + (size_t)2 * C * k;
-                bn_chunk_stats(cm, cm + C, scratch, scratch + C, inp, bn_row(k, nch, B, sub),
-                               bn_row(k + 1, nch, B, sub), C, sub);
+                bn_chunk_stats(cm, cm + C, inp, bn_row(k, nch, B, sub), bn_row(k + 1, nch, B, sub),
+                               C);
             }
             /* the chunks merged in chunk order: count, mean and squared deviations */
 #pragma omp single
@@ -942,6 +986,26 @@ static int bn_fwd_rows(real *out, real *mean, real *rstd, real *running_mean, re
     return 0;
 }
 
+/* dx += A dy + K (x - mu) + M over one row; with pf != 0 the lines pf values away (the next
+ * row) are prefetched as the row goes, one line of each array per line computed (a row's worth
+ * of prefetches issued at once filled the miss buffers and stalled the loop). */
+static inline void bn_dx_row(real *restrict dx, const real *dy, const real *x, const real *A,
+                             const real *K, const real *M, const real *mu, int C, ptrdiff_t pf) {
+    int c = 0;
+    for (; c + NB_VL <= C; c += NB_VL) {
+        if (pf) {
+            __builtin_prefetch(x + c + pf, 0, 3);
+            __builtin_prefetch(dy + c + pf, 0, 3);
+            __builtin_prefetch(dx + c + pf, 1, 3);
+        }
+        vreal v = vload(dx + c) + (vload(A + c) * vload(dy + c) +
+                                   vload(K + c) * (vload(x + c) - vload(mu + c)) + vload(M + c));
+        memcpy(dx + c, &v, sizeof v);
+    }
+    for (; c < C; c++)
+        dx[c] += A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
+}
+
 static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const real *inp,
                        const real *g, const real *mean, const real *rstd, int B, int C,
                        int training, const nb_norm_cfg *cfg) {
@@ -965,44 +1029,47 @@ static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const r
             memset(sy, 0, sizeof(double) * 3 * (size_t)C);
             const int r1 = bn_row(k + 1, nch, B, sub);
             int row = bn_row(k, nch, B, sub);
-            for (; row + 4 <= r1; row += 4) { /* four rows at a time, as bn_chunk_stats */
-                const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
-                const real *y0 = dout + (size_t)row * C, *y1 = y0 + C, *y2 = y1 + C, *y3 = y2 + C;
-                if (row + 4 < r1) {
-                    const int n = (r1 - row - 4 < 4 ? r1 - row - 4 : 4) * C;
-                    prefetch_span(x3 + C, n);
-                    prefetch_span(y3 + C, n);
-                }
+            /* eight streams an eighth of the chunk apart, summed in real by the fixed tree and
+             * added in double, as bn_chunk_stats; the last rows one by one */
+            const int L = (r1 - row) / 8;
+            const size_t LC = (size_t)L * C;
+            for (int i = 0; i < L; i++, row++) {
+                const real *x0 = inp + (size_t)row * C, *y0 = dout + (size_t)row * C;
+#define E_Y(j) y0[(size_t)(j)*LC + c]
+#define E_D(j) (x0[(size_t)(j)*LC + c] - mu)
+#define E_YD(j) (E_Y(j) * E_D(j))
+#define E_D2(j) (E_D(j) * E_D(j))
 #pragma omp simd
                 for (int c = 0; c < C; c++) {
-                    const double d0 = (double)(x0[c] - mean[c]), d1 = (double)(x1[c] - mean[c]);
-                    const double d2 = (double)(x2[c] - mean[c]), d3 = (double)(x3[c] - mean[c]);
-                    sy[c] += ((double)y0[c] + (double)y1[c]) + ((double)y2[c] + (double)y3[c]);
-                    syx[c] += ((double)y0[c] * d0 + (double)y1[c] * d1) +
-                              ((double)y2[c] * d2 + (double)y3[c] * d3);
+                    const real mu = mean[c];
+                    sy[c] += (double)BN_G8(E_Y);
+                    syx[c] += (double)BN_G8(E_YD);
                 }
                 if (need_sxx) {
 #pragma omp simd
                     for (int c = 0; c < C; c++) {
-                        const double d0 = (double)(x0[c] - mean[c]), d1 = (double)(x1[c] - mean[c]);
-                        const double d2 = (double)(x2[c] - mean[c]), d3 = (double)(x3[c] - mean[c]);
-                        sxx[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+                        const real mu = mean[c];
+                        sxx[c] += (double)BN_G8(E_D2);
                     }
                 }
+#undef E_Y
+#undef E_D
+#undef E_YD
+#undef E_D2
             }
-            for (; row < r1; row++) {
+            for (row += 7 * L; row < r1; row++) {
                 const real *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
 #pragma omp simd
                 for (int c = 0; c < C; c++) {
-                    const double d = (double)(x[c] - mean[c]);
+                    const real d = x[c] - mean[c];
                     sy[c] += (double)dy[c];
-                    syx[c] += (double)dy[c] * d;
+                    syx[c] += (double)(dy[c] * d);
                 }
                 if (need_sxx) {
 #pragma omp simd
                     for (int c = 0; c < C; c++) {
-                        const double d = (double)(x[c] - mean[c]);
-                        sxx[c] += d * d;
+                        const real d = x[c] - mean[c];
+                        sxx[c] += (double)(d * d);
                     }
                 }
             }
@@ -1029,14 +1096,7 @@ static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const r
         for (int row = r1 - 1; row >= r0; row--) {
             const real *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
             real *dx = dinp + (size_t)row * C;
-            if (row > r0) {
-                prefetch_span(x - C, C);
-                prefetch_span(dy - C, C);
-                prefetch_span(dx - C, C);
-            }
-#pragma omp simd
-            for (int c = 0; c < C; c++)
-                dx[c] += A[c] * dy[c] + K[c] * (x[c] - mean[c]) + M[c];
+            bn_dx_row(dx, dy, x, A, K, M, mean, C, row > r0 ? -(ptrdiff_t)C : 0);
         }
     }
     free(st);
