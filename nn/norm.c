@@ -840,22 +840,31 @@ static inline void bn_merge(double *restrict m, double *restrict q, const double
 }
 
 /* The chunk's column mean cm and sum of squared deviations cq over rows [r0, r1), in one pass
- * over the rows: with the chunk's first row as the shift K, d = x - K in double, S = sum d and
- * Q = sum d^2 (four rows at a time, ((d0 + d1) + (d2 + d3)), then added); mean = K + S/n and
- * M2 = Q - S^2/n. The shift is one of the column's own values, so |mean - K| is of the order of
- * the column's spread and Q - S^2/n loses no more than a few of double's digits, whatever the
- * mean (docs/numerics.md#batch). */
-static void bn_chunk_stats(double *restrict cm, double *restrict cq, const real *inp, int r0,
-                           int r1, int C) {
-    const real *k = inp + (size_t)r0 * C;
+ * over the rows, with shifted sums: K = the mean of the chunk's first 8 rows rounded to real
+ * (the first row's values if the chunk has fewer), d = x - K in real, S = sum d and Q = sum d^2
+ * in groups of 8 rows by the fixed tree added in double (the last rows one by one); mean =
+ * K + S/n and M2 = Q - S^2/n. K is within a fraction of the column's spread of its mean, so the
+ * subtraction cancels almost nothing (docs/numerics.md#batch). The groups take row i of each
+ * eighth of the chunk: eight streams far apart read faster than neighbouring rows (each row is
+ * a page). k: C reals of scratch. */
+static void bn_chunk_stats(double *restrict cm, double *restrict cq, real *restrict k,
+                           const real *inp, int r0, int r1, int C) {
+    const real *xk = inp + (size_t)r0 * C;
+    if (r1 - r0 >= 8) {
+#define E_X(j) xk[(size_t)(j)*C + c]
+#pragma omp simd
+        for (int c = 0; c < C; c++)
+            k[c] = BN_G8(E_X) / 8;
+#undef E_X
+    } else {
+        memcpy(k, xk, sizeof(real) * (size_t)C);
+    }
     memset(cm, 0, sizeof(double) * (size_t)C);
     memset(cq, 0, sizeof(double) * (size_t)C);
-    /* rows r0 + 1 + i + j L for j = 0..7 together: eight streams an eighth of the chunk apart
-     * read faster than neighbouring rows (each row is a page) */
-    const int L = (r1 - r0 - 1) / 8;
+    const int L = (r1 - r0) / 8;
     const size_t LC = (size_t)L * C;
     for (int i = 0; i < L; i++) {
-        const real *x0 = inp + (size_t)(r0 + 1 + i) * C;
+        const real *x0 = inp + (size_t)(r0 + i) * C;
 #define E_D(j) (x0[(size_t)(j)*LC + c] - K)
 #define E_D2(j) (E_D(j) * E_D(j))
 #pragma omp simd
@@ -867,13 +876,13 @@ static void bn_chunk_stats(double *restrict cm, double *restrict cq, const real 
 #undef E_D
 #undef E_D2
     }
-    for (int row = r0 + 1 + 8 * L; row < r1; row++) {
+    for (int row = r0 + 8 * L; row < r1; row++) {
         const real *x = inp + (size_t)row * C;
 #pragma omp simd
         for (int c = 0; c < C; c++) {
-            const double d = (double)x[c] - (double)k[c];
-            cm[c] += d;
-            cq[c] += d * d;
+            const real d = x[c] - k[c];
+            cm[c] += (double)d;
+            cq[c] += (double)(d * d);
         }
     }
     const double n = r1 - r0;
@@ -942,17 +951,18 @@ static int bn_fwd_rows(real *out, real *mean, real *rstd, real *running_mean, re
     const int T = par ? omp_get_max_threads() : 1, nt = use_nt(B, C);
     double *st = NULL;
     if (training) {
-        st = malloc(sizeof(double) * 2 * (size_t)C * (size_t)nch);
+        st = malloc(sizeof(double) * 2 * (size_t)C * (size_t)(nch + T)); /* + scratch */
         if (!st) return -1;
     }
 #pragma omp parallel if (par) num_threads(T)
     {
         if (training) {
+            real *shift = (real *)(st + (size_t)2 * C * (size_t)(nch + omp_get_thread_num()));
 #pragma omp for schedule(static)
             for (int k = 0; k < nch; k++) {
                 double *cm = st + (size_t)2 * C * k;
-                bn_chunk_stats(cm, cm + C, inp, bn_row(k, nch, B, sub), bn_row(k + 1, nch, B, sub),
-                               C);
+                bn_chunk_stats(cm, cm + C, shift, inp, bn_row(k, nch, B, sub),
+                               bn_row(k + 1, nch, B, sub), C);
             }
             /* the chunks merged in chunk order: count, mean and squared deviations */
 #pragma omp single
