@@ -9,7 +9,9 @@
  * in L1 for the second pass) with explicitly vectorized reductions (omp simd reduction: gcc
  * does not vectorize a float reduction without it and -ffast-math is not used). The per-row
  * scalars (r, the backward coefficients) are computed in double. BatchNorm's per-column
- * statistics and every gain/bias gradient summed over rows are accumulated in double.
+ * statistics are one pass of sums shifted by a value near the mean, in groups of 8 rows in
+ * real added in double; every gain/bias gradient summed over rows ends in double (groups of
+ * rows in real first). Outputs of NT_MIN_BYTES or more are streamed (docs/numerics.md#streaming).
  *
  * Epsilon placement (cfg->eps_outside): r = 1/sqrt(m + eps) or r = 1/(sqrt(m) + eps), where m
  * is the variance (LN, BN) or the mean square (RMS). Backward uses dr/dm = -r^3/2 or
@@ -51,7 +53,8 @@
  * streaming skips the read-for-ownership of every output line (about a third of the memory
  * traffic of a normalization). Smaller outputs stay in cache for the next layer. */
 #define NT_MIN_BYTES (64u << 20)
-/* Streaming forward computes this many values into an L1 buffer, then streams them out. */
+/* Streaming forward of a row that does not start on a 64-byte boundary computes this many
+ * values into an L1 buffer, then streams them out (aligned rows stream from registers). */
 #define NT_CHUNK 256
 
 #if defined(__AVX512F__) || defined(__AVX__)
