@@ -336,9 +336,23 @@ void FN(nb_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp
 
 /* LayerNorm backward's row sums: *sg = sum g dy, *sgx = sum g dy (x - mu) and, when sxx is
  * not NULL, *sxx = sum (x - mu)^2, with two explicit vector accumulators each (even and odd
- * vectors of the row, added at the end; the last C mod NB_VL values in order into a scalar). */
+ * vectors of the row, added at the end; the last C mod NB_VL values in order into a scalar).
+ * With fg (and fb), the same pass assigns (first) or adds the row's dy ((x - mu) r) and dy to
+ * them: x and dy are loaded once for both. */
+#define LN_GB(i)                                                                                   \
+    do {                                                                                           \
+        const vreal y_ = vload(dy + (i)), p_ = y_ * ((vload(x + (i)) - mu) * r);                   \
+        vreal g_ = p_, b_ = y_;                                                                    \
+        if (!first) {                                                                              \
+            g_ = vload(fg + (i)) + p_;                                                             \
+            b_ = vload(fb + (i)) + y_;                                                             \
+        }                                                                                          \
+        memcpy(fg + (i), &g_, sizeof g_);                                                          \
+        memcpy(fb + (i), &b_, sizeof b_);                                                          \
+    } while (0)
 static inline void ln_bwd_sums(real *sg, real *sgx, real *sxx, const real *dy, const real *x,
-                               const real *g, real mu, int C) {
+                               const real *g, real mu, real r, real *restrict fg, real *restrict fb,
+                               int first, int C) {
     vreal a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0};
     int i = 0;
     for (; i + 2 * NB_VL <= C; i += 2 * NB_VL) {
@@ -353,12 +367,17 @@ static inline void ln_bwd_sums(real *sg, real *sgx, real *sxx, const real *dy, c
             c0 += d0 * d0;
             c1 += d1 * d1;
         }
+        if (fg) {
+            LN_GB(i);
+            LN_GB(i + NB_VL);
+        }
     }
     for (; i + NB_VL <= C; i += NB_VL) {
         const vreal gd0 = vload(g + i) * vload(dy + i), d0 = vload(x + i) - mu;
         a0 += gd0;
         b0 += gd0 * d0;
         if (sxx) c0 += d0 * d0;
+        if (fg) LN_GB(i);
     }
     real ta = 0, tb = 0, tc = 0;
     for (; i < C; i++) {
@@ -366,11 +385,17 @@ static inline void ln_bwd_sums(real *sg, real *sgx, real *sxx, const real *dy, c
         ta += gd;
         tb += gd * d;
         tc += d * d;
+        if (fg) {
+            const real p = dy[i] * ((x[i] - mu) * r);
+            fg[i] = first ? p : fg[i] + p;
+            fb[i] = first ? dy[i] : fb[i] + dy[i];
+        }
     }
     *sg = vhsum(a0 + a1) + ta;
     *sgx = vhsum(b0 + b1) + tb;
     if (sxx) *sxx = vhsum(c0 + c1) + tc;
 }
+#undef LN_GB
 
 /* dx_i += r (dg_i - mean(dg)) + (x_i - mu) coef sum_j dg_j (x_j - mu), dg = g*dy; with fg
  * (and fb), the row's dy * xhat and dy are assigned to fg and fb (first) or added to them. */
@@ -378,28 +403,12 @@ static inline void ln_bwd_row(real *dx, real *fg, real *fb, int first, const rea
                               const real *x, const real *g, real mu, real r, int C,
                               const nb_norm_cfg *cfg) {
     real sg, sgx, sxx = 0;
-    ln_bwd_sums(&sg, &sgx, cfg->eps_outside ? &sxx : NULL, dy, x, g, mu, C);
+    ln_bwd_sums(&sg, &sgx, cfg->eps_outside ? &sxx : NULL, dy, x, g, mu, r, fg, fb, first, C);
     const real mg = (real)((double)sg / C);
     const real k = (real)(rstd_coef(r, (double)sxx / C, C, cfg) * (double)sgx);
-    if (fg && first) { /* one pass for dx and both group sums */
 #pragma omp simd
-        for (int i = 0; i < C; i++) {
-            dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
-            fg[i] = dy[i] * ((x[i] - mu) * r);
-            fb[i] = dy[i];
-        }
-    } else if (fg) {
-#pragma omp simd
-        for (int i = 0; i < C; i++) {
-            dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
-            fg[i] += dy[i] * ((x[i] - mu) * r);
-            fb[i] += dy[i];
-        }
-    } else {
-#pragma omp simd
-        for (int i = 0; i < C; i++)
-            dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
-    }
+    for (int i = 0; i < C; i++)
+        dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
 }
 
 void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
