@@ -485,9 +485,25 @@ static inline void rms_bwd_row(real *dx, real *fg, real *fb, int first, const re
                                const real *x, const real *g, real r, int C, int k,
                                const nb_norm_cfg *cfg) {
     real sgx = 0, sxx = 0;
+    if (fg && first) { /* the group sums in the same pass: x and dy loaded once */
 #pragma omp simd reduction(+ : sgx)
-    for (int i = 0; i < C; i++)
-        sgx += g[i] * dy[i] * x[i];
+        for (int i = 0; i < C; i++) {
+            sgx += g[i] * dy[i] * x[i];
+            fg[i] = dy[i] * (x[i] * r);
+            fb[i] = dy[i];
+        }
+    } else if (fg) {
+#pragma omp simd reduction(+ : sgx)
+        for (int i = 0; i < C; i++) {
+            sgx += g[i] * dy[i] * x[i];
+            fg[i] += dy[i] * (x[i] * r);
+            fb[i] += dy[i];
+        }
+    } else {
+#pragma omp simd reduction(+ : sgx)
+        for (int i = 0; i < C; i++)
+            sgx += g[i] * dy[i] * x[i];
+    }
     if (cfg->eps_outside) {
 #pragma omp simd reduction(+ : sxx)
         for (int i = 0; i < k; i++)
@@ -500,19 +516,6 @@ static inline void rms_bwd_row(real *dx, real *fg, real *fb, int first, const re
 #pragma omp simd
     for (int i = k; i < C; i++)
         dx[i] += r * (g[i] * dy[i]);
-    if (fg && first) {
-#pragma omp simd
-        for (int i = 0; i < C; i++) {
-            fg[i] = dy[i] * (x[i] * r);
-            fb[i] = dy[i];
-        }
-    } else if (fg) {
-#pragma omp simd
-        for (int i = 0; i < C; i++) {
-            fg[i] += dy[i] * (x[i] * r);
-            fb[i] += dy[i];
-        }
-    }
 }
 
 void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
