@@ -591,43 +591,29 @@ rstd_array(real *r, const double *m, int n, const nb_norm_cfg *cfg) {
  * conversion of every value cost more than the whole of LayerNorm at 128 x 1,000.) */
 #define BN_G8(E) (((E(0) + E(1)) + (E(2) + E(3))) + ((E(4) + E(5)) + (E(6) + E(7))))
 
-/* s += sum of x; with mf: e += sum of (x - mf), v += sum of (x - mf)^2 instead. */
-static inline void bn_colsums(double *restrict s, double *restrict e, double *restrict v,
-                              const real *x, size_t ld, const real *mf, int B, int w) {
+/* e += sum of (x - mf), v += sum of (x - mf)^2. */
+static inline void bn_colsums(double *restrict e, double *restrict v, const real *x, size_t ld,
+                              const real *mf, int B, int w) {
     int row = 0;
     for (; row + 8 <= B; row += 8) {
         const real *x0 = x + (size_t)row * ld;
-        if (!mf) {
-#define E_X(k) x0[(size_t)(k)*ld + c]
-#pragma omp simd
-            for (int c = 0; c < w; c++)
-                s[c] += (double)BN_G8(E_X);
-#undef E_X
-        } else {
 #define E_D(k) (x0[(size_t)(k)*ld + c] - mf[c])
 #define E_D2(k) (E_D(k) * E_D(k))
 #pragma omp simd
-            for (int c = 0; c < w; c++) {
-                e[c] += (double)BN_G8(E_D);
-                v[c] += (double)BN_G8(E_D2);
-            }
+        for (int c = 0; c < w; c++) {
+            e[c] += (double)BN_G8(E_D);
+            v[c] += (double)BN_G8(E_D2);
+        }
 #undef E_D
 #undef E_D2
-        }
     }
     for (; row < B; row++) {
         const real *xr = x + (size_t)row * ld;
-        if (!mf) {
 #pragma omp simd
-            for (int c = 0; c < w; c++)
-                s[c] += (double)xr[c];
-        } else {
-#pragma omp simd
-            for (int c = 0; c < w; c++) {
-                const real d = xr[c] - mf[c];
-                e[c] += (double)d;
-                v[c] += (double)(d * d);
-            }
+        for (int c = 0; c < w; c++) {
+            const real d = xr[c] - mf[c];
+            e[c] += (double)d;
+            v[c] += (double)(d * d);
         }
     }
 }
@@ -662,7 +648,7 @@ bn_fwd_block(real *mean, real *rstd, real *running_mean, real *running_var, cons
             for (int c = 0; c < w; c++)
                 K[c] = x0[c];
         }
-        bn_colsums(NULL, e, v, x0, (size_t)C, K, B, w);
+        bn_colsums(e, v, x0, (size_t)C, K, B, w);
         const double nb = B, unb = B > 1 ? nb / (B - 1) : 1.0, mom = cfg->bn_momentum;
         double var[BN_CB], m[BN_CB];
 #pragma omp simd
