@@ -951,14 +951,20 @@ static int bn_fwd_rows(real *out, real *mean, real *rstd, real *running_mean, re
     const int nch = nsub < BN_NCH ? nsub : BN_NCH, par = par_ok(B, C);
     const int T = par ? omp_get_max_threads() : 1, nt = use_nt(B, C);
     double *st = NULL;
+    real *ks = NULL; /* each thread's C shifts */
     if (training) {
-        st = malloc(sizeof(double) * 2 * (size_t)C * (size_t)(nch + T)); /* + scratch */
-        if (!st) return -1;
+        st = malloc(sizeof(double) * 2 * (size_t)C * (size_t)nch);
+        ks = malloc(sizeof(real) * (size_t)C * (size_t)T);
+        if (!st || !ks) {
+            free(st);
+            free(ks);
+            return -1;
+        }
     }
 #pragma omp parallel if (par) num_threads(T)
     {
         if (training) {
-            real *shift = (real *)(st + (size_t)2 * C * (size_t)(nch + omp_get_thread_num()));
+            real *shift = ks + (size_t)C * (size_t)omp_get_thread_num();
 #pragma omp for schedule(static)
             for (int k = 0; k < nch; k++) {
                 double *cm = st + (size_t)2 * C * k;
@@ -1007,6 +1013,7 @@ static int bn_fwd_rows(real *out, real *mean, real *rstd, real *running_mean, re
         if (nt) nt_fence();
     }
     free(st);
+    free(ks);
     return 0;
 }
 
