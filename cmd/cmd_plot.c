@@ -1,5 +1,6 @@
 /* cmd/cmd_plot.c — `normbench plot`: the recorded metrics against steps and against time. */
 #include "cmd/cmd.h"
+#include "cmd/report.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,9 +56,7 @@ static int split_list(char *buf, const char **items, int max) {
     return n;
 }
 
-/* The default rows: the training loss, then the task's evaluation metric (its target metric,
- * else the first val_* then test_* metric recorded). */
-static int default_metrics(const nb_plot_figure *f, const char **m) {
+int nb_figure_default_metrics(const nb_plot_figure *f, const char **m) {
     int n = 0;
     if (nb_plot_has_metric(f, "train_loss")) m[n++] = "train_loss";
     const nb_task *t = nb_task_find(f->task);
@@ -309,7 +308,7 @@ int cmd_plot(int argc, const char **argv) {
                 return NB_EXIT_USAGE;
             }
         const char *dm[3];
-        if (nmetric == 0 && default_metrics(f, dm) == 0) {
+        if (nmetric == 0 && nb_figure_default_metrics(f, dm) == 0) {
             fprintf(stderr,
                     "error: the runs of %s recorded no training loss or evaluation "
                     "metric\nhint: choose one with --metric; they recorded: ",
@@ -331,7 +330,7 @@ int cmd_plot(int argc, const char **argv) {
     for (int k = 0; k < set->n && rc == NB_EXIT_OK; k++) {
         const nb_plot_figure *f = &set->figs[k];
         const char *dm[3];
-        int nm = nmetric ? nmetric : default_metrics(f, dm);
+        int nm = nmetric ? nmetric : nb_figure_default_metrics(f, dm);
         char base[4096], png[4200], svg[4200];
         if (out)
             snprintf(base, sizeof base, "%s", out_base);

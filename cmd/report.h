@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "plots/plot.h"
 #include "results/query.h"
 #include "results/store.h"
 #include "util/err.h"
@@ -34,5 +35,10 @@ int nb_report_block_end(const nb_report *r, int a);
  * with its configuration. db is shown as the store's name. Returns 0, or -1 with err set. */
 int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
                    const nb_target *user_target, const char *db, nb_err *err);
+
+/* The rows `plot` draws by default and the HTML report shows (metric names into m, at most 2):
+ * the training loss, then the task's evaluation metric (its target metric, else the first of
+ * val_error, test_error, val_nll, test_nll recorded). Returns how many. */
+int nb_figure_default_metrics(const nb_plot_figure *f, const char **m);
 
 #endif

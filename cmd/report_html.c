@@ -576,27 +576,12 @@ static char *read_file(const char *path) {
     return b.p ? nb_buf_take(&b) : strdup("");
 }
 
-/* The default rows of a figure, as `plot` draws them: the training loss, then the task's
- * evaluation metric. */
-static int fig_metrics(const nb_plot_figure *f, const char **m) {
-    int n = 0;
-    if (nb_plot_has_metric(f, "train_loss")) m[n++] = "train_loss";
-    const nb_task *t = nb_task_find(f->task);
-    const char *eval = NULL;
-    if (t && t->target.metric && nb_plot_has_metric(f, t->target.metric)) eval = t->target.metric;
-    static const char *const fallbacks[] = {"val_error", "test_error", "val_nll", "test_nll"};
-    for (size_t i = 0; !eval && i < sizeof fallbacks / sizeof fallbacks[0]; i++)
-        if (nb_plot_has_metric(f, fallbacks[i])) eval = fallbacks[i];
-    if (eval) m[n++] = eval;
-    return n;
-}
-
 /* The figure of figure k as inline SVG markup (caller frees), or NULL with *why set to what
  * to say instead. */
 static char *figure_svg(const nb_plot_figure *f, int k, const char *label, char *why,
                         size_t whysize) {
     const char *metrics[3];
-    int nm = fig_metrics(f, metrics);
+    int nm = nb_figure_default_metrics(f, metrics);
     if (nm == 0) {
         snprintf(why, whysize, "no training loss or evaluation metric was recorded");
         return NULL;

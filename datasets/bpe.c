@@ -1,5 +1,6 @@
 /* datasets/bpe.c — see bpe.h. */
 #include "datasets/bpe.h"
+#include "datasets/dataset.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -517,36 +518,6 @@ void nb_bpe_free(nb_bpe *b) {
 }
 
 /* Writes text to path atomically. */
-static int write_atomic(const char *path, const char *text, size_t len, nb_err *err) {
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 5);
-    if (!tmp) return nb_errf(err, "out of memory");
-    memcpy(tmp, path, pl);
-    memcpy(tmp + pl, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int e = errno;
-        nb_errf(err, "cannot write '%s': %s", tmp, strerror(e));
-        free(tmp);
-        return -1;
-    }
-    int bad = fwrite(text, 1, len, f) != len || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int e = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad || rename(tmp, path) != 0) {
-        if (!bad) e = errno;
-        remove(tmp);
-        free(tmp);
-        nb_errf(err, "cannot write '%s': %s", path, strerror(e));
-        return nb_hintf(err, "free some space, or choose another data directory with --data-dir");
-    }
-    free(tmp);
-    return 0;
-}
-
 int nb_bpe_write(const nb_bpe *b, const char *path, nb_err *err) {
     size_t cap = 32;
     for (int i = 0; i < b->n; i++)
@@ -557,12 +528,23 @@ int nb_bpe_write(const nb_bpe *b, const char *path, nb_err *err) {
     for (int i = 0; i < b->n; i++)
         at += (size_t)snprintf(text + at, cap - at, "%s %s\n", b->sym.str[b->left[i]],
                                b->sym.str[b->right[i]]);
-    int rc = write_atomic(path, text, at, err);
+    int rc = nb_write_atomic(path, text, at, err);
     free(text);
     return rc;
 }
 
 #define MAX_CODES (1 << 22)
+
+/* The line of buf[0..n) that starts at *i (without its '\n', length *len), advancing *i past
+ * it; NULL at the end. */
+static const char *next_line(const char *buf, size_t n, size_t *i, size_t *len) {
+    if (*i >= n) return NULL;
+    const char *s = buf + *i;
+    const char *nl = memchr(s, '\n', n - *i);
+    *len = nl ? (size_t)(nl - s) : n - *i;
+    *i += *len + (nl ? 1 : 0);
+    return s;
+}
 
 nb_bpe *nb_bpe_parse(const char *buf, size_t n, const char *name, nb_err *err) {
     nb_bpe *b = bpe_new();
@@ -570,13 +552,10 @@ nb_bpe *nb_bpe_parse(const char *buf, size_t n, const char *name, nb_err *err) {
         nb_errf(err, "out of memory");
         return NULL;
     }
-    size_t i = 0;
+    size_t i = 0, len;
     long lineno = 0;
-    while (i < n) {
-        const char *s = buf + i;
-        const char *nl = memchr(s, '\n', n - i);
-        size_t len = nl ? (size_t)(nl - s) : n - i;
-        i += len + (nl ? 1 : 0);
+    const char *s;
+    while ((s = next_line(buf, n, &i, &len))) {
         lineno++;
         if (len == 0) continue;
         if (lineno == 1 && len >= 9 && memcmp(s, "#version:", 9) == 0) continue;
@@ -1226,7 +1205,7 @@ int nb_vocab_write(const nb_vocab *v, const char *path, nb_err *err) {
         at += l;
         text[at++] = '\n';
     }
-    int rc = write_atomic(path, text, at, err);
+    int rc = nb_write_atomic(path, text, at, err);
     free(text);
     return rc;
 }
@@ -1237,13 +1216,10 @@ nb_vocab *nb_vocab_parse(const char *buf, size_t n, const char *name, nb_err *er
         nb_errf(err, "out of memory");
         return NULL;
     }
-    size_t i = 0;
+    size_t i = 0, len;
     long lineno = 0;
-    while (i < n) {
-        const char *s = buf + i;
-        const char *nl = memchr(s, '\n', n - i);
-        size_t len = nl ? (size_t)(nl - s) : n - i;
-        i += len + (nl ? 1 : 0);
+    const char *s;
+    while ((s = next_line(buf, n, &i, &len))) {
         lineno++;
         if (len == 0 || memchr(s, '\0', len) || smap_get(&v->map, s, len) >= 0) {
             nb_errf(err, "'%s' line %ld is %s", name, lineno,

@@ -88,8 +88,7 @@ static void remove_tree(const char *path) {
     rmdir(path);
 }
 
-/* Writes text to path atomically: path.tmp, fsync, rename, fsync the directory. */
-static int write_atomic(const char *path, const char *text, nb_err *err) {
+int nb_write_atomic(const char *path, const char *text, size_t len, nb_err *err) {
     char tmp[PATHN];
     pathf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
@@ -97,7 +96,7 @@ static int write_atomic(const char *path, const char *text, nb_err *err) {
         int e = errno;
         return nb_errf(err, "cannot write '%s': %s", tmp, strerror(e));
     }
-    int bad = fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
+    int bad = fwrite(text, 1, len, f) != len || fflush(f) != 0 || fsync(fileno(f)) != 0;
     int e = errno;
     if (fclose(f) != 0 && !bad) {
         bad = 1;
@@ -303,7 +302,7 @@ static int write_manifest(const nb_dataset *d, const char *tmpdir, nb_err *err) 
     }
     char man[PATHN];
     pathf(man, sizeof man, "%s/%s", tmpdir, NB_MANIFEST);
-    int rc = write_atomic(man, text, err);
+    int rc = nb_write_atomic(man, text, strlen(text), err);
     free(text);
     return rc;
 }
@@ -515,7 +514,7 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
             }
             pathf(tp, sizeof tp, "%s/%s.sha256", tdir, d->sources[i].file);
             pathf(text, sizeof text, "%s  %s\n", shas[i], d->sources[i].file);
-            if (write_atomic(tp, text, err)) goto done;
+            if (nb_write_atomic(tp, text, strlen(text), err)) goto done;
         }
         if (downloaded[i]) remove(paths[i]);
     }

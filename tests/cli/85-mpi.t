@@ -117,6 +117,7 @@ for p in $(pgrep -P $pid); do
 done
 [ -n "$victim" ] && [ -n "$knorm" ] && ok "rank 1 found (pid $victim, training $knorm)" \
     || not_ok "rank 1 and its job found"
+running=$(sqlite3 "$tmp/k.db" "select group_concat(id) from runs where status = 'running'")
 kill -9 $victim
 wait $pid
 rc=$?
@@ -133,6 +134,9 @@ c=$(sqlite3 "$tmp/k.db" "pragma integrity_check")
 c=$(sqlite3 "$tmp/k.db" "select status from runs where norm = '$knorm'")
 [ -n "$c" ] && [ "$c" != finished ] && ok "the killed rank's job is not shown finished ($c)" \
     || not_ok "the killed rank's job shows '$c'"
+c=$(sqlite3 "$tmp/k.db" "select count(*) from runs where status = 'finished' and id in (${running:-0})")
+[ "$c" = 0 ] && ok "no job that was running at the kill is shown finished (runs $running)" \
+    || not_ok "finished runs after the kill ($c of $running)"
 c=$(sqlite3 "$tmp/k.db" "select count(*) from runs where status = 'finished' and
     (select max(step) from metrics where run = runs.id and name = 'train_loss') < 1000")
 [ "$c" = 0 ] && ok "every run shown finished has all its steps" || not_ok "finished runs short of their steps ($c)"
