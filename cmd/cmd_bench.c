@@ -1,6 +1,7 @@
 /* cmd/cmd_bench.c — `normbench bench kernels|step TASK`: timings as ratios against a baseline
  * measured in the same run, with the thread and BLAS settings printed beside them. */
 #include "cmd/cmd.h"
+#include "cmd/mpi.h"
 
 #include "nn/blas.h"
 
@@ -24,7 +25,8 @@
 static const char bench_usage[] =
     "usage: normbench bench kernels [--norms LIST] [--format table|csv|json] [--threads N]\n"
     "       normbench bench step TASK [--norms LIST] [--batch LIST] [--steps N]\n"
-    "                               [--format table|csv|json] [--threads N] [--against pytorch]\n\n"
+    "                               [--format table|csv|json] [--threads N] [--against pytorch]\n"
+    "  mpirun -np N normbench bench step TASK [--bn-sync] [--against threads] [same options]\n\n"
     "kernels: times each norm's forward and forward+backward on the MLP's shape (128x1000) and\n"
     "  a memory-bound one (65536x1024), in GB/s (bytes read and written once) and as a ratio\n"
     "  to a parallel copy: each repetition of a kernel is paired with one of the copy, and\n"
@@ -47,6 +49,16 @@ static const char bench_usage[] =
     "  its 95% interval, and both sides' settings (threads, BLAS, oneDNN). Where PyTorch has a\n"
     "  fused form (nn.GRU, nn.LSTM) it gets its own row beside the task's norm. The task's\n"
     "  own options (mt's --model, --dim) go to both sides.\n"
+    "step TASK under mpirun -np N (N > 1; mnist, cifar): the data-parallel step of 'run' over\n"
+    "  the ranks: each rank steps on its rows of the batch, the gradients are summed in one\n"
+    "  MPI_Allreduce, every rank updates. Rank 0 prints (the others print nothing) the step time\n"
+    "  on its clock, allreduce_share (time in the sums over the ranks / step time, median over\n"
+    "  steps: communication plus waiting for the slowest rank), allreduce_ms and the bytes summed\n"
+    "  per step (4 per parameter), with ranks, threads per rank and BLAS in the settings.\n"
+    "  BatchNorm keeps per-rank statistics unless --bn-sync. --threads applies to every rank.\n"
+    "  --against threads: after each round over the ranks, rank 0 alone (the others asleep)\n"
+    "  runs the same steps at the whole batch with ranks x threads threads: one_proc_ms and\n"
+    "  vs_one_proc = ms_per_step / one_proc_ms, interleaved so that a busy machine hits both.\n"
     "Timings are medians over repetitions; they move run to run, so compare within one run.\n";
 
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
@@ -58,6 +70,17 @@ static int g_device; /* --device: 0 cpu, 1 cuda */
 enum { MAXGIVEN = 64 };
 static nb_given g_given[MAXGIVEN + 1]; /* the task's own options for `bench step` (mt --model) */
 static int g_ngiven;
+/* `bench step` under mpirun with more than one rank: the data-parallel step over the ranks */
+static int g_dp, g_bn_sync;
+static nb_dist g_dist;
+/* --against threads under mpirun: rank 0 alone times the same step at the whole batch with
+ * g_solo_threads threads (ranks x threads per rank) between the rounds over the ranks */
+static int g_vs_threads, g_rank_threads, g_solo_threads;
+
+static void set_threads(int n) {
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
 enum { FMT_TABLE, FMT_CSV, FMT_JSON };
 
 /* The settings every timing depends on, in one line. */
@@ -584,7 +607,8 @@ static int bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dty
 
 /* Opens the task's step benchmark for row `row` (a norm or a label) at batch B and warms it up:
  * at least 5 steps and 0.3 s (page faults, thread start-up, clocks). NULL with err set. */
-static void *open_native(const nb_task *task, int row, int B, nb_err *err) {
+static void *open_native(const nb_task *task, int row, int B, int solo, nb_err *err) {
+    int dp = g_dp && !solo; /* solo: one process at the whole batch, whatever the ranks */
     nb_train_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.norm.kind = row_kind(row);
@@ -603,19 +627,69 @@ static void *open_native(const nb_task *task, int row, int B, nb_err *err) {
     cfg.seed = 1;
     cfg.batch = B;
     cfg.device = g_device;
+    if (dp) {
+        cfg.dist = &g_dist;
+        if (g_bn_sync) cfg.norm.bn_sum = nb_mpi_bn_sum;
+    }
     void *inst = task->bench_open(&cfg, err);
     nb_task_opts_free(&cfg);
+    if (dp) { /* every rank opened it, or none goes on (the steps are collective) */
+        double failed = inst ? 0 : 1;
+        g_dist.sum_d(g_dist.ctx, &failed, 1);
+        if (failed > 0 && inst) {
+            task->bench_close(inst);
+            inst = NULL;
+            nb_errf(err, "another rank could not open the '%s' step at batch %d", task->name, B);
+        }
+    }
     if (!inst) return NULL;
     double w0 = nb_now();
-    for (int t = 0; t < 5 || nb_now() - w0 < 0.3; t++)
+    for (int t = 0;; t++) {
+        double go = t < 5 || nb_now() - w0 < 0.3;
+        if (dp) { /* rank 0's clock decides, so that every rank takes as many steps */
+            if (g_dist.rank != 0) go = 0;
+            g_dist.sum_d(g_dist.ctx, &go, 1);
+        }
+        if (!(go > 0)) break;
         task->bench_step(inst);
+    }
     return inst;
+}
+
+/* The rows BatchNorm normalizes over: the batch, or under per-rank statistics the smallest
+ * rank's share of it. */
+static int bn_rows(int B) {
+    return g_dp && !g_bn_sync ? B / g_dist.size : B;
 }
 
 static int bench_step(const nb_task *task, const int *norms, int nnorms, const int *batches,
                       int nbatches, int iters, int fmt) {
     char settings[1024];
     settings_line(settings, sizeof settings);
+    if (g_dp) {
+        size_t l = strlen(settings);
+        snprintf(settings + l, sizeof settings - l, " ranks=%d bn_statistics=%s", g_dist.size,
+                 g_bn_sync ? "global" : "per-rank");
+    }
+    /* data-parallel: per row, the median over steps of (time in the sums over the ranks) / (step
+     * time), the median of that time, and the bytes summed per step */
+    size_t nrows = (size_t)nnorms * nbatches;
+    double *ar_share = malloc(sizeof(double) * nrows), *ar_ms = malloc(sizeof(double) * nrows);
+    double *ar_bytes = malloc(sizeof(double) * nrows);
+    double *comm = malloc(sizeof(double) * (size_t)nnorms * iters);
+    double *scratch = malloc(sizeof(double) * (size_t)iters);
+    double *solo_ms = malloc(sizeof(double) * nrows);
+    double *ssamples = malloc(sizeof(double) * (size_t)nnorms * iters);
+    int *sfilled = calloc((size_t)nnorms, sizeof(int));
+    void *solo[NB_NORM_COUNT + MAXLABELS] = {NULL};
+#define FREE_DP()                                                                                  \
+    free(ar_share), free(ar_ms), free(ar_bytes), free(comm), free(scratch), free(solo_ms),         \
+        free(ssamples), free(sfilled)
+    if (!ar_share || !ar_ms || !ar_bytes || !comm || !scratch || !solo_ms || !ssamples ||
+        !sfilled) {
+        FREE_DP();
+        return nb_die("out of memory");
+    }
     double *ms = malloc(sizeof(double) * (size_t)nnorms * nbatches);
     double *sd = malloc(sizeof(double) * (size_t)nnorms * nbatches);
     double *med = malloc(sizeof(double) * (size_t)nnorms * nbatches);
@@ -624,6 +698,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     double *boot = malloc(sizeof(double) * 2 * (size_t)iters);
     if (!ms || !sd || !med || !lo || !hi || !boot) {
         free(ms), free(sd), free(med), free(lo), free(hi), free(boot);
+        FREE_DP();
         return nb_die("out of memory");
     }
     /* Per batch size: one model per norm, all open at once, timed in interleaved rounds of
@@ -635,6 +710,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     double *samples = malloc(sizeof(double) * (size_t)nnorms * iters);
     if (!filled || !samples) {
         free(filled), free(samples), free(ms), free(sd), free(med), free(lo), free(hi), free(boot);
+        FREE_DP();
         return nb_die("out of memory");
     }
     enum { MAXG = 64 };
@@ -648,10 +724,32 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         for (int i = 0; i < nnorms; i++) {
             inst[i] = NULL;
             filled[i] = 0;
-            if (row_kind(norms[i]) == NB_NORM_BATCH && batches[bi] < 2) continue;
-            if (!(inst[i] = open_native(task, norms[i], batches[bi], &err))) {
+            ar_bytes[bi * nnorms + i] = NAN;
+            if (row_kind(norms[i]) == NB_NORM_BATCH && bn_rows(batches[bi]) < 2) continue;
+            if (!(inst[i] = open_native(task, norms[i], batches[bi], 0, &err))) {
                 failed = 1;
                 break;
+            }
+        }
+        if (g_vs_threads && !failed) { /* rank 0's one-process instances; the others sleep */
+            double bad = 0;
+            for (int i = 0; i < nnorms && g_dist.rank == 0; i++) {
+                solo[i] = NULL;
+                sfilled[i] = 0;
+                if (!inst[i]) continue;
+                set_threads(g_solo_threads);
+                solo[i] = open_native(task, norms[i], batches[bi], 1, &err);
+                set_threads(g_rank_threads);
+                if (!solo[i]) {
+                    bad = 1;
+                    break;
+                }
+            }
+            nb_mpi_idle_barrier();
+            g_dist.sum_d(g_dist.ctx, &bad, 1);
+            if (bad > 0) {
+                failed = 1;
+                if (g_dist.rank != 0) nb_errf(&err, "rank 0 could not open the one-process step");
             }
         }
         for (int r = 0; !failed; r++) {
@@ -659,11 +757,25 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
             for (int j = 0; j < nnorms; j++) {
                 int i = (j + r) % nnorms;
                 if (!inst[i]) continue;
+                /* a round ends after ROUND steps or ROUND_MS; under mpirun after ROUND steps
+                 * only (every rank must take the same steps: each one sums over the ranks) */
                 double spent = 0;
-                for (int t = 0; t < ROUND && filled[i] < iters && spent < ROUND_MS; t++) {
-                    double t_ms = 1e3 * task->bench_step(inst[i]);
-                    samples[(size_t)i * iters + filled[i]++] = t_ms;
-                    spent += t_ms;
+                for (int t = 0; t < ROUND && filled[i] < iters && (g_dp || spent < ROUND_MS); t++) {
+                    double c0 = g_dist.comm_seconds, st = task->bench_step(inst[i]);
+                    comm[(size_t)i * iters + filled[i]] = g_dist.comm_seconds - c0;
+                    samples[(size_t)i * iters + filled[i]++] = 1e3 * st;
+                    ar_bytes[bi * nnorms + i] = g_dist.comm_bytes;
+                    spent += 1e3 * st;
+                }
+                if (g_vs_threads) { /* then the same steps in rank 0 alone */
+                    if (g_dist.rank == 0 && solo[i]) {
+                        set_threads(g_solo_threads);
+                        for (int t = 0; t < ROUND && sfilled[i] < iters; t++)
+                            ssamples[(size_t)i * iters + sfilled[i]++] =
+                                1e3 * task->bench_step(solo[i]);
+                        set_threads(g_rank_threads);
+                    }
+                    nb_mpi_idle_barrier();
                 }
                 more |= filled[i] < iters;
             }
@@ -691,23 +803,40 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
         for (int i = 0; i < nnorms; i++) {
             if (inst[i]) task->bench_close(inst[i]);
             int j = bi * nnorms + i;
+            solo_ms[j] = NAN;
+            if (g_vs_threads && g_dist.rank == 0 && solo[i]) {
+                task->bench_close(solo[i]);
+                solo[i] = NULL;
+                if (sfilled[i] > 0) solo_ms[j] = median(ssamples + (size_t)i * iters, sfilled[i]);
+            }
             if (failed || filled[i] == 0) {
                 ms[j] = sd[j] = med[j] = NAN;
                 continue;
             }
-            double *v = samples + (size_t)i * iters;
+            double *v = samples + (size_t)i * iters, *c = comm + (size_t)i * iters;
+            ar_share[j] = ar_ms[j] = NAN;
+            if (g_dp) {
+                for (int k = 0; k < iters; k++)
+                    scratch[k] = c[k] * 1e3 / v[k];
+                ar_share[j] = median(scratch, iters);
+                for (int k = 0; k < iters; k++)
+                    scratch[k] = c[k] * 1e3;
+                ar_ms[j] = median(scratch, iters);
+            }
             mean_std(v, iters, &ms[j], &sd[j]);
             med[j] = median(v, iters);
         }
         if (failed) {
             free(filled), free(samples), free(ms), free(sd), free(med), free(gflop);
             free(lo), free(hi), free(boot);
+            FREE_DP();
             return nb_report_err(&err);
         }
     }
     free(filled);
     free(samples);
-    int nw = 7; /* the norm column's width */
+    char *hosts = g_dp ? nb_mpi_hosts_json() : NULL; /* collective: every rank asks */
+    int nw = 7;                                      /* the norm column's width */
     for (int i = 0; i < nnorms; i++)
         if ((int)strlen(row_name(norms[i])) > nw) nw = (int)strlen(row_name(norms[i]));
     if (fmt == FMT_TABLE) {
@@ -716,17 +845,40 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                "rounds of %d steps or %d ms;\n# vs_layer = layer's median / this median, and its "
                "95%% bootstrap interval\n",
                task->name, iters, ROUND, ROUND_MS);
-        printf("%-6s %-*s %6s %12s %10s %10s %9s %15s %10s%s\n", "task", nw, "norm", "batch",
+        if (g_dp)
+            printf("# data-parallel over %d ranks, %d threads each (hosts %s): each rank steps on "
+                   "its rows of the batch, then\n# the gradients are summed over the ranks in "
+                   "one MPI_Allreduce; allreduce_share = time in the sums / step time\n# "
+                   "(median over steps, rank 0's clock), allreduce_MB = bytes summed per step\n",
+                   g_dist.size, omp_get_max_threads(), hosts ? hosts : "?");
+        if (g_vs_threads)
+            printf(
+                "# --against threads: between the rounds over the ranks rank 0 alone (the others "
+                "asleep) times the\n# same step at the whole batch with %d threads: "
+                "one_proc_ms, and vs_one_proc = ms_per_step / one_proc_ms\n",
+                g_solo_threads);
+        printf("%-6s %-*s %6s %12s %10s %10s %9s %15s %10s%s", "task", nw, "norm", "batch",
                "ms_per_step", "mean", "std", "vs_layer", "vs_layer_95%", "norm_share",
                task->bench_flops ? "  GFLOP/s" : "");
+        if (g_dp) printf(" %15s %12s %12s", "allreduce_share", "allreduce_ms", "allreduce_MB");
+        if (g_vs_threads) printf(" %12s %12s", "one_proc_ms", "vs_one_proc");
+        putchar('\n');
     } else if (fmt == FMT_CSV) {
         printf("task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings,"
-               "norm_share,gflop_per_s,vs_layer_lo,vs_layer_hi\n");
+               "norm_share,gflop_per_s,vs_layer_lo,vs_layer_hi%s%s\n",
+               g_dp ? ",ranks,allreduce_share,allreduce_ms,allreduce_bytes" : "",
+               g_vs_threads ? ",one_process_threads,one_process_ms,vs_one_process" : "");
     } else {
         printf("{\"settings\": ");
         nb_json_str(stdout, settings);
-        printf(", \"threads\": %d, \"steps\": %d, \"results\": [", omp_get_max_threads(), iters);
+        printf(", \"threads\": %d, \"ranks\": %d, ", omp_get_max_threads(), g_dp ? g_dist.size : 1);
+        if (g_dp)
+            printf("\"hosts\": %s, \"bn_statistics\": \"%s\", ", hosts ? hosts : "null",
+                   g_bn_sync ? "global" : "per-rank");
+        if (g_vs_threads) printf("\"one_process_threads\": %d, ", g_solo_threads);
+        printf("\"steps\": %d, \"results\": [", iters);
     }
+    free(hosts);
     int first = 1;
     for (int bi = 0; bi < nbatches; bi++) {
         double layer = NAN, none = NAN;
@@ -742,8 +894,10 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
             double share = norms[i] == NB_NORM_NONE ? NAN : (med[j] - none) / med[j];
             if (isnan(med[j])) {
                 if (fmt == FMT_TABLE)
-                    printf("%-6s %-*s %6d %12s   (batch norm needs a batch of 2 or more)\n",
-                           task->name, nw, name, batches[bi], "-");
+                    printf("%-6s %-*s %6d %12s   (%s)\n", task->name, nw, name, batches[bi], "-",
+                           g_dp && !g_bn_sync
+                               ? "per-rank batch norm needs 2 rows per rank, or --bn-sync"
+                               : "batch norm needs a batch of 2 or more");
                 continue;
             }
             if (fmt == FMT_TABLE) {
@@ -765,6 +919,9 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                 printf("%-6s %-*s %6d %12.3f %10.3f %10.3f %9s %15s %10s", task->name, nw, name,
                        batches[bi], med[j], ms[j], sd[j], v, ci, sh);
                 if (task->bench_flops && gflop) printf("  %7.1f", gflop[bi] / (med[j] * 1e-3));
+                if (g_dp)
+                    printf(" %15.4f %12.3f %12.3f", ar_share[j], ar_ms[j], ar_bytes[j] * 1e-6);
+                if (g_vs_threads) printf(" %12.3f %11.3fx", solo_ms[j], med[j] / solo_ms[j]);
                 putchar('\n');
             } else if (fmt == FMT_CSV) {
                 printf("%s,%s,%d,%.4f,%.4f,%.4f,", task->name, name, batches[bi], med[j], ms[j],
@@ -781,6 +938,10 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                     printf("%.4f,%.4f", lo[j], hi[j]);
                 else
                     putchar(',');
+                if (g_dp)
+                    printf(",%d,%.6f,%.4f,%.0f", g_dist.size, ar_share[j], ar_ms[j], ar_bytes[j]);
+                if (g_vs_threads)
+                    printf(",%d,%.4f,%.4f", g_solo_threads, solo_ms[j], med[j] / solo_ms[j]);
                 putchar('\n');
             } else {
                 printf("%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"ms_per_step\": "
@@ -795,13 +956,29 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                 nb_json_num(stdout, share);
                 printf(", \"gflop_per_s\": ");
                 nb_json_num(stdout, task->bench_flops && gflop ? gflop[bi] / (med[j] * 1e-3) : NAN);
+                if (g_dp) {
+                    printf(", \"allreduce_share\": ");
+                    nb_json_num(stdout, ar_share[j]);
+                    printf(", \"allreduce_ms\": ");
+                    nb_json_num(stdout, ar_ms[j]);
+                    printf(", \"allreduce_bytes\": %.0f", ar_bytes[j]);
+                }
+                if (g_vs_threads) {
+                    printf(", \"one_process_ms\": ");
+                    nb_json_num(stdout, solo_ms[j]);
+                    printf(", \"vs_one_process\": ");
+                    nb_json_num(stdout, med[j] / solo_ms[j]);
+                }
                 putchar('}');
                 first = 0;
             }
         }
     }
     if (fmt == FMT_JSON) printf("]}\n");
-    if (fmt == FMT_TABLE && ngemm > 0) {
+    if (fmt == FMT_TABLE && ngemm > 0 && g_dp)
+        printf("\n# the GEMM floor is not timed under mpirun (the ranks share the machine): time "
+               "it without mpirun\n");
+    if (fmt == FMT_TABLE && ngemm > 0 && !g_dp) {
         /* The same GEMMs alone, multi-threaded OpenBLAS, in this run. */
         double floor_ms = 0, fl = 0;
         printf("\n# OpenBLAS sgemm alone on the step's GEMM shapes (batch %d), median of 5:\n",
@@ -824,8 +1001,10 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
                        row_name(norms[i]), med[i] / floor_ms, 100.0 * (1 - floor_ms / med[i]));
     }
     free(ms), free(sd), free(med), free(gflop), free(lo), free(hi), free(boot);
+    FREE_DP();
     return NB_EXIT_OK;
 }
+#undef FREE_DP
 
 /* ---- against PyTorch ----------------------------------------------------------------------- */
 
@@ -1115,7 +1294,7 @@ static int bench_against(const nb_task *task, const int *norms, int nnorms, cons
             inst[i] = NULL;
             nfilled[i] = 0;
             if (row_kind(norms[i]) == NB_NORM_BATCH && B < 2) continue;
-            if (!(inst[i] = open_native(task, norms[i], B, &err))) {
+            if (!(inst[i] = open_native(task, norms[i], B, 0, &err))) {
                 failed = 1;
                 break;
             }
@@ -1294,9 +1473,12 @@ int cmd_bench(int argc, const char **argv) {
         {"device", NB_OPT_CHOICE, &g_device, "D", "cpu, or cuda (kernels; step mnist)",
          device_choices},
         {"against", NB_OPT_STR, &against, "FW",
-         "step: time the same step in another framework beside it (pytorch)"},
+         "step: time the same step in another framework beside it (pytorch), or under mpirun in "
+         "one process with all the ranks' threads (threads)"},
         {"dtype", NB_OPT_CHOICE, &dtype, "T", "kernels --device cuda: fp32 or bf16 I/O (fp32)",
          dtype_choices},
+        {"bn-sync", NB_OPT_FLAG, &g_bn_sync, NULL,
+         "step under mpirun: BatchNorm statistics over the global batch (default: per rank)"},
         {NULL},
     };
     /* the task's own options (mt's --model, --dim): kept aside for the step benchmark's task */
@@ -1362,13 +1544,34 @@ int cmd_bench(int argc, const char **argv) {
         omp_set_num_threads(threads);
         openblas_set_num_threads(threads);
     }
+    g_dp = nb_mpi_on() && nb_mpi_size() > 1;
+    g_vs_threads = against && strcmp(against, "threads") == 0;
+    if (g_vs_threads && !g_dp)
+        return nb_usage_error("bench", "--against threads compares 'bench step' under mpirun -np N "
+                                       "(N > 1) with one process: start it with mpirun");
+    if (g_vs_threads) against = NULL; /* a mode of the data-parallel step, not another side */
     if (against && strcmp(against, "pytorch") != 0)
-        return nb_usage_error("bench", "unknown framework '%s' for --against: use 'pytorch'",
+        return nb_usage_error("bench",
+                              "unknown framework '%s' for --against: use 'pytorch' (or 'threads' "
+                              "under mpirun)",
                               against);
     if (against && strcmp(pos[0], "step") != 0)
         return nb_usage_error("bench", "--against is for 'bench step TASK'");
     if (against && g_device)
         return nb_usage_error("bench", "--against pytorch compares CPU steps: leave out --device");
+    /* under mpirun with more than one rank: the data-parallel step, timed over the ranks */
+    if (g_bn_sync && !g_dp)
+        return nb_usage_error("bench", "--bn-sync is for 'bench step TASK' under mpirun with more "
+                                       "than one rank");
+    if (g_dp) {
+        const char *why = strcmp(pos[0], "step") != 0 ? "'bench kernels' times one process"
+                          : against                   ? "--against pytorch times one process"
+                          : g_device                  ? "--device cuda has no data-parallel step"
+                                                      : NULL;
+        if (why)
+            return nb_usage_error("bench", "%s, not %d ranks: run it without mpirun", why,
+                                  nb_mpi_size());
+    }
     if (strcmp(pos[0], "kernels") == 0) {
         if (npos > 1) return nb_usage_error("bench", "unexpected argument '%s'", pos[1]);
         if (g_device)
@@ -1383,6 +1586,16 @@ int cmd_bench(int argc, const char **argv) {
     if (!task) return nb_unknown_task("bench", pos[1]);
     if (!task->bench_open || !task->bench_step || !task->bench_close)
         return nb_die("task '%s' has no step benchmark", task->name);
+    if (g_dp && !task->data_parallel) {
+        fprintf(stderr,
+                "error: task '%s' has no data-parallel step: 'bench step %s' cannot run over %d "
+                "ranks\nhint: run it without mpirun; the tasks that train over ranks are:",
+                task->name, task->name, nb_mpi_size());
+        for (int i = 0; nb_task_at(i); i++)
+            if (nb_task_at(i)->data_parallel) fprintf(stderr, " %s", nb_task_at(i)->name);
+        fputc('\n', stderr);
+        return NB_EXIT_USAGE;
+    }
     if (g_ngiven) { /* the task's options checked once, as `run` checks them */
         nb_train_cfg cfg;
         nb_err gerr;
@@ -1413,6 +1626,25 @@ int cmd_bench(int argc, const char **argv) {
     if (against) {
         signal(SIGPIPE, SIG_IGN); /* a child that dies is an error on write, not a signal */
         return bench_against(task, norms, nnorms, batches, nbatches, steps, fmt);
+    }
+    if (g_dp) {
+        for (int i = 0; i < nbatches; i++)
+            if (batches[i] < nb_mpi_size())
+                return nb_usage_error("bench", "batch %d is smaller than the number of ranks (%d)",
+                                      batches[i], nb_mpi_size());
+        nb_mpi_dist(&g_dist, g_bn_sync);
+        g_rank_threads = omp_get_max_threads();
+        g_solo_threads = g_rank_threads * g_dist.size;
+        int cpus = nb_mpi_cpus();
+        if (g_vs_threads && g_dist.rank == 0 && cpus > 0 && cpus < g_solo_threads)
+            fprintf(stderr,
+                    "warning: rank 0 may run on %d CPU(s) only (mpirun binds ranks to cores), so "
+                    "its %d threads alone share them\nhint: start mpirun with --bind-to none for "
+                    "--against threads\n",
+                    cpus, g_solo_threads);
+        /* rank 0 prints; the others time their share in silence */
+        if (g_dist.rank != 0 && !freopen("/dev/null", "w", stdout))
+            return nb_die("cannot silence rank %d's output", g_dist.rank);
     }
     return bench_step(task, norms, nnorms, batches, nbatches, steps, fmt);
 }

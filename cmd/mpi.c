@@ -1,9 +1,11 @@
 /* cmd/mpi.c — start-up under a launcher, and the messages between rank 0 (which holds the
  * store) and the other ranks (see cmd/mpi.h). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "cmd/mpi.h"
 
 #include <mpi.h>
 
+#include <sched.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -91,6 +93,22 @@ static void sum_d(void *ctx, double *x, size_t n) {
 static void bcast_f(void *ctx, float *x, size_t n) {
     (void)ctx;
     MPI_Bcast(x, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+}
+int nb_mpi_cpus(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+}
+
+void nb_mpi_idle_barrier(void) {
+    MPI_Request rq;
+    MPI_Ibarrier(MPI_COMM_WORLD, &rq);
+    for (int done = 0;;) {
+        MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 void nb_mpi_bn_sum(void *ctx, double *x, int n) {
     sum_d(ctx, x, (size_t)n);

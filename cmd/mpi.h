@@ -43,6 +43,12 @@ int nb_mpi_launched(void);
 
 /* Fills d for a run over every rank (MPI_Allreduce, MPI_Bcast on MPI_COMM_WORLD). */
 void nb_mpi_dist(nb_dist *d, int bn_sync);
+/* A barrier at which the waiting ranks sleep (a 0.2 ms poll) instead of spinning, so that a rank
+ * working alone meanwhile has every core. */
+void nb_mpi_idle_barrier(void);
+/* The CPUs this process may run on (its affinity: mpirun binds each rank to a core by default),
+ * or -1 when unknown. */
+int nb_mpi_cpus(void);
 /* BatchNorm's sums over the ranks (nb_norm_cfg.bn_sum). */
 void nb_mpi_bn_sum(void *ctx, double *x, int n);
 /* Every rank's host name as a JSON array (rank order), newly allocated; NULL when out of

@@ -9,7 +9,9 @@
  * in L1 for the second pass) with explicitly vectorized reductions (omp simd reduction: gcc
  * does not vectorize a float reduction without it and -ffast-math is not used). The per-row
  * scalars (r, the backward coefficients) are computed in double. BatchNorm's per-column
- * statistics and every gain/bias gradient summed over rows are accumulated in double.
+ * statistics are one pass of sums shifted by a value near the mean, in groups of 8 rows in
+ * real added in double; every gain/bias gradient summed over rows ends in double (groups of
+ * rows in real first). Outputs of NT_MIN_BYTES or more are streamed (docs/numerics.md#streaming).
  *
  * Epsilon placement (cfg->eps_outside): r = 1/sqrt(m + eps) or r = 1/(sqrt(m) + eps), where m
  * is the variance (LN, BN) or the mean square (RMS). Backward uses dr/dm = -r^3/2 or
@@ -27,6 +29,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +53,8 @@
  * streaming skips the read-for-ownership of every output line (about a third of the memory
  * traffic of a normalization). Smaller outputs stay in cache for the next layer. */
 #define NT_MIN_BYTES (64u << 20)
-/* Streaming forward computes this many values into an L1 buffer, then streams them out. */
+/* Streaming forward of a row that does not start on a 64-byte boundary computes this many
+ * values into an L1 buffer, then streams them out (aligned rows stream from registers). */
 #define NT_CHUNK 256
 
 #if defined(__AVX512F__) || defined(__AVX__)
@@ -101,18 +105,48 @@ static inline int par_ok(int B, int C) {
     return (size_t)B * (size_t)C >= PAR_MIN;
 }
 
-/* Per-thread double partials of dg and db for the row-parallel backward kernels. */
+/* Per-thread partials of dg and db for the row-parallel backward kernels: each group of
+ * PG_ROWS consecutive rows of a thread is summed in the working precision, in row order (the
+ * first row's products assigned, the others added), and the group's sums are added to the
+ * thread's double partials; the partials are summed in thread order. (Value by value in double,
+ * converting every product and the double accumulators' loads and stores cost the row-wise
+ * backward kernels half their speed at 65,536 x 1,024: docs/numerics.md#reductions.) */
+#define PG_ROWS 8
 typedef struct partials {
     double *buf; /* (T, 2, C): dg partial then db partial per thread; NULL when not wanted */
+    real *grp;   /* (T, 2, C): the current group's dg and db sums per thread */
     int T;       /* threads the parallel region may use */
 } partials;
 
 static void partials_init(partials *p, int want, int par, int C) {
     p->buf = NULL;
+    p->grp = NULL;
     p->T = par ? omp_get_max_threads() : 1;
     if (!want) return;
     p->buf = calloc((size_t)p->T * 2 * (size_t)C, sizeof(double));
-    if (!p->buf) p->T = 1; /* out of memory: serial, gradients summed by the caller's fallback */
+    p->grp = malloc((size_t)p->T * 2 * (size_t)C * sizeof(real));
+    if (!p->buf || !p->grp) { /* out of memory: serial, gradients summed by the caller's fallback */
+        free(p->buf);
+        free(p->grp);
+        p->buf = NULL;
+        p->grp = NULL;
+        p->T = 1;
+    }
+}
+
+static void partials_free(partials *p) {
+    free(p->buf);
+    free(p->grp);
+}
+
+/* pg/pb += the group sums fg/fb (C values each). */
+static inline void partials_flush(double *restrict pg, double *restrict pb, const real *fg,
+                                  const real *fb, int C) {
+#pragma omp simd
+    for (int i = 0; i < C; i++) {
+        pg[i] += (double)fg[i];
+        pb[i] += (double)fb[i];
+    }
 }
 
 /* Inside a parallel region after each thread filled its partials: dg/db += the thread-ordered
@@ -150,6 +184,27 @@ static inline vreal vload(const real *p) {
     memcpy(&v, p, sizeof v);
     return v;
 }
+
+#if HAVE_NT
+/* Stores v at p (64-byte aligned) with streaming stores. */
+static inline void vstream(real *p, vreal v) {
+#if defined(__AVX512F__) && defined(NB_F64)
+    _mm512_stream_pd(p, (__m512d)v);
+#elif defined(__AVX512F__)
+    _mm512_stream_ps(p, (__m512)v);
+#else
+    real h[NB_VL];
+    memcpy(h, &v, sizeof v);
+#if defined(NB_F64)
+    _mm256_stream_pd(p, _mm256_loadu_pd(h));
+    _mm256_stream_pd(p + NB_VL / 2, _mm256_loadu_pd(h + NB_VL / 2));
+#else
+    _mm256_stream_ps(p, _mm256_loadu_ps(h));
+    _mm256_stream_ps(p + NB_VL / 2, _mm256_loadu_ps(h + NB_VL / 2));
+#endif
+#endif
+}
+#endif
 
 static inline real vhsum(vreal v) {
     real b[NB_VL];
@@ -225,6 +280,20 @@ static inline void affine_row(real *out, const real *x, const real *g, const rea
         affine_span(out, x, g, b, mu, r, C);
         return;
     }
+#if HAVE_NT
+    if (((uintptr_t)out & 63) == 0) { /* straight from registers, one line at a time */
+        int c = 0;
+        for (; c + NB_VL <= C; c += NB_VL) {
+            if (next) __builtin_prefetch(next + c, 0, 3);
+            vreal y = vload(g + c) * ((vload(x + c) - mu) * r);
+            if (b) y += vload(b + c);
+            vstream(out + c, y);
+        }
+        for (; c < C; c++)
+            out[c] = b ? g[c] * ((x[c] - mu) * r) + b[c] : g[c] * ((x[c] - mu) * r);
+        return;
+    }
+#endif
     _Alignas(64) real tmp[NT_CHUNK];
     for (int c0 = 0; c0 < C; c0 += NT_CHUNK) {
         int n = C - c0 < NT_CHUNK ? C - c0 : NT_CHUNK;
@@ -265,51 +334,81 @@ void FN(nb_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp
     }
 }
 
-/* dx_i += r (dg_i - mean(dg)) + (x_i - mu) coef sum_j dg_j (x_j - mu), dg = g*dy;
- * pg += dy * xhat, pb += dy (when not NULL). */
-static inline void ln_bwd_row(real *dx, double *pg, double *pb, const real *dy, const real *x,
-                              const real *g, real mu, real r, int C, const nb_norm_cfg *cfg) {
-    real sg = 0, sgx = 0, sxx = 0;
-    if (cfg->eps_outside) {
-#pragma omp simd reduction(+ : sg, sgx, sxx)
-        for (int i = 0; i < C; i++) {
-            real d = x[i] - mu, gd = g[i] * dy[i];
-            sg += gd;
-            sgx += gd * d;
-            sxx += d * d;
+/* LayerNorm backward's row sums: *sg = sum g dy, *sgx = sum g dy (x - mu) and, when sxx is
+ * not NULL, *sxx = sum (x - mu)^2, with two explicit vector accumulators each (even and odd
+ * vectors of the row, added at the end; the last C mod NB_VL values in order into a scalar).
+ * With fg (and fb), the same pass assigns (first) or adds the row's dy ((x - mu) r) and dy to
+ * them: x and dy are loaded once for both. */
+#define LN_GB(i)                                                                                   \
+    do {                                                                                           \
+        const vreal y_ = vload(dy + (i)), p_ = y_ * ((vload(x + (i)) - mu) * r);                   \
+        vreal g_ = p_, b_ = y_;                                                                    \
+        if (!first) {                                                                              \
+            g_ = vload(fg + (i)) + p_;                                                             \
+            b_ = vload(fb + (i)) + y_;                                                             \
+        }                                                                                          \
+        memcpy(fg + (i), &g_, sizeof g_);                                                          \
+        memcpy(fb + (i), &b_, sizeof b_);                                                          \
+    } while (0)
+static inline void ln_bwd_sums(real *sg, real *sgx, real *sxx, const real *dy, const real *x,
+                               const real *g, real mu, real r, real *restrict fg, real *restrict fb,
+                               int first, int C) {
+    vreal a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0};
+    int i = 0;
+    for (; i + 2 * NB_VL <= C; i += 2 * NB_VL) {
+        const vreal gd0 = vload(g + i) * vload(dy + i), d0 = vload(x + i) - mu;
+        const vreal gd1 = vload(g + i + NB_VL) * vload(dy + i + NB_VL);
+        const vreal d1 = vload(x + i + NB_VL) - mu;
+        a0 += gd0;
+        a1 += gd1;
+        b0 += gd0 * d0;
+        b1 += gd1 * d1;
+        if (sxx) {
+            c0 += d0 * d0;
+            c1 += d1 * d1;
         }
-    } else {
-#pragma omp simd reduction(+ : sg, sgx)
-        for (int i = 0; i < C; i++) {
-            real gd = g[i] * dy[i];
-            sg += gd;
-            sgx += gd * (x[i] - mu);
+        if (fg) {
+            LN_GB(i);
+            LN_GB(i + NB_VL);
         }
     }
+    for (; i + NB_VL <= C; i += NB_VL) {
+        const vreal gd0 = vload(g + i) * vload(dy + i), d0 = vload(x + i) - mu;
+        a0 += gd0;
+        b0 += gd0 * d0;
+        if (sxx) c0 += d0 * d0;
+        if (fg) LN_GB(i);
+    }
+    real ta = 0, tb = 0, tc = 0;
+    for (; i < C; i++) {
+        const real gd = g[i] * dy[i], d = x[i] - mu;
+        ta += gd;
+        tb += gd * d;
+        tc += d * d;
+        if (fg) {
+            const real p = dy[i] * ((x[i] - mu) * r);
+            fg[i] = first ? p : fg[i] + p;
+            fb[i] = first ? dy[i] : fb[i] + dy[i];
+        }
+    }
+    *sg = vhsum(a0 + a1) + ta;
+    *sgx = vhsum(b0 + b1) + tb;
+    if (sxx) *sxx = vhsum(c0 + c1) + tc;
+}
+#undef LN_GB
+
+/* dx_i += r (dg_i - mean(dg)) + (x_i - mu) coef sum_j dg_j (x_j - mu), dg = g*dy; with fg
+ * (and fb), the row's dy * xhat and dy are assigned to fg and fb (first) or added to them. */
+static inline void ln_bwd_row(real *dx, real *fg, real *fb, int first, const real *dy,
+                              const real *x, const real *g, real mu, real r, int C,
+                              const nb_norm_cfg *cfg) {
+    real sg, sgx, sxx = 0;
+    ln_bwd_sums(&sg, &sgx, cfg->eps_outside ? &sxx : NULL, dy, x, g, mu, r, fg, fb, first, C);
     const real mg = (real)((double)sg / C);
     const real k = (real)(rstd_coef(r, (double)sxx / C, C, cfg) * (double)sgx);
-    if (pg && pb) { /* one pass for dx and both partials */
-#pragma omp simd
-        for (int i = 0; i < C; i++) {
-            dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
-            pg[i] += (double)dy[i] * (double)((x[i] - mu) * r);
-            pb[i] += (double)dy[i];
-        }
-        return;
-    }
 #pragma omp simd
     for (int i = 0; i < C; i++)
         dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
-    if (pg) {
-#pragma omp simd
-        for (int i = 0; i < C; i++)
-            pg[i] += (double)dy[i] * (double)((x[i] - mu) * r);
-    }
-    if (pb) {
-#pragma omp simd
-        for (int i = 0; i < C; i++)
-            pb[i] += (double)dy[i];
-    }
 }
 
 void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
@@ -323,10 +422,14 @@ void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout,
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int r0 = (int)((long long)B * t / nt), r1 = (int)((long long)B * (t + 1) / nt);
         double *pg = p.buf ? p.buf + (size_t)t * 2 * C : NULL;
+        real *fg = p.buf ? p.grp + (size_t)t * 2 * C : NULL;
         for (int row = r0; row < r1; row++) {
             size_t o = (size_t)row * C;
-            ln_bwd_row(dinp + o, pg, pg ? pg + C : NULL, dout + o, inp + o, g, mean[row], rstd[row],
-                       C, cfg);
+            const int j = (row - r0) % PG_ROWS;
+            ln_bwd_row(dinp + o, fg, fg ? fg + C : NULL, j == 0, dout + o, inp + o, g, mean[row],
+                       rstd[row], C, cfg);
+            if (fg && (j == PG_ROWS - 1 || row == r1 - 1))
+                partials_flush(pg, pg + C, fg, fg + C, C);
         }
         if (p.buf) partials_reduce(&p, dg, db, C, nt);
     }
@@ -342,7 +445,7 @@ void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout,
             if (db) db[c] += (real)sb;
         }
     }
-    free(p.buf);
+    partials_free(&p);
 }
 
 /* ---- RMSNorm / pRMSNorm --------------------------------------------------------------------- */
@@ -376,50 +479,43 @@ void FN(nb_rmsnorm_forward)(real *out, real *rstd, const real *inp, const real *
     }
 }
 
-/* dx_i += r dg_i + [i<k] x_i coef sum_{all j} dg_j x_j, dg = g*dy; pg += dy x r, pb += dy. */
-static inline void rms_bwd_row(real *dx, double *pg, double *pb, const real *dy, const real *x,
-                               const real *g, real r, int C, int k, const nb_norm_cfg *cfg) {
+/* dx_i += r dg_i + [i<k] x_i coef sum_{all j} dg_j x_j, dg = g*dy; with fg (and fb), the
+ * row's dy x r and dy are assigned to fg and fb (first) or added to them. */
+static inline void rms_bwd_row(real *dx, real *fg, real *fb, int first, const real *dy,
+                               const real *x, const real *g, real r, int C, int k,
+                               const nb_norm_cfg *cfg) {
     real sgx = 0, sxx = 0;
+    if (fg && first) { /* the group sums in the same pass: x and dy loaded once */
 #pragma omp simd reduction(+ : sgx)
-    for (int i = 0; i < C; i++)
-        sgx += g[i] * dy[i] * x[i];
+        for (int i = 0; i < C; i++) {
+            sgx += g[i] * dy[i] * x[i];
+            fg[i] = dy[i] * (x[i] * r);
+            fb[i] = dy[i];
+        }
+    } else if (fg) {
+#pragma omp simd reduction(+ : sgx)
+        for (int i = 0; i < C; i++) {
+            sgx += g[i] * dy[i] * x[i];
+            fg[i] += dy[i] * (x[i] * r);
+            fb[i] += dy[i];
+        }
+    } else {
+#pragma omp simd reduction(+ : sgx)
+        for (int i = 0; i < C; i++)
+            sgx += g[i] * dy[i] * x[i];
+    }
     if (cfg->eps_outside) {
 #pragma omp simd reduction(+ : sxx)
         for (int i = 0; i < k; i++)
             sxx += x[i] * x[i];
     }
     const real kc = (real)(rstd_coef(r, (double)sxx / k, k, cfg) * (double)sgx);
-    if (pg && pb) { /* one pass for dx and both partials */
-#pragma omp simd
-        for (int i = 0; i < k; i++) {
-            dx[i] += r * (g[i] * dy[i]) + x[i] * kc;
-            pg[i] += (double)dy[i] * (double)(x[i] * r);
-            pb[i] += (double)dy[i];
-        }
-#pragma omp simd
-        for (int i = k; i < C; i++) {
-            dx[i] += r * (g[i] * dy[i]);
-            pg[i] += (double)dy[i] * (double)(x[i] * r);
-            pb[i] += (double)dy[i];
-        }
-        return;
-    }
 #pragma omp simd
     for (int i = 0; i < k; i++)
         dx[i] += r * (g[i] * dy[i]) + x[i] * kc;
 #pragma omp simd
     for (int i = k; i < C; i++)
         dx[i] += r * (g[i] * dy[i]);
-    if (pg) {
-#pragma omp simd
-        for (int i = 0; i < C; i++)
-            pg[i] += (double)dy[i] * (double)(x[i] * r);
-    }
-    if (pb) {
-#pragma omp simd
-        for (int i = 0; i < C; i++)
-            pb[i] += (double)dy[i];
-    }
 }
 
 void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
@@ -434,10 +530,14 @@ void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, c
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int r0 = (int)((long long)B * t / nt), r1 = (int)((long long)B * (t + 1) / nt);
         double *pg = p.buf ? p.buf + (size_t)t * 2 * C : NULL;
+        real *fg = p.buf ? p.grp + (size_t)t * 2 * C : NULL;
         for (int row = r0; row < r1; row++) {
             size_t o = (size_t)row * C;
-            rms_bwd_row(dinp + o, pg, pg ? pg + C : NULL, dout + o, inp + o, g, rstd[row], C, k,
-                        cfg);
+            const int j = (row - r0) % PG_ROWS;
+            rms_bwd_row(dinp + o, fg, fg ? fg + C : NULL, j == 0, dout + o, inp + o, g, rstd[row],
+                        C, k, cfg);
+            if (fg && (j == PG_ROWS - 1 || row == r1 - 1))
+                partials_flush(pg, pg + C, fg, fg + C, C);
         }
         if (p.buf) partials_reduce(&p, dg, db, C, nt);
     }
@@ -453,7 +553,7 @@ void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, c
             if (db) db[c] += (real)sb;
         }
     }
-    free(p.buf);
+    partials_free(&p);
 }
 
 /* ---- BatchNorm ------------------------------------------------------------------------------ */
@@ -491,53 +591,40 @@ rstd_array(real *r, const double *m, int n, const nb_norm_cfg *cfg) {
  * conversion of every value cost more than the whole of LayerNorm at 128 x 1,000.) */
 #define BN_G8(E) (((E(0) + E(1)) + (E(2) + E(3))) + ((E(4) + E(5)) + (E(6) + E(7))))
 
-/* s += sum of x; with mf: e += sum of (x - mf), v += sum of (x - mf)^2 instead. */
-static inline void bn_colsums(double *restrict s, double *restrict e, double *restrict v,
-                              const real *x, size_t ld, const real *mf, int B, int w) {
+/* e += sum of (x - mf), v += sum of (x - mf)^2. */
+static inline void bn_colsums(double *restrict e, double *restrict v, const real *x, size_t ld,
+                              const real *mf, int B, int w) {
     int row = 0;
     for (; row + 8 <= B; row += 8) {
         const real *x0 = x + (size_t)row * ld;
-        if (!mf) {
-#define E_X(k) x0[(size_t)(k)*ld + c]
-#pragma omp simd
-            for (int c = 0; c < w; c++)
-                s[c] += (double)BN_G8(E_X);
-#undef E_X
-        } else {
 #define E_D(k) (x0[(size_t)(k)*ld + c] - mf[c])
 #define E_D2(k) (E_D(k) * E_D(k))
 #pragma omp simd
-            for (int c = 0; c < w; c++) {
-                e[c] += (double)BN_G8(E_D);
-                v[c] += (double)BN_G8(E_D2);
-            }
+        for (int c = 0; c < w; c++) {
+            e[c] += (double)BN_G8(E_D);
+            v[c] += (double)BN_G8(E_D2);
+        }
 #undef E_D
 #undef E_D2
-        }
     }
     for (; row < B; row++) {
         const real *xr = x + (size_t)row * ld;
-        if (!mf) {
 #pragma omp simd
-            for (int c = 0; c < w; c++)
-                s[c] += (double)xr[c];
-        } else {
-#pragma omp simd
-            for (int c = 0; c < w; c++) {
-                const real d = xr[c] - mf[c];
-                e[c] += (double)d;
-                v[c] += (double)(d * d);
-            }
+        for (int c = 0; c < w; c++) {
+            const real d = xr[c] - mf[c];
+            e[c] += (double)d;
+            v[c] += (double)(d * d);
         }
     }
 }
 
 /* The column-block kernels (up to BN_COLS_MAX_BYTES per block column: small batches): each
- * block of BN_CB columns down all rows, owned by one thread, its three passes in cache.
- * Statistics: the column sums (bn_colsums) give the mean mu in double; the second pass sums
- * d = x - mu_f with mu_f = (real)mu, the mean as the output uses it, and the variance is the
- * corrected two-pass (sum d^2 - (sum d)^2 / B) / B: the correction removes what rounding mu to
- * mu_f adds. */
+ * block of BN_CB columns down all rows, owned by one thread, its passes in cache.
+ * Statistics in one pass (bn_colsums with a shift): K = the mean of the block's first 8 rows
+ * rounded to real, e = sum (x - K) and v = sum (x - K)^2; mean = K + e/B in double and the
+ * variance (v - e^2/B)/B, the shifted sums' formula: with K within a fraction of a standard
+ * deviation of the mean, the subtraction cancels almost nothing. (Two passes, the sums and then
+ * the deviations from the mean, cost BatchNorm a fifth of its speed at 128 x 1,000.) */
 /* The statistics of one block of columns [c0, c0 + w) of bn_fwd_cols; inlined twice, so that
  * full blocks run with the constant width BN_CB. */
 static inline __attribute__((always_inline)) void
@@ -548,14 +635,26 @@ bn_fwd_block(real *mean, real *rstd, real *running_mean, real *running_var, cons
         memset(s, 0, sizeof s);
         memset(e, 0, sizeof e);
         memset(v, 0, sizeof v);
-        bn_colsums(s, NULL, NULL, inp + c0, (size_t)C, NULL, B, w);
+        /* the shift: the mean of the first 8 rows (or of the first row), in real */
+        real K[BN_CB];
+        const real *x0 = inp + c0;
+        if (B >= 8) {
+#define E_X(k) x0[(size_t)(k)*C + c]
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                K[c] = BN_G8(E_X) / 8;
+#undef E_X
+        } else {
+            for (int c = 0; c < w; c++)
+                K[c] = x0[c];
+        }
+        bn_colsums(e, v, x0, (size_t)C, K, B, w);
         const double nb = B, unb = B > 1 ? nb / (B - 1) : 1.0, mom = cfg->bn_momentum;
-        for (int c = 0; c < w; c++)
-            mean[c0 + c] = (real)(s[c] / nb);
-        bn_colsums(NULL, e, v, inp + c0, (size_t)C, mean + c0, B, w);
         double var[BN_CB], m[BN_CB];
 #pragma omp simd
         for (int c = 0; c < w; c++) {
+            s[c] = (double)K[c] + e[c] / nb; /* the mean */
+            mean[c0 + c] = (real)s[c];
             const double vb = (v[c] - e[c] * e[c] / nb) / nb; /* biased */
             var[c] = vb > 0 ? vb : 0;
             m[c] = cfg->bn_unbiased_batch ? var[c] * unb : var[c];
@@ -565,7 +664,7 @@ bn_fwd_block(real *mean, real *rstd, real *running_mean, real *running_var, cons
 #pragma omp simd
             for (int c = 0; c < w; c++)
                 running_mean[c0 + c] =
-                    (real)((1 - mom) * (double)running_mean[c0 + c] + mom * (s[c] / nb));
+                    (real)((1 - mom) * (double)running_mean[c0 + c] + mom * s[c]);
         }
         if (running_var) {
 #pragma omp simd
@@ -741,64 +840,80 @@ static inline void bn_merge(double *restrict m, double *restrict q, const double
     }
 }
 
-/* The chunk's column mean cm and sum of squared deviations cq over rows [r0, r1); bm, bq:
- * C doubles each of scratch. */
-static void bn_chunk_stats(double *restrict cm, double *restrict cq, double *restrict bm,
-                           double *restrict bq, const real *inp, int r0, int r1, int C, int sub) {
-    double cnt = 0;
-    for (int rb = r0; rb < r1; rb += sub) {
-        const int re = rb + sub < r1 ? rb + sub : r1;
-        double *m = cnt == 0 ? cm : bm, *q = cnt == 0 ? cq : bq;
-        memset(m, 0, sizeof(double) * (size_t)C);
-        memset(q, 0, sizeof(double) * (size_t)C);
-        /* four rows at a time: a quarter of the loads and stores of the accumulators */
-        int row = rb;
-        for (; row + 4 <= re; row += 4) {
-            const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
-            if (row + 4 < r1) prefetch_span(x3 + C, (r1 - row - 4 < 4 ? r1 - row - 4 : 4) * C);
-#pragma omp simd
-            for (int c = 0; c < C; c++)
-                m[c] += ((double)x0[c] + (double)x1[c]) + ((double)x2[c] + (double)x3[c]);
-        }
-        for (; row < re; row++) {
-            const real *x = inp + (size_t)row * C;
-#pragma omp simd
-            for (int c = 0; c < C; c++)
-                m[c] += (double)x[c];
-        }
-        const double nb = re - rb;
+/* The chunk's column mean cm and sum of squared deviations cq over rows [r0, r1), in one pass
+ * over the rows, with shifted sums: K = the mean of the chunk's first 8 rows rounded to real
+ * (the first row's values if the chunk has fewer), d = x - K in real, S = sum d and Q = sum d^2
+ * in groups of 8 rows by the fixed tree added in double (the last rows one by one); mean =
+ * K + S/n and M2 = Q - S^2/n. K is within a fraction of the column's spread of its mean, so the
+ * subtraction cancels almost nothing (docs/numerics.md#batch). The groups take row i of each
+ * eighth of the chunk: eight streams far apart read faster than neighbouring rows (each row is
+ * a page). k: C reals of scratch. */
+static void bn_chunk_stats(double *restrict cm, double *restrict cq, real *restrict k,
+                           const real *inp, int r0, int r1, int C) {
+    const real *xk = inp + (size_t)r0 * C;
+    if (r1 - r0 >= 8) {
+#define E_X(j) xk[(size_t)(j)*C + c]
 #pragma omp simd
         for (int c = 0; c < C; c++)
-            m[c] /= nb;
-        for (row = rb; row + 4 <= re; row += 4) {
-            const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
+            k[c] = BN_G8(E_X) / 8;
+#undef E_X
+    } else {
+        memcpy(k, xk, sizeof(real) * (size_t)C);
+    }
+    memset(cm, 0, sizeof(double) * (size_t)C);
+    memset(cq, 0, sizeof(double) * (size_t)C);
+    const int L = (r1 - r0) / 8;
+    const size_t LC = (size_t)L * C;
+    for (int i = 0; i < L; i++) {
+        const real *x0 = inp + (size_t)(r0 + i) * C;
+#define E_D(j) (x0[(size_t)(j)*LC + c] - K)
+#define E_D2(j) (E_D(j) * E_D(j))
 #pragma omp simd
-            for (int c = 0; c < C; c++) {
-                const double d0 = (double)x0[c] - m[c], d1 = (double)x1[c] - m[c];
-                const double d2 = (double)x2[c] - m[c], d3 = (double)x3[c] - m[c];
-                q[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
-            }
+        for (int c = 0; c < C; c++) {
+            const real K = k[c];
+            cm[c] += (double)BN_G8(E_D);
+            cq[c] += (double)BN_G8(E_D2);
         }
-        for (; row < re; row++) {
-            const real *x = inp + (size_t)row * C;
+#undef E_D
+#undef E_D2
+    }
+    for (int row = r0 + 8 * L; row < r1; row++) {
+        const real *x = inp + (size_t)row * C;
 #pragma omp simd
-            for (int c = 0; c < C; c++) {
-                const double d = (double)x[c] - m[c];
-                q[c] += d * d;
-            }
+        for (int c = 0; c < C; c++) {
+            const real d = x[c] - k[c];
+            cm[c] += (double)d;
+            cq[c] += (double)(d * d);
         }
-        if (cnt > 0) bn_merge(cm, cq, bm, bq, cnt, nb, C);
-        cnt += nb;
+    }
+    const double n = r1 - r0;
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        const double S = cm[c], q = cq[c] - S * S / n;
+        cm[c] = (double)k[c] + S / n;
+        cq[c] = q > 0 ? q : 0;
     }
 }
 
 /* y = g ((x - mu) r) + b over one row, per column; streamed out through an L1 buffer when nt. */
 static inline void bn_apply_row(real *out, const real *x, const real *g, const real *b,
-                                const real *mu, const real *r, int C, int nt, const real *next) {
+                                const real *mu, const real *r, int C, int nt) {
+#if HAVE_NT
+    if (nt && ((uintptr_t)out & 63) == 0) { /* straight from registers: one vector a line */
+        int c = 0;
+        for (; c + NB_VL <= C; c += NB_VL) {
+            vreal y = vload(g + c) * ((vload(x + c) - vload(mu + c)) * vload(r + c));
+            if (b) y += vload(b + c);
+            vstream(out + c, y);
+        }
+        for (; c < C; c++)
+            out[c] = b ? g[c] * ((x[c] - mu[c]) * r[c]) + b[c] : g[c] * ((x[c] - mu[c]) * r[c]);
+        return;
+    }
+#endif
     _Alignas(64) real tmp[NT_CHUNK];
     for (int c0 = 0; c0 < C; c0 += NT_CHUNK) {
         const int n = C - c0 < NT_CHUNK ? C - c0 : NT_CHUNK;
-        if (next) prefetch_span(next + c0, n);
         real *y = nt ? tmp : out + c0;
         const real *xx = x + c0, *gg = g + c0, *mm = mu + c0, *rr = r + c0;
         if (b) {
@@ -836,19 +951,25 @@ static int bn_fwd_rows(real *out, real *mean, real *rstd, real *running_mean, re
     const int nch = nsub < BN_NCH ? nsub : BN_NCH, par = par_ok(B, C);
     const int T = par ? omp_get_max_threads() : 1, nt = use_nt(B, C);
     double *st = NULL;
+    real *ks = NULL; /* each thread's C shifts */
     if (training) {
-        st = malloc(sizeof(double) * 2 * (size_t)C * (size_t)(nch + T));
-        if (!st) return -1;
+        st = malloc(sizeof(double) * 2 * (size_t)C * (size_t)nch);
+        ks = malloc(sizeof(real) * (size_t)C * (size_t)T);
+        if (!st || !ks) {
+            free(st);
+            free(ks);
+            return -1;
+        }
     }
 #pragma omp parallel if (par) num_threads(T)
     {
         if (training) {
-            double *scratch = st + (size_t)2 * C * (size_t)(nch + omp_get_thread_num());
+            real *shift = ks + (size_t)C * (size_t)omp_get_thread_num();
 #pragma omp for schedule(static)
             for (int k = 0; k < nch; k++) {
                 double *cm = st + (size_t)2 * C * k;
-                bn_chunk_stats(cm, cm + C, scratch, scratch + C, inp, bn_row(k, nch, B, sub),
-                               bn_row(k + 1, nch, B, sub), C, sub);
+                bn_chunk_stats(cm, cm + C, shift, inp, bn_row(k, nch, B, sub),
+                               bn_row(k + 1, nch, B, sub), C);
             }
             /* the chunks merged in chunk order: count, mean and squared deviations */
 #pragma omp single
@@ -879,18 +1000,35 @@ static int bn_fwd_rows(real *out, real *mean, real *rstd, real *running_mean, re
                 rstd[c] = (real)rstd_of(running_var ? (double)running_var[c] : 1.0, cfg);
             }
         }
-        /* normalization: each thread its share of the rows, last rows first (the ones the
-         * statistics pass read last are the likeliest still in cache) */
+        /* normalization: each thread its share of the rows, in ascending order (the last
+         * rows first, for what the statistics pass left in cache, ran at two thirds of the
+         * speed: descending addresses defeat the hardware prefetchers), without software
+         * prefetches (with the next row's, 5-10% slower) */
         int r0, r1;
         thread_rows(B, &r0, &r1);
-        for (int row = r1 - 1; row >= r0; row--) {
+        for (int row = r0; row < r1; row++) {
             const size_t o = (size_t)row * C;
-            bn_apply_row(out + o, inp + o, g, b, mean, rstd, C, nt, row > r0 ? inp + o - C : NULL);
+            bn_apply_row(out + o, inp + o, g, b, mean, rstd, C, nt);
         }
         if (nt) nt_fence();
     }
     free(st);
+    free(ks);
     return 0;
+}
+
+/* dx += A dy + K (x - mu) + M over one row. (Software prefetches of the next row made the pass
+ * slower: a row's worth at once filled the miss buffers, one a line still cost 5-10%.) */
+static inline void bn_dx_row(real *restrict dx, const real *dy, const real *x, const real *A,
+                             const real *K, const real *M, const real *mu, int C) {
+    int c = 0;
+    for (; c + NB_VL <= C; c += NB_VL) {
+        vreal v = vload(dx + c) + (vload(A + c) * vload(dy + c) +
+                                   vload(K + c) * (vload(x + c) - vload(mu + c)) + vload(M + c));
+        memcpy(dx + c, &v, sizeof v);
+    }
+    for (; c < C; c++)
+        dx[c] += A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
 }
 
 static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const real *inp,
@@ -916,44 +1054,47 @@ static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const r
             memset(sy, 0, sizeof(double) * 3 * (size_t)C);
             const int r1 = bn_row(k + 1, nch, B, sub);
             int row = bn_row(k, nch, B, sub);
-            for (; row + 4 <= r1; row += 4) { /* four rows at a time, as bn_chunk_stats */
-                const real *x0 = inp + (size_t)row * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
-                const real *y0 = dout + (size_t)row * C, *y1 = y0 + C, *y2 = y1 + C, *y3 = y2 + C;
-                if (row + 4 < r1) {
-                    const int n = (r1 - row - 4 < 4 ? r1 - row - 4 : 4) * C;
-                    prefetch_span(x3 + C, n);
-                    prefetch_span(y3 + C, n);
-                }
+            /* eight streams an eighth of the chunk apart, summed in real by the fixed tree and
+             * added in double, as bn_chunk_stats; the last rows one by one */
+            const int L = (r1 - row) / 8;
+            const size_t LC = (size_t)L * C;
+            for (int i = 0; i < L; i++, row++) {
+                const real *x0 = inp + (size_t)row * C, *y0 = dout + (size_t)row * C;
+#define E_Y(j) y0[(size_t)(j)*LC + c]
+#define E_D(j) (x0[(size_t)(j)*LC + c] - mu)
+#define E_YD(j) (E_Y(j) * E_D(j))
+#define E_D2(j) (E_D(j) * E_D(j))
 #pragma omp simd
                 for (int c = 0; c < C; c++) {
-                    const double d0 = (double)(x0[c] - mean[c]), d1 = (double)(x1[c] - mean[c]);
-                    const double d2 = (double)(x2[c] - mean[c]), d3 = (double)(x3[c] - mean[c]);
-                    sy[c] += ((double)y0[c] + (double)y1[c]) + ((double)y2[c] + (double)y3[c]);
-                    syx[c] += ((double)y0[c] * d0 + (double)y1[c] * d1) +
-                              ((double)y2[c] * d2 + (double)y3[c] * d3);
+                    const real mu = mean[c];
+                    sy[c] += (double)BN_G8(E_Y);
+                    syx[c] += (double)BN_G8(E_YD);
                 }
                 if (need_sxx) {
 #pragma omp simd
                     for (int c = 0; c < C; c++) {
-                        const double d0 = (double)(x0[c] - mean[c]), d1 = (double)(x1[c] - mean[c]);
-                        const double d2 = (double)(x2[c] - mean[c]), d3 = (double)(x3[c] - mean[c]);
-                        sxx[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+                        const real mu = mean[c];
+                        sxx[c] += (double)BN_G8(E_D2);
                     }
                 }
+#undef E_Y
+#undef E_D
+#undef E_YD
+#undef E_D2
             }
-            for (; row < r1; row++) {
+            for (row += 7 * L; row < r1; row++) {
                 const real *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
 #pragma omp simd
                 for (int c = 0; c < C; c++) {
-                    const double d = (double)(x[c] - mean[c]);
+                    const real d = x[c] - mean[c];
                     sy[c] += (double)dy[c];
-                    syx[c] += (double)dy[c] * d;
+                    syx[c] += (double)(dy[c] * d);
                 }
                 if (need_sxx) {
 #pragma omp simd
                     for (int c = 0; c < C; c++) {
-                        const double d = (double)(x[c] - mean[c]);
-                        sxx[c] += d * d;
+                        const real d = x[c] - mean[c];
+                        sxx[c] += (double)(d * d);
                     }
                 }
             }
@@ -977,17 +1118,10 @@ static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const r
         }
         int r0, r1;
         thread_rows(B, &r0, &r1);
-        for (int row = r1 - 1; row >= r0; row--) {
+        for (int row = r0; row < r1; row++) { /* ascending and unprefetched, as normalization */
             const real *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
             real *dx = dinp + (size_t)row * C;
-            if (row > r0) {
-                prefetch_span(x - C, C);
-                prefetch_span(dy - C, C);
-                prefetch_span(dx - C, C);
-            }
-#pragma omp simd
-            for (int c = 0; c < C; c++)
-                dx[c] += A[c] * dy[c] + K[c] * (x[c] - mean[c]) + M[c];
+            bn_dx_row(dx, dy, x, A, K, M, mean, C);
         }
     }
     free(st);

@@ -6,7 +6,8 @@
  * caller zeroes. Any of dg/db may be NULL (not wanted); b may be NULL (no bias). Backward reads
  * everything it needs before writing, so dinp may not alias dout, and gains are applied.
  * cfg->eps and cfg->eps_outside select the epsilon and its placement; forward and backward use
- * the same one. Statistics are computed two-pass (never E[x^2]-E[x]^2) with explicitly
+ * the same one. Row statistics are computed two-pass (never E[x^2]-E[x]^2), BatchNorm's in
+ * one pass of sums shifted by a value near the mean (docs/numerics.md#batch), with explicitly
  * vectorized reductions.
  */
 

@@ -353,6 +353,7 @@ typedef struct cifar_bench {
     nb_rng noise;
     int B;
     long t;
+    nb_dist *dist; /* data-parallel: this process times its rows of the batch (NULL: all) */
 } cifar_bench;
 
 static void cifar_bench_close(void *p) {
@@ -368,6 +369,7 @@ static void *cifar_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     if (!b) return nb_errf(err, "out of memory"), NULL;
     b->B = cfg->batch;
     b->adam = cfg->adam;
+    b->dist = cfg->dist && cfg->dist->size > 1 ? cfg->dist : NULL;
     char what[48];
     snprintf(what, sizeof what, "--batch %d", b->B);
     cifar_build_ctx bc = {cfg, 3, 32, 32};
@@ -402,17 +404,31 @@ static void bench_schedule(void *self, int64_t t, int64_t planned, nb_adam_cfg *
 static double cifar_bench_step(void *p) {
     cifar_bench *b = p;
     double ts = nb_now();
-    nb_cnn_zero_grad(&b->model);
-    nb_cnn_forward(&b->model, b->data.train.x, b->data.train.y, b->B, 1, &b->noise);
-    nb_cnn_backward(&b->model, b->data.train.y);
     nb_trainer tr = {.params = b->model.params,
                      .grads = b->model.grads,
                      .adam_m = b->model.adam_m,
                      .adam_v = b->model.adam_v,
                      .layout = &b->model.layout,
                      .schedule = bench_schedule};
+    nb_cnn_zero_grad(&b->model);
+    if (b->dist) { /* this rank's rows, then the loop's sums over the ranks */
+        const nb_dist *D = b->dist;
+        int lo = (int)((int64_t)b->B * D->rank / D->size);
+        int hi = (int)((int64_t)b->B * (D->rank + 1) / D->size);
+        size_t dim = (size_t)3 * 32 * 32;
+        b->model.row0 = lo;
+        b->model.grad_rows = b->B;
+        double loss = nb_cnn_forward(&b->model, b->data.train.x + (size_t)lo * dim,
+                                     b->data.train.y + lo, hi - lo, 1, &b->noise);
+        nb_cnn_backward(&b->model, b->data.train.y + lo);
+        nb_train_dist_sum(b->dist, &tr, loss, hi - lo, b->B, NULL);
+    } else {
+        nb_cnn_forward(&b->model, b->data.train.x, b->data.train.y, b->B, 1, &b->noise);
+        nb_cnn_backward(&b->model, b->data.train.y);
+    }
     b->t++;
     nb_train_update(&tr, 0, &b->adam, b->t, 200 * 500); /* the paper's 200 epochs of 500 steps */
+    if (b->dist) nb_train_dist_buffers(b->dist, &tr);
     return nb_now() - ts;
 }
 
@@ -463,6 +479,7 @@ const nb_task nb_task_cifar = {
     .opts = cifar_opts_decl,
     .opts_size = sizeof(cifar_opts),
     .defaults = cifar_defaults,
+    .data_parallel = 1,
     .train = cifar_train,
     .bench_open = cifar_bench_open,
     .bench_step = cifar_bench_step,

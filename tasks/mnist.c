@@ -282,6 +282,7 @@ typedef struct mnist_bench {
     long t;
     nb_adam_cfg adam;
     nb_cuda_mlp *dev; /* --device cuda */
+    nb_dist *dist;    /* data-parallel: this process times its rows of the batch (NULL: all) */
 } mnist_bench;
 
 static void mnist_bench_close(void *p) {
@@ -301,6 +302,7 @@ static void *mnist_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     nb_rng_seed(&rng, cfg->seed, NB_STREAM_INIT);
     b->B = cfg->batch;
     b->adam = cfg->adam;
+    b->dist = cfg->dist && cfg->dist->size > 1 ? cfg->dist : NULL;
     char what[48];
     snprintf(what, sizeof what, "--batch %d", b->B);
     if (nb_check_batch_memory(mnist_build, (void *)cfg, b->B, what, err) != 0 ||
@@ -340,6 +342,25 @@ static double mnist_bench_step(void *p) {
         return nb_now() - ts;
     }
     nb_mlp_zero_grad(&b->model);
+    if (b->dist) { /* this rank's rows, then the loop's sums over the ranks */
+        const nb_dist *D = b->dist;
+        int lo = (int)((int64_t)b->B * D->rank / D->size);
+        int hi = (int)((int64_t)b->B * (D->rank + 1) / D->size);
+        nb_trainer tr = {.params = b->model.params,
+                         .grads = b->model.grads,
+                         .adam_m = b->model.adam_m,
+                         .adam_v = b->model.adam_v,
+                         .layout = &b->model.layout};
+        b->model.grad_rows = b->B;
+        double loss =
+            nb_mlp_forward(&b->model, b->x + (size_t)lo * mlp_dims[0], b->y + lo, hi - lo, 1);
+        nb_mlp_backward(&b->model, b->y + lo);
+        nb_train_dist_sum(b->dist, &tr, loss, hi - lo, b->B, NULL);
+        nb_adam_step_layout(b->model.params, b->model.grads, b->model.adam_m, b->model.adam_v,
+                            &b->model.layout, ++b->t, &b->adam);
+        nb_train_dist_buffers(b->dist, &tr);
+        return nb_now() - ts;
+    }
     nb_mlp_forward(&b->model, b->x, b->y, b->B, 1);
     nb_mlp_backward(&b->model, b->y);
     nb_adam_step_layout(b->model.params, b->model.grads, b->model.adam_m, b->model.adam_v,
@@ -361,6 +382,7 @@ const nb_task nb_task_mnist = {
     .default_dataset = "fashion-mnist",
     .datasets = mnist_datasets,
     .cuda = 1,
+    .data_parallel = 1,
     .defaults = mnist_defaults,
     .train = mnist_train,
     .bench_open = mnist_bench_open,

@@ -164,6 +164,25 @@ void nb_train_update(const nb_trainer *t, double clip, const nb_adam_cfg *adam, 
     (void)nb_train_update_clip(t, clip, adam, step, planned, NULL);
 }
 
+double nb_train_dist_sum(nb_dist *D, const nb_trainer *t, double loss, int rows, int batch,
+                         int *stop) {
+    size_t P = t->layout->total;
+    double red[2] = {loss * rows / batch, stop && *stop ? 1 : 0};
+    double tc = nb_now();
+    D->sum_d(D->ctx, red, 2);
+    D->sum_f(D->ctx, t->grads, P);
+    D->comm_seconds += nb_now() - tc;
+    D->comm_bytes = (double)P * sizeof(float);
+    if (stop) *stop = red[1] > 0;
+    return red[0];
+}
+
+void nb_train_dist_buffers(const nb_dist *D, const nb_trainer *t) {
+    for (int k = 0; !D->bn_sync && k < t->layout->count; k++)
+        if (!t->layout->t[k].trainable)
+            D->bcast_f(D->ctx, t->params + t->layout->t[k].off, t->layout->t[k].n);
+}
+
 int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *sink,
                   nb_status *status, nb_err *err) {
     int rc = -1;
@@ -180,7 +199,6 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
         }
         shard_lo = (int)((int64_t)cfg->batch * D->rank / D->size);
         shard_hi = (int)((int64_t)cfg->batch * (D->rank + 1) / D->size);
-        D->comm_bytes = (double)P * sizeof(float);
     }
     if (t->steps_per_epoch <= 0) {
         nb_errf(err, "the training set holds no full batch of %d examples", cfg->batch);
@@ -248,14 +266,8 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
                 /* this rank's rows, then the sums over the ranks: the loss (weighted by the
                  * rows) with the stop request, and every gradient in one fused buffer */
                 loss = t->step_shard(t->self, bi, shard_lo, shard_hi, &noise_rng);
-                double red[2] = {loss * (shard_hi - shard_lo) / cfg->batch,
-                                 cfg->stop && *cfg->stop ? 1 : 0};
-                double tc = nb_now();
-                D->sum_d(D->ctx, red, 2);
-                D->sum_f(D->ctx, t->grads, P);
-                D->comm_seconds += nb_now() - tc;
-                loss = red[0];
-                stop_all = red[1] > 0;
+                stop_all = cfg->stop && *cfg->stop;
+                loss = nb_train_dist_sum(D, t, loss, shard_hi - shard_lo, cfg->batch, &stop_all);
             } else {
                 loss = t->step(t->self, bi, &noise_rng);
             }
@@ -272,10 +284,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
             L.step++;
             double scale,
                 norm = nb_train_update_clip(t, cfg->clip, &cfg->adam, L.step, L.planned, &scale);
-            /* per-rank BatchNorm: rank 0's running averages everywhere (DDP's broadcast_buffers) */
-            for (int k = 0; D && !D->bn_sync && k < t->layout->count; k++)
-                if (!t->layout->t[k].trainable)
-                    D->bcast_f(D->ctx, t->params + t->layout->t[k].off, t->layout->t[k].n);
+            if (D) nb_train_dist_buffers(D, t);
             L.train_time += nb_now() - ts;
             L.loss_acc += loss;
             L.clip_acc[0] += norm;

@@ -125,6 +125,21 @@ void nb_train_update(const nb_trainer *t, double clip, const nb_adam_cfg *adam, 
 double nb_train_update_clip(const nb_trainer *t, double clip, const nb_adam_cfg *adam, int64_t step,
                             int64_t planned, double *scale);
 
+/* Data-parallel (D->size > 1), what nb_train_loop does after a process's shard of a step
+ * (t->step_shard on `rows` of the `batch` rows), exported so that `bench step` times exactly
+ * this: the sums over the processes, first the shard's mean loss weighted by its rows with the
+ * stop flag (*stop: this process's request in, whether any process asked out; NULL: none), then
+ * every gradient in one fused buffer (t->grads, the whole layout: one MPI_Allreduce). The time
+ * spent adds to D->comm_seconds; D->comm_bytes is set to the gradients' bytes. Returns the
+ * whole batch's mean loss. */
+double nb_train_dist_sum(nb_dist *D, const nb_trainer *t, double loss, int rows, int batch,
+                         int *stop);
+
+/* Data-parallel after the update: with per-rank BatchNorm statistics (!D->bn_sync) rank 0's
+ * running averages (the layout's tensors that are not trainable) to every process, as
+ * DistributedDataParallel's broadcast_buffers does. Nothing with --bn-sync. */
+void nb_train_dist_buffers(const nb_dist *D, const nb_trainer *t);
+
 /* Trains per cfg (epochs or steps, clipping, Adam, seed, resume_from, stop), recording through
  * sink. Returns 0 with *status set (finished, interrupted or diverged; err then says why a run
  * diverged), or -1 with err set when the run could not go on (I/O, the sink failed). Records:
