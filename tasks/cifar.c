@@ -454,11 +454,7 @@ static int cifar_bench_gemms(void *p, nb_gemm_shape *out, int max) {
 
 static double cifar_bench_flops(void *p) {
     nb_gemm_shape s[64];
-    int n = cifar_bench_gemms(p, s, 64);
-    double f = 0;
-    for (int i = 0; i < n; i++)
-        f += 2.0 * s[i].M * (double)s[i].N * s[i].K * s[i].count;
-    return f;
+    return nb_gemm_flops(s, cifar_bench_gemms(p, s, 64));
 }
 
 static const int cifar_bench_batches[] = {100, 0};

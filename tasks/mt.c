@@ -935,11 +935,7 @@ static int mt_bench_gemms(void *p, nb_gemm_shape *out, int max) {
 
 static double mt_bench_flops(void *p) {
     nb_gemm_shape s[64];
-    int n = mt_bench_gemms(p, s, 64);
-    double f = 0;
-    for (int i = 0; i < n; i++)
-        f += 2.0 * s[i].M * (double)s[i].N * s[i].K * s[i].count;
-    return f;
+    return nb_gemm_flops(s, mt_bench_gemms(p, s, 64));
 }
 
 static const int mt_bench_batches[] = {80, 0};

@@ -80,6 +80,13 @@ int nb_check_batch_memory(int (*build)(void *ctx, int B, nb_err *err), void *ctx
                     per_row > 0 ? (room - at[0]) / per_row : 0);
 }
 
+double nb_gemm_flops(const nb_gemm_shape *s, int n) {
+    double f = 0;
+    for (int i = 0; i < n; i++)
+        f += 2.0 * s[i].M * (double)s[i].N * s[i].K * s[i].count;
+    return f;
+}
+
 double nb_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

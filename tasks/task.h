@@ -114,6 +114,9 @@ typedef struct nb_gemm_shape {
     char what[40];
 } nb_gemm_shape;
 
+/* The floating-point operations of n GEMM shapes: 2 M N K per call, times its count. */
+double nb_gemm_flops(const nb_gemm_shape *s, int n);
+
 typedef struct nb_task {
     const char *name;
     const char *summary;

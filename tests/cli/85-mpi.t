@@ -5,15 +5,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "1..0 # skip mpirun is not installed (Debian: openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
-# Open MPI refuses root without these; in containers its shared-memory single copy (CMA) may be
-# refused; more ranks than cores need oversubscription.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
-MPIRUN="mpirun --bind-to none"
+mpi_local
 unset NORMBENCH_DB
 quick="--dataset synthetic --subset 1000 --batch 32 --steps 12 --threads 1"
 

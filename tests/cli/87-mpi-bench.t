@@ -5,14 +5,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "1..0 # skip mpirun is not installed (Debian: openmpi-bin libopenmpi-dev)"
-    exit 0
-fi
-# as tests/cli/85-mpi.t: root, containers' shared memory, more ranks than cores
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
-MPIRUN="mpirun --bind-to none"
+mpi_local
 
 # The bytes a model's gradients take in the fused buffer: every tensor's floats, each tensor
 # starting at a multiple of 16 floats (64 bytes, the parameter layout's alignment), x 4.
