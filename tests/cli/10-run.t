@@ -81,7 +81,7 @@ has "fashion-mnist source is recorded" <(sql "select value from params where key
 # Ctrl-C: the run stops cleanly, shows as interrupted and keeps its metrics.
 "$NB" run mnist --dataset synthetic --subset 5000 --steps 1000000 --batch 16 --norm rms --log-every 5 --quiet --db "$tmp/int.db" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 600); do
     sleep 0.2
     c=$(sqlite3 "$tmp/int.db" "select count(*) from metrics where name = 'train_loss'" 2>/dev/null || echo 0)
     [ "${c:-0}" -ge 3 ] && break

@@ -56,7 +56,7 @@ db2=$tmp/int.db
 long="--dataset synthetic --subset 2000 --batch 32 --steps 400"
 setsid "$NB" sweep mnist --norms none,layer,rms --seeds 2 --db "$db2" $long >"$tmp/s1" 2>&1 &
 pid=$!
-for _ in $(seq 1 150); do
+for _ in $(seq 1 600); do
     sleep 0.2
     c=$(sqlite3 "$db2" "select count(*) from runs where status='finished'" 2>/dev/null || echo 0)
     [ "${c:-0}" -ge 1 ] && break

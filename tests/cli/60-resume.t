@@ -17,7 +17,7 @@ for norm in weight batch rms; do
     "$NB" run $args >/dev/null 2>&1 &
     pid=$!
     id=$((ref + 1))
-    for _ in $(seq 1 200); do [ -e "$(ckpt $id)" ] && break; sleep 0.05; done
+    for _ in $(seq 1 2400); do [ -e "$(ckpt $id)" ] && break; sleep 0.05; done
     sleep 0.3
     kill -KILL $pid
     wait $pid 2>/dev/null
@@ -43,7 +43,7 @@ for norm in weight batch; do
     "$NB" run $args >/dev/null 2>&1 &
     pid=$!
     id=$((ref + 1))
-    for _ in $(seq 1 400); do [ -e "$(ckpt $id)" ] && break; sleep 0.05; done
+    for _ in $(seq 1 2400); do [ -e "$(ckpt $id)" ] && break; sleep 0.05; done
     sleep 0.1
     kill -KILL $pid
     wait $pid 2>/dev/null
@@ -75,7 +75,7 @@ has "and why" "$tmp/err" "^hint: checkpoints are written at the end of each epoc
 "$NB" run mnist --dataset synthetic --subset 2000 --batch 32 --epochs 20 --quiet >/dev/null 2>&1 &
 pid=$!
 id=$(( $(sqlite3 "$db" "select max(id) from runs") + 1 ))
-for _ in $(seq 1 200); do [ -e "$(ckpt $id)" ] && break; sleep 0.05; done
+for _ in $(seq 1 2400); do [ -e "$(ckpt $id)" ] && break; sleep 0.05; done
 sleep 0.2
 kill -KILL $pid
 wait $pid 2>/dev/null

@@ -75,7 +75,7 @@ for norm in batch prms; do
     "$NB" run $args >/dev/null 2>&1 &
     pid=$!
     id=$((ref + 1))
-    for _ in $(seq 1 400); do [ -e "$(ckpt $id)" ] && break; sleep 0.05; done
+    for _ in $(seq 1 2400); do [ -e "$(ckpt $id)" ] && break; sleep 0.05; done
     sleep 0.2
     kill -KILL $pid
     wait $pid 2>/dev/null

@@ -131,7 +131,7 @@ resume_case() { # $1: the norm options, $2: the norm the store records
     "$NB" run $args >/dev/null 2>&1 &
     pid=$!
     id=$((ref + 1))
-    for _ in $(seq 1 400); do [ -e "$(ckpt $id)" ] && break; sleep 0.02; done
+    for _ in $(seq 1 6000); do [ -e "$(ckpt $id)" ] && break; sleep 0.02; done
     kill -KILL $pid
     wait $pid 2>/dev/null
     [ -e "$(ckpt $id)" ] && ok "resume $2: the killed run left a checkpoint" \

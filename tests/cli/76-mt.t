@@ -62,7 +62,7 @@ ref=$(sqlite3 "$NORMBENCH_DB" "select max(id) from runs")
 "$NB" run $args >/dev/null 2>&1 &
 pid=$!
 id=$((ref + 1))
-for _ in $(seq 1 600); do [ -e "$NORMBENCH_DB-checkpoints/run-$id.ckpt" ] && break; sleep 0.05; done
+for _ in $(seq 1 2400); do [ -e "$NORMBENCH_DB-checkpoints/run-$id.ckpt" ] && break; sleep 0.05; done
 kill -KILL $pid; wait $pid 2>/dev/null
 check "resume" 0 "$NB" run --resume $id --quiet
 metrics() { sqlite3 "$NORMBENCH_DB" "select group_concat(name||':'||step||':'||value, ' ') from (select * from metrics where run = $1 and name not in ('ms_per_step', 'epoch_seconds') order by name, step)"; }
