@@ -62,6 +62,7 @@ static int metric_names(const nb_report *r, int a, int b, const char **names, in
     for (int i = a; i < b; i++)
         for (int j = 0; j < r->groups[i].nmetrics; j++) {
             const char *nm = r->groups[i].metrics[j].name;
+            if (strncmp(nm, "val_preact_", 11) == 0) continue; /* report --paper's Table 5 */
             int seen = 0;
             for (int k = 0; k < n; k++)
                 seen |= strcmp(names[k], nm) == 0;
@@ -157,6 +158,87 @@ int nb_report_cells(const nb_report *r, int a, int b, const nb_target *user_targ
     return 0;
 }
 
+int nb_paper_table_applies(const nb_paper_table *pt, const char *model) {
+    if (!pt->model) return 1;
+    if (!model) return 0;
+    size_t n = strlen(pt->model);
+    return strncmp(model, pt->model, n) == 0 && (model[n] == '\0' || model[n] == ' ');
+}
+
+static const nb_report_group *group_of(const nb_report *r, int a, int b, const char *norm) {
+    for (int i = a; i < b; i++)
+        if (strcmp(r->groups[i].norm, norm) == 0) return &r->groups[i];
+    return NULL;
+}
+
+static const nb_paper_row *paper_row(const nb_paper_table *pt, const char *norm) {
+    for (const nb_paper_row *p = pt->rows; p->norm; p++)
+        if (strcmp(p->norm, norm) == 0) return p;
+    return NULL;
+}
+
+int nb_report_paper_cells(const nb_report *r, int a, int b, const nb_paper_table *pt,
+                          nb_report_table *t) {
+    /* rows: the block's norms (in the report's order) and then the paper's that it lacks */
+    const char *norms[64];
+    int n = 0;
+    for (int i = a; i < b && n < 64; i++)
+        norms[n++] = r->groups[i].norm;
+    for (const nb_paper_row *p = pt->rows; p->norm && n < 64; p++)
+        if (!group_of(r, a, b, p->norm)) norms[n++] = p->norm;
+    const int timed = pt->rows[0].norm && pt->rows[0].seconds > 0;
+    const int ncol = 1 + 2 * pt->ncol + (timed ? 4 : 0), nrow = 1 + n;
+    char(*cell)[CELL] = calloc((size_t)(ncol * nrow), CELL);
+    t->cell = cell;
+    t->ncol = ncol;
+    t->nrow = nrow;
+    if (!cell) return -1;
+    snprintf(cell[0], CELL, "norm");
+    for (int c = 0; c < pt->ncol; c++) {
+        snprintf(cell[1 + 2 * c], CELL, "%s", pt->metric[c]);
+        snprintf(cell[2 + 2 * c], CELL, "paper: %s", pt->head[c]);
+    }
+    if (timed) {
+        const char *head[4] = {"s/1k steps", "paper: s/1k steps", "speed-up", "paper: speed-up"};
+        for (int k = 0; k < 4; k++)
+            snprintf(cell[1 + 2 * pt->ncol + k], CELL, "%s", head[k]);
+    }
+    const nb_paper_row *pl = paper_row(pt, "layer");
+    for (int i = 0; i < n; i++) {
+        char(*row)[CELL] = cell + (size_t)(i + 1) * ncol;
+        const nb_report_group *g = group_of(r, a, b, norms[i]);
+        const nb_paper_row *p = paper_row(pt, norms[i]);
+        nb_escape(row[0], CELL, norms[i]);
+        for (int c = 0; c < pt->ncol; c++) {
+            const nb_stat *st = g ? find_metric(g, pt->metric[c]) : NULL;
+            nb_stat none = {0, NAN, NAN};
+            fmt_stat(row[1 + 2 * c], CELL, st ? st : &none, 2);
+            snprintf(row[2 + 2 * c], CELL, "%s", p ? p->cells[c] : "-");
+        }
+        if (!timed) continue;
+        char(*tc)[CELL] = row + 1 + 2 * pt->ncol;
+        nb_stat none = {0, NAN, NAN};
+        fmt_stat(tc[0], CELL, g ? &g->ms_per_step : &none, 0); /* ms per step = s per 1k */
+        if (p && p->seconds > 0)
+            snprintf(tc[1], CELL, "%.0f", p->seconds);
+        else
+            snprintf(tc[1], CELL, "-");
+        if (!g || !g->has_speed)
+            snprintf(tc[2], CELL, "%s", g && strcmp(g->norm, "layer") == 0 ? "(base)" : "-");
+        else if (isnan(g->speedup_std))
+            snprintf(tc[2], CELL, "%+.1f%%", 100 * g->speedup);
+        else
+            snprintf(tc[2], CELL, "%+.1f ± %.1f%%", 100 * g->speedup, 100 * g->speedup_std);
+        if (p && p == pl)
+            snprintf(tc[3], CELL, "(base)");
+        else if (p && pl && p->seconds > 0 && pl->seconds > 0)
+            snprintf(tc[3], CELL, "%+.1f%%", 100 * (1 - p->seconds / pl->seconds));
+        else
+            snprintf(tc[3], CELL, "-");
+    }
+    return 0;
+}
+
 int nb_report_block_end(const nb_report *r, int a) {
     int b = a + 1;
     while (b < r->n && strcmp(r->groups[b].task, r->groups[a].task) == 0 &&
@@ -165,18 +247,11 @@ int nb_report_block_end(const nb_report *r, int a) {
     return b;
 }
 
-/* One task/dataset block [a, b) as an aligned text table or a Markdown table. */
-static void print_block(const nb_report *r, int a, int b, int md, const nb_target *user_target,
-                        int paper) {
-    nb_report_table t;
-    if (nb_report_cells(r, a, b, user_target, &t) != 0) return;
-    int ncol = t.ncol, nrow = t.nrow;
-    char(*cell)[CELL] = t.cell;
-    const nb_task *task = nb_task_find(r->groups[a].task);
+/* A grid of cells as an aligned text table (each line after indent) or a Markdown table. */
+static void print_grid(const nb_report_table *t, int md, const char *indent) {
+    int ncol = t->ncol, nrow = t->nrow;
+    char(*cell)[CELL] = t->cell;
     if (md) {
-        fputs("### ", stdout);
-        print_heading(&r->groups[a]);
-        fputs("\n\n", stdout);
         for (int i = 0; i < nrow; i++) {
             for (int c = 0; c < ncol; c++) {
                 fputs("| ", stdout);
@@ -190,29 +265,47 @@ static void print_block(const nb_report *r, int a, int b, int md, const nb_targe
                 puts("|");
             }
         }
+        return;
+    }
+    int *w = calloc((size_t)ncol, sizeof *w);
+    if (!w) return;
+    for (int i = 0; i < nrow; i++)
+        for (int c = 0; c < ncol; c++)
+            if (width(cell[i * ncol + c]) > w[c]) w[c] = width(cell[i * ncol + c]);
+    for (int i = 0; i < nrow; i++) {
+        fputs(indent, stdout);
+        for (int c = 0; c < ncol; c++) {
+            const char *x = cell[i * ncol + c];
+            int pad = w[c] - width(x);
+            if (c) fputs("  ", stdout);
+            if (c == 0) {
+                fputs(x, stdout);
+                printf("%*s", pad, "");
+            } else {
+                printf("%*s%s", pad, "", x);
+            }
+        }
+        putchar('\n');
+    }
+    free(w);
+}
+
+/* One task/dataset block [a, b) as an aligned text table or a Markdown table. */
+static void print_block(const nb_report *r, int a, int b, int md, const nb_target *user_target,
+                        int paper) {
+    nb_report_table t;
+    if (nb_report_cells(r, a, b, user_target, &t) != 0) return;
+    const nb_task *task = nb_task_find(r->groups[a].task);
+    if (md) {
+        fputs("### ", stdout);
+        print_heading(&r->groups[a]);
+        fputs("\n\n", stdout);
     } else {
         print_heading(&r->groups[a]);
         putchar('\n');
-        int w[2 + MAXM + 9] = {0};
-        for (int i = 0; i < nrow; i++)
-            for (int c = 0; c < ncol; c++)
-                if (width(cell[i * ncol + c]) > w[c]) w[c] = width(cell[i * ncol + c]);
-        for (int i = 0; i < nrow; i++) {
-            fputs("  ", stdout);
-            for (int c = 0; c < ncol; c++) {
-                const char *x = cell[i * ncol + c];
-                int pad = w[c] - width(x);
-                if (c) fputs("  ", stdout);
-                if (c == 0) {
-                    fputs(x, stdout);
-                    printf("%*s", pad, "");
-                } else {
-                    printf("%*s%s", pad, "", x);
-                }
-            }
-            putchar('\n');
-        }
     }
+    print_grid(&t, md, "  ");
+    free(t.cell);
     int any = 0;
     for (int i = a; i < b; i++) {
         char s[160];
@@ -227,8 +320,17 @@ static void print_block(const nb_report *r, int a, int b, int md, const nb_targe
         const char *text =
             task && task->paper ? task->paper : "no paper numbers are known for this task";
         printf(md ? "\n**Paper.** %s\n" : "  paper: %s\n", text);
+        for (const nb_paper_table *pt = task ? task->paper_tables : NULL; pt && pt->title; pt++) {
+            if (!nb_paper_table_applies(pt, r->groups[a].model)) continue;
+            if (nb_report_paper_cells(r, a, b, pt, &t) != 0) return;
+            printf(md ? "\n%s, beside this store's runs:\n\n"
+                      : "\n  %s, beside this store's "
+                        "runs:\n",
+                   pt->title);
+            print_grid(&t, md, "    ");
+            free(t.cell);
+        }
     }
-    free(cell);
 }
 
 static void print_text(const nb_report *r, int md, const nb_target *user_target, int paper) {
@@ -326,6 +428,8 @@ static void print_json(const nb_report *r, int paper) {
         nb_json_str(stdout, g->dataset);
         fputs(", \"norm\": ", stdout);
         nb_json_str(stdout, g->norm);
+        fputs(", \"model\": ", stdout);
+        nb_json_str(stdout, g->model);
         printf(", \"runs\": %d, \"diverged\": %d, \"failed\": %d, \"interrupted\": %d, "
                "\"crashed\": %d, \"running\": %d,\n   \"metrics\": {",
                g->finished, g->diverged, g->failed, g->interrupted, g->crashed, g->running);
@@ -377,6 +481,29 @@ static void print_json(const nb_report *r, int paper) {
             const nb_task *t = nb_task_find(g->task);
             fputs(",\n   \"paper\": ", stdout);
             nb_json_str(stdout, t ? t->paper : NULL);
+            /* this norm's row of each paper table set beside the group (report --paper) */
+            fputs(", \"paper_tables\": [", stdout);
+            int k = 0;
+            for (const nb_paper_table *pt = t ? t->paper_tables : NULL; pt && pt->title; pt++) {
+                const nb_paper_row *pr = paper_row(pt, g->norm);
+                if (!pr || !nb_paper_table_applies(pt, g->model)) continue;
+                fputs(k++ ? ",\n     {\"table\": " : "\n     {\"table\": ", stdout);
+                nb_json_str(stdout, pt->title);
+                fputs(", \"paper\": {", stdout);
+                for (int c = 0; c < pt->ncol; c++) {
+                    if (c) fputs(", ", stdout);
+                    nb_json_str(stdout, pt->metric[c]);
+                    fputs(": ", stdout);
+                    nb_json_str(stdout, pr->cells[c]);
+                }
+                fputs("}, \"paper_s_per_1k_steps\": ", stdout);
+                if (pr->seconds > 0)
+                    nb_json_num(stdout, pr->seconds);
+                else
+                    fputs("null", stdout);
+                putchar('}');
+            }
+            putchar(']');
         }
         putchar('}');
     }

@@ -65,12 +65,13 @@ typedef struct run_ctx {
     int64_t run_id;
     int created;
     const char *tag, *variant;
-    const char *db;       /* the store's path: checkpoints live beside it */
-    const char *argv_rec; /* the command line, recorded so that --resume can rebuild it */
-    char ckpt[4096];      /* this run's checkpoint file, once known */
-    char model[4096];     /* this run's model directory, once made */
-    char store_id[40];    /* the store's id, recorded in every checkpoint */
-    nb_ckpt_ident ident;  /* what this run's checkpoints belong to, once known */
+    char model_label[128]; /* the task's model label (tag "model"), "" when it has none */
+    const char *db;        /* the store's path: checkpoints live beside it */
+    const char *argv_rec;  /* the command line, recorded so that --resume can rebuild it */
+    char ckpt[4096];       /* this run's checkpoint file, once known */
+    char model[4096];      /* this run's model directory, once made */
+    char store_id[40];     /* the store's id, recorded in every checkpoint */
+    nb_ckpt_ident ident;   /* what this run's checkpoints belong to, once known */
     int have_ident;
     nb_progress_line progress;
 } run_ctx;
@@ -145,6 +146,8 @@ static int ensure_run(run_ctx *c, nb_err *err) {
         if (c->rec->tag(c->rec->ctx, c->run_id, key, value, err) != 0) return -1;
     }
     if (c->variant && c->rec->tag(c->rec->ctx, c->run_id, "variant", c->variant, err) != 0)
+        return -1;
+    if (c->model_label[0] && c->rec->tag(c->rec->ctx, c->run_id, "model", c->model_label, err) != 0)
         return -1;
     if (c->argv_rec && c->rec->param(c->rec->ctx, c->run_id, "argv", c->argv_rec, err) != 0)
         return -1;
@@ -1096,6 +1099,7 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
     ctx.spec.compute_json = compute;
     ctx.tag = tag;
     ctx.variant = a.variant;
+    nb_task_model_label(nb_task_find(cfg.task), &cfg, ctx.model_label, sizeof ctx.model_label);
     ctx.db = dbpath;
     char *argv_rec = join_argv(argc - 1, argv + 1);
     ctx.argv_rec = argv_rec;

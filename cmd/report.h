@@ -8,6 +8,7 @@
 #include "plots/plot.h"
 #include "results/query.h"
 #include "results/store.h"
+#include "tasks/task.h"
 #include "util/err.h"
 
 enum { NB_REPORT_CELL = 96 };
@@ -25,6 +26,16 @@ typedef struct nb_report_table {
  * names a metric, else the task's. Returns 0, or -1 when out of memory. */
 int nb_report_cells(const nb_report *r, int a, int b, const nb_target *user_target,
                     nb_report_table *t);
+
+/* Whether the paper table pt is set beside runs of the model label model (NULL: unknown). */
+int nb_paper_table_applies(const nb_paper_table *pt, const char *model);
+
+/* Fills t with the paper table pt beside the groups [a, b): per norm (the block's, then the
+ * paper's others) each paper column's value next to the runs' last value of its metric, and
+ * when the table has times, s per 1k steps and the speed-up against layer on both sides.
+ * Returns 0, or -1 when out of memory. */
+int nb_report_paper_cells(const nb_report *r, int a, int b, const nb_paper_table *pt,
+                          nb_report_table *t);
 
 /* The end of the task/dataset block that starts at group a. */
 int nb_report_block_end(const nb_report *r, int a);

@@ -211,8 +211,9 @@ static const char *kv_get(const kvlist *l, const char *key) {
 
 typedef struct run {
     nb_run_detail *d;
-    const char *variant; /* NULL when none */
-    char *group;         /* the report's dataset: "DATASET" or "DATASET [VARIANT]" */
+    const char *variant; /* "MODEL, VARIANT" as the report groups (nb_group_variant); NULL: none */
+    char vbuf[512];
+    char *group; /* the report's dataset: "DATASET" or "DATASET [VARIANT]" */
     kvlist config, prov;
 } run;
 
@@ -254,8 +255,12 @@ static int load_runs(nb_store *s, const char *task, run **out, int *nout, nb_err
         free(x->d->series);
         x->d->series = NULL;
         x->d->nseries = 0;
-        for (int t = 0; t < x->d->ntags; t++)
-            if (strcmp(x->d->tags[t].key, "variant") == 0) x->variant = x->d->tags[t].value;
+        const char *tv = NULL, *tm = NULL;
+        for (int t = 0; t < x->d->ntags; t++) {
+            if (strcmp(x->d->tags[t].key, "variant") == 0) tv = x->d->tags[t].value;
+            if (strcmp(x->d->tags[t].key, "model") == 0) tm = x->d->tags[t].value;
+        }
+        x->variant = nb_group_variant(tm, tv, x->vbuf, sizeof x->vbuf);
         nb_buf g = {0};
         nb_buf_puts(&g, x->d->info.dataset);
         if (x->variant) nb_buf_printf(&g, " [%s]", x->variant);
@@ -728,6 +733,28 @@ static void print_table(FILE *f, const nb_report *r, int a, const nb_report_tabl
     fputs("</tbody></table></div>\n", f);
 }
 
+/* A paper table beside the runs (nb_report_paper_cells): a plain grid, the norm first. */
+static void print_paper_table(FILE *f, const nb_paper_table *pt, const nb_report_table *t) {
+    fputs("<h4>", f);
+    h(f, pt->title);
+    fputs(", beside this store's runs</h4>\n<div class=\"scroll\"><table class=\"report\">\n"
+          "<thead><tr>",
+          f);
+    for (int c = 0; c < t->ncol; c++) {
+        fputs(c == 0 ? "<th class=\"l\">" : "<th>", f);
+        h(f, t->cell[c]);
+        fputs("</th>", f);
+    }
+    fputs("</tr></thead>\n<tbody>\n", f);
+    for (int i = 1; i < t->nrow; i++) {
+        fputs("<tr>", f);
+        for (int c = 0; c < t->ncol; c++)
+            cell_td(f, t->cell[i * t->ncol + c], c, 0);
+        fputs("</tr>\n", f);
+    }
+    fputs("</tbody></table></div>\n", f);
+}
+
 /* The provenance values a reader compares: which machine, how many threads, which BLAS, which
  * build. */
 static const struct {
@@ -1003,6 +1030,17 @@ int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
         fputs(" <i>(Their times were measured on other hardware and frameworks: compare ratios, "
               "not seconds.)</i></p>\n",
               f);
+        for (const nb_paper_table *pt = tk ? tk->paper_tables : NULL; pt && pt->title; pt++) {
+            if (!nb_paper_table_applies(pt, g->model)) continue;
+            nb_report_table pt_cells;
+            if (nb_report_paper_cells(r, a, b, pt, &pt_cells) != 0) {
+                nb_plot_set_free(set);
+                runs_free(runs, nruns);
+                return nb_errf(err, "out of memory");
+            }
+            print_paper_table(f, pt, &pt_cells);
+            free(pt_cells.cell);
+        }
 
         fputs("<h3>Figure</h3>\n", f);
         int fk = find_figure(set, g->task, g->dataset);

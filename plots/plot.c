@@ -188,7 +188,9 @@ int nb_plot_load(nb_store *s, const nb_plot_filter *f, nb_plot_set **out, nb_err
             continue;
         nb_run_detail *d = NULL;
         if (nb_run_get(s, r->id, &d, err)) goto fail;
-        const char *variant = tag_value(d, "variant");
+        char vbuf[512];
+        const char *variant =
+            nb_group_variant(tag_value(d, "model"), tag_value(d, "variant"), vbuf, sizeof vbuf);
         if (f->variant && (*f->variant ? !str_eq_null(variant, f->variant) : variant != NULL)) {
             nb_run_detail_free(d);
             continue;

@@ -351,8 +351,20 @@ static void accs_free(acc *a, int n) {
 
 /* Groups are keyed by the dataset and, when a run has one, its "variant" tag ("DATASET [VARIANT]"):
  * runs of a sweep over option lists (--batch 128,4) are compared within their own variant. */
-#define JOIN_VARIANT "LEFT JOIN tags v ON v.run = r.id AND v.key = 'variant' "
-#define DATASET_VARIANT "r.dataset || coalesce(' [' || v.value || ']', '')"
+#define JOIN_VARIANT                                                                               \
+    "LEFT JOIN tags v ON v.run = r.id AND v.key = 'variant' "                                      \
+    "LEFT JOIN tags mo ON mo.run = r.id AND mo.key = 'model' "
+/* keep in step with nb_group_variant */
+#define DATASET_VARIANT                                                                            \
+    "r.dataset || coalesce(' [' || coalesce(mo.value || coalesce(', ' || v.value, ''), v.value) "  \
+    "|| ']', '')"
+
+const char *nb_group_variant(const char *model, const char *variant, char *buf, size_t size) {
+    if (!model && !variant) return NULL;
+    snprintf(buf, size, "%s%s%s", model ? model : "", model && variant ? ", " : "",
+             variant ? variant : "");
+    return buf;
+}
 
 int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_report **out,
                     nb_err *err) {
@@ -365,11 +377,13 @@ int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_r
     const char *what = "build the report";
 
     /* 1. every run, for the groups and their status counts */
-    if (nb_store_prepare(s,
-                         "SELECT r.task, " DATASET_VARIANT " AS ds, r.norm, r.status, r.pid, "
-                         "r.host, r.pid_start FROM runs r " JOIN_VARIANT
-                         "WHERE ?1 IS NULL OR r.task = ?1 ORDER BY r.task, ds, r.norm, r.id",
-                         &st, what, err))
+    if (nb_store_prepare(
+            s,
+            "SELECT r.task, " DATASET_VARIANT " AS ds, r.norm, r.status, r.pid, "
+            "r.host, r.pid_start, coalesce(mo.value, CASE WHEN json_valid(r.config) THEN "
+            "json_extract(r.config, '$.model') END) FROM runs r " JOIN_VARIANT
+            "WHERE ?1 IS NULL OR r.task = ?1 ORDER BY r.task, ds, r.norm, r.id",
+            &st, what, err))
         goto fail;
     if (task) sqlite3_bind_text(st, 1, task, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -386,7 +400,10 @@ int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_r
             ng->task = strdup(t);
             ng->dataset = strdup(d);
             ng->norm = strdup(nm);
-            if (!ng->task || !ng->dataset || !ng->norm) goto oom;
+            ng->model = dup_col(st, 7);
+            if (!ng->task || !ng->dataset || !ng->norm ||
+                (sqlite3_column_type(st, 7) != SQLITE_NULL && !ng->model))
+                goto oom;
             g = r->n - 1;
         }
         nb_report_group *gr = &r->groups[g];
@@ -416,19 +433,19 @@ int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_r
     /* 2. each finished run's final value (largest step) of every test_* metric, of every best_*
      * metric (the best validation value of a task that keeps its best parameters: the reader's
      * papers report validation error only) and of ms_per_step */
-    if (nb_store_prepare(
-            s,
-            "SELECT r.task, " DATASET_VARIANT ", r.norm, f.name, f.value, f.kind "
-            "FROM ("
-            "  SELECT run, name, value, kind, row_number() OVER ("
-            "    PARTITION BY run, name ORDER BY step DESC, rowid DESC) AS rn"
-            "  FROM metrics WHERE name GLOB 'test_*' OR name GLOB 'best_*' OR name IN ("
-            "'ms_per_step', "
-            "'epoch_seconds')) f "
-            "JOIN runs r ON r.id = f.run " JOIN_VARIANT
-            "WHERE f.rn = 1 AND r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
-            "ORDER BY f.run, f.name",
-            &st, what, err))
+    if (nb_store_prepare(s,
+                         "SELECT r.task, " DATASET_VARIANT ", r.norm, f.name, f.value, f.kind "
+                         "FROM ("
+                         "  SELECT run, name, value, kind, row_number() OVER ("
+                         "    PARTITION BY run, name ORDER BY step DESC, rowid DESC) AS rn"
+                         "  FROM metrics WHERE name GLOB 'test_*' OR name GLOB 'best_*' OR "
+                         "name GLOB 'val_preact_*' OR name IN ("
+                         "'ms_per_step', "
+                         "'epoch_seconds')) f "
+                         "JOIN runs r ON r.id = f.run " JOIN_VARIANT
+                         "WHERE f.rn = 1 AND r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "
+                         "ORDER BY f.run, f.name",
+                         &st, what, err))
         goto fail;
     if (task) sqlite3_bind_text(st, 1, task, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -562,6 +579,7 @@ void nb_report_free(nb_report *r) {
         free(g->task);
         free(g->dataset);
         free(g->norm);
+        free(g->model);
         for (int j = 0; j < g->nmetrics; j++)
             free(g->metrics[j].name);
         free(g->metrics);

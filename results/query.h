@@ -80,9 +80,14 @@ typedef struct nb_report_metric {
 
 typedef struct nb_report_group {
     char *task, *dataset, *norm;
+    /* the runs' "model" tag (mt: "rnnsearch", "transformer small post"), else (a store written
+     * before the tag) the configuration's "model", else NULL */
+    char *model;
     int finished;                                        /* runs averaged */
     int diverged, failed, interrupted, crashed, running; /* counted, never averaged */
-    nb_report_metric *metrics; /* (nmetrics), each "test_*" metric's final values, by name */
+    /* (nmetrics), by name: the final values of each "test_*", "best_*" and "val_preact_*"
+     * metric (the last, for the RMS paper's Table 5, shown by report --paper only) */
+    nb_report_metric *metrics;
     int nmetrics;
     nb_stat ms_per_step; /* final "ms_per_step" of each finished run */
     /* Speed relative to `layer` in the same task and dataset: mean_layer / mean_this, with its
@@ -112,8 +117,14 @@ typedef struct nb_report {
     int n;
 } nb_report;
 
-/* Aggregates finished runs by (task, dataset, norm), where dataset carries the run's "variant"
- * tag when it has one, as "DATASET [VARIANT]"; task NULL means all tasks. */
+/* What a run is compared within besides its task and dataset: its "model" tag (the task's
+ * model label: mt's "transformer small post") and its "variant" tag, as "MODEL, VARIANT",
+ * either alone, or NULL when it has neither. Written into buf (truncated to fit). */
+const char *nb_group_variant(const char *model, const char *variant, char *buf, size_t size);
+
+/* Aggregates finished runs by (task, dataset, norm), where dataset carries the run's model and
+ * "variant" tags when it has them, as "DATASET [MODEL, VARIANT]" (nb_group_variant); task NULL
+ * means all tasks. */
 int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_report **out,
                     nb_err *err);
 void nb_report_free(nb_report *r);

@@ -61,7 +61,7 @@ static const nb_task_opt mt_opts_decl[] = {
     {"model", NB_TOPT_CHOICE, offsetof(mt_opts, model), "M",
      "the translation model: rnnsearch (Nematus v0.3's, RMS paper A.1) or transformer (the "
      "zero toolkit's, RMS paper Table 4)",
-     model_choices, .selector = 1},
+     model_choices, .selector = 1, .group = 1},
     {"dim-word", NB_TOPT_INT, offsetof(mt_opts, dim_word), "N", "embedding width", NULL, 1, 8192,
      512, .models = "rnnsearch"},
     {"dim", NB_TOPT_INT, offsetof(mt_opts, dim), "N", "GRU state width", NULL, 1, 8192, 1024,
@@ -69,11 +69,11 @@ static const nb_task_opt mt_opts_decl[] = {
     {"preset", NB_TOPT_CHOICE, offsetof(mt_opts, preset), "P",
      "layers, width, heads, feed-forward and dropout: small (3+3, d 256, 4 heads, ff 1024, "
      "dropout 0.3: Multi30k) or base (6+6, d 512, 8 heads, ff 2048, dropout 0.1: the paper's)",
-     preset_choices, .models = "transformer"},
+     preset_choices, .models = "transformer", .group = 1},
     {"norm-position", NB_TOPT_CHOICE, offsetof(mt_opts, norm_position), "W",
      "where the norm sits: post (x = N(x + F(x)), zero's and the original Transformer's) or "
      "pre (x = x + F(N(x)), with a final norm)",
-     position_choices, .models = "transformer"},
+     position_choices, .models = "transformer", .group = 1},
     {"warmup", NB_TOPT_INT, offsetof(mt_opts, warmup), "N",
      "warm-up steps of the noam learning-rate schedule (0: the preset's, small 1000, base 4000)",
      NULL, 0, 1e9, 0, .models = "transformer"},
@@ -941,13 +941,60 @@ static double mt_bench_flops(void *p) {
 static const int mt_bench_batches[] = {80, 0};
 
 static const char mt_paper[] =
-    "RMSNorm paper (Zhang & Sennrich 2019), Tables 2 and 3: RNNSearch (Nematus) on WMT14 En-De,\n"
-    "BLEU (newstest2014 / newstest2017) and time per 1k training steps on a GeForce GTX 1080 Ti:\n"
-    "  Baseline 21.7 / 22.6, 399 s   LayerNorm 22.6 / 23.6, 665 s   RMSNorm 22.4 / 23.7, 501 s\n"
-    "  pRMSNorm 22.6 / 23.1, 493 s (the paper's RMSNorm is 24.7% faster per step than LayerNorm)\n"
-    "Their data, sizes (emb 512, hidden 1024) and hardware differ from a Multi30k run here: "
-    "compare\n"
-    "the ratios (rms against layer), not the absolute BLEU or seconds (docs/papers.md#mt).";
+    "RMSNorm paper (Zhang & Sennrich 2019): RNNSearch (Nematus) in Tables 2, 3 and 5, the "
+    "Transformer (zero) in Table 4, both on WMT14 En-De with BLEU on newstest2014 and "
+    "newstest2017, times per 1k training steps on a TITAN X (Pascal) (Tables 2 and 3) and a "
+    "Tesla V100 (Table 4); Table 3 (Theano-Nematus and the authors' PyTorch) is in docs/papers.md. "
+    "Their data, sizes (RNNSearch emb 512, hidden 1024; Transformer base) "
+    "and hardware differ from a Multi30k run here: compare the ratios (rms against layer), not "
+    "the absolute BLEU or seconds (docs/papers.md#mt).";
+
+/* The RMSNorm paper's tables (docs/papers.md#mt). Table 5's statistics are the decoder GRU's
+ * hidden-to-hidden pre-activations at target positions 1-4 and over all positions. */
+static const nb_paper_table mt_paper_tables[] = {
+    {"RMS paper Table 2: RNNSearch (TF-Nematus), WMT14 En-De, TITAN X (Pascal)",
+     "rnnsearch",
+     2,
+     {"BLEU newstest2014", "BLEU newstest2017"},
+     {"test_bleu", "test_2017_bleu"},
+     {{"none", {"21.7", "23.4"}, 399},
+      {"layer", {"22.6", "23.6"}, 665},
+      {"rms", {"22.4", "23.7"}, 501},
+      {"prms", {"22.6", "23.1"}, 493},
+      {NULL}}},
+    {"RMS paper Table 5, mean M of the decoder GRU's hidden-to-hidden pre-activations at target "
+     "positions 1-4 and all (validation set; the paper's newstest2013)",
+     "rnnsearch",
+     5,
+     {"M 1", "M 2", "M 3", "M 4", "M all"},
+     {"val_preact_mean_1", "val_preact_mean_2", "val_preact_mean_3", "val_preact_mean_4",
+      "val_preact_mean_all"},
+     {{"none", {"-2.60", "-1.19", "-1.43", "-1.53", "-1.60"}, 0},
+      {"layer", {"-0.43", "-0.48", "-0.50", "-0.50", "-0.51"}, 0},
+      {"rms", {"-0.40", "-0.60", "-0.69", "-0.74", "-0.73"}, 0},
+      {NULL}}},
+    {"RMS paper Table 5, standard deviation S of the same pre-activations",
+     "rnnsearch",
+     5,
+     {"S 1", "S 2", "S 3", "S 4", "S all"},
+     {"val_preact_std_1", "val_preact_std_2", "val_preact_std_3", "val_preact_std_4",
+      "val_preact_std_all"},
+     {{"none", {"7.35", "2.33", "2.61", "2.73", "3.04"}, 0},
+      {"layer", {"1.19", "1.51", "1.51", "1.51", "1.51"}, 0},
+      {"rms", {"1.27", "1.51", "1.50", "1.49", "1.50"}, 0},
+      {NULL}}},
+    {"RMS paper Table 4: Transformer base, WMT14 En-De, Tesla V100 (\"-\": failed to train)",
+     "transformer",
+     2,
+     {"BLEU newstest2014", "BLEU newstest2017"},
+     {"test_bleu", "test_2017_bleu"},
+     {{"none", {"-", "-"}, 210},
+      {"layer", {"26.6", "27.7"}, 248},
+      {"rms", {"26.8", "27.7"}, 231},
+      {"prms", {"26.5", "27.8"}, 225},
+      {NULL}}},
+    {NULL},
+};
 
 const nb_task nb_task_mt = {
     .name = "mt",
@@ -968,4 +1015,5 @@ const nb_task nb_task_mt = {
     .bench_flops = mt_bench_flops,
     .target = {"val_bleu", 20, 1},
     .paper = mt_paper,
+    .paper_tables = mt_paper_tables,
 };

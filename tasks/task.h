@@ -117,6 +117,26 @@ typedef struct nb_gemm_shape {
 /* The floating-point operations of n GEMM shapes: 2 M N K per call, times its count. */
 double nb_gemm_flops(const nb_gemm_shape *s, int n);
 
+/* A table of a paper that `report --paper` sets beside the runs (cmd/cmd_report.c): per norm
+ * the paper's values, each column beside one of this store's metrics, and its seconds per 1,000
+ * training steps (with the speed-up against LayerNorm they imply). */
+enum { NB_PAPER_COLS = 5, NB_PAPER_ROWS = 6 };
+typedef struct nb_paper_row {
+    const char *norm;                 /* a norm's name; NULL ends the rows */
+    const char *cells[NB_PAPER_COLS]; /* as the paper prints them ("-": failed to train) */
+    double seconds;                   /* s per 1k steps; 0: the table has no times */
+} nb_paper_row;
+typedef struct nb_paper_table {
+    const char *title; /* NULL ends a task's tables */
+    /* the model label (its first word, e.g. "rnnsearch") whose runs it is set beside; NULL:
+     * every run of the task */
+    const char *model;
+    int ncol;
+    const char *head[NB_PAPER_COLS];   /* the paper's column headings */
+    const char *metric[NB_PAPER_COLS]; /* the metric shown beside each (the last value) */
+    nb_paper_row rows[NB_PAPER_ROWS + 1];
+} nb_paper_table;
+
 typedef struct nb_task {
     const char *name;
     const char *summary;
@@ -164,6 +184,9 @@ typedef struct nb_task {
     /* What the papers report for this task, for `report --paper` (their own words and numbers,
      * with the hardware their times were measured on). */
     const char *paper;
+    /* Tables of the paper set beside the runs by `report --paper` ({NULL}-terminated; NULL:
+     * none, the text above only). */
+    const nb_paper_table *paper_tables;
     /* Optional (NULL: not shown): floating-point operations of one training step of a bench
      * instance, and the GEMMs one step is made of, for `bench step` to show GFLOP/s and to time
      * OpenBLAS sgemm alone on the same shapes. Returns how many shapes were written. */

@@ -275,6 +275,21 @@ void nb_task_opts_json(const nb_task *t, const nb_train_cfg *cfg, nb_buf *b) {
     }
 }
 
+void nb_task_model_label(const nb_task *t, const nb_train_cfg *cfg, char *out, size_t size) {
+    const char *model = nb_task_model(t, cfg);
+    size_t len = 0;
+    if (size) out[0] = '\0';
+    for (const nb_task_opt *o = t->opts; o && o->name && cfg->task_opts; o++) {
+        if (!o->group || o->kind != NB_TOPT_CHOICE) continue;
+        if (o->models && model && !in_csv(o->models, model)) continue; /* not in force */
+        char val[128];
+        nb_task_opt_format(o, cfg->task_opts, val, sizeof val);
+        int w = snprintf(out + len, size - len, "%s%s", len ? " " : "", val);
+        if (w < 0 || (size_t)w >= size - len) break; /* truncated: what fits */
+        len += (size_t)w;
+    }
+}
+
 const char *nb_task_norm_label(const nb_task *t, const nb_train_cfg *cfg) {
     for (const nb_task_opt *o = t->opts; o && o->name; o++)
         if (o->kind == NB_TOPT_FLAG && o->norm_as && cfg->task_opts && get_int(cfg->task_opts, o))

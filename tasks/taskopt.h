@@ -45,7 +45,11 @@ typedef struct nb_task_opt {
     const char *def_str;        /* STR: default */
     /* Which models take the option ("a,b": values of the task's selector option), NULL: all. */
     const char *models;
-    int selector;          /* CHOICE: this option picks the model (at most one per task) */
+    int selector; /* CHOICE: this option picks the model (at most one per task) */
+    /* CHOICE: runs that differ in this option are different models (mt's --model,
+     * --norm-position, --preset): the run records its value in the tag "model" and `report`
+     * and `plot` compare runs within it (nb_task_model_label) */
+    int group;
     const char *norm_as;   /* FLAG: when on, the run's norm is recorded under this name */
     const char *alias_of;  /* ALIAS: the option it stands for */
     const char *alias_val; /* ALIAS: the value it gives; NULL: it takes a value of its own */
@@ -62,6 +66,12 @@ struct nb_train_cfg;
 
 /* The task's row called name (an alias row too), or NULL. */
 const nb_task_opt *nb_task_opt_find(const struct nb_task *t, const char *name);
+
+/* The run's model label for `report` and `plot`: the values of the task's group options in
+ * force, in declaration order, joined by spaces ("transformer small post"); "" when the task has
+ * none. */
+void nb_task_model_label(const struct nb_task *t, const struct nb_train_cfg *cfg, char *out,
+                         size_t size);
 
 /* Whether name is a flag (takes no value) in any task: sweep's knowledge of which options take
  * values. *known is set when any task declares the name. */

@@ -80,6 +80,26 @@ if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["model"] == 
     ok "its configuration has the Transformer's options"; else not_ok "its configuration has the Transformer's options" "$cfg"; fi
 check "it translates" 0 sh -c "printf 'a b
 ' | '$NB' translate $tid"
+# report keeps the models apart and sets the paper's tables beside each: Tables 2 and 5 beside
+# RNNSearch, Table 4 beside the Transformer
+check "report --paper" 0 "$NB" report --task mt --paper
+has "RNNSearch's runs in a block of their own" "$tmp/out" '^mt / synthetic \[rnnsearch\]$'
+has "the Transformer's in another, with its norm position" "$tmp/out" '^mt / synthetic \[transformer small pre\]$'
+[ "$(grep -c 'RMS paper Table 2: RNNSearch' "$tmp/out")" = 1 ] && ok "Table 2 once" || not_ok "Table 2 once" "$(cat "$tmp/out")"
+[ "$(grep -c 'RMS paper Table 4: Transformer' "$tmp/out")" = 1 ] && ok "Table 4 once" || not_ok "Table 4 once"
+awk '/^mt \/ synthetic \[rnnsearch\]/ { b = 1 } /^mt \/ synthetic \[transformer/ { b = 2 } /RMS paper Table 4/ { t4 = b } /RMS paper Table 2:/ { t2 = b } END { exit !(t2 == 1 && t4 == 2) }' "$tmp/out" \
+    && ok "each beside its own model's runs" || not_ok "each beside its own model's runs" "$(cat "$tmp/out")"
+has "the run's test_bleu beside the paper's BLEU, times and speed-ups" "$tmp/out" '^    rms +[0-9.]+ +26\.8 +- +27\.7 +[0-9]+ +231 +\(base\)|^    rms +[0-9.]+ +26\.8 +- +27\.7 +[0-9]+ +231 +- +\+6\.9%$'
+has "the paper's norms the store lacks, with their speed-up" "$tmp/out" '^    prms +- +26\.5 +- +27\.8 +- +225 +- +\+9\.3%$'
+has "Table 5: the decoder's pre-activation mean beside the paper's" "$tmp/out" '^    layer +-?[0-9]+\.[0-9]+( ± [0-9.]+)? +-0\.43 +-?[0-9]+\.[0-9]+( ± [0-9.]+)? +-0\.48 '
+if command -v gnuplot >/dev/null; then
+    check "plot keeps the models apart too: --variant picks one" 0 "$NB" plot --task mt --variant 'transformer small pre' --term dumb
+    has "its figure is the Transformer's" "$tmp/out" 'mt / synthetic \[transformer small pre\]'
+else
+    for i in 1 2; do n=$((n + 1)); echo "ok $n # skip gnuplot is not installed"; done
+fi
+check "report --paper --format md" 0 "$NB" report --task mt --paper --format md
+has "the tables in Markdown too" "$tmp/out" '^\| rms \| [0-9.]+ \| 26\.8 \|'
 
 # bench step takes the task's own options
 check "bench step mt with mt's options" 0 "$NB" bench step mt --dim-word 8 --dim 16 --norms rms,layer --steps 2 --batch 4 --threads 1
