@@ -37,7 +37,8 @@ static const char run_usage[] =
     "interrupted or crashed run from it, bit-exactly (a checkpoint of another store or run is\n"
     "refused; one run is resumed by one process at a time); --from-scratch starts it over under\n"
     "its id instead. Under 'mpirun -np N' (mnist, cifar) the run trains over N ranks, each on its\n"
-    "rows of every batch (data-parallel; --bn-sync for BatchNorm over the global batch).\n"
+    "rows of every batch (data-parallel; --bn-sync for BatchNorm over the global batch), and\n"
+    "'mpirun -np N normbench run --resume RUN' resumes it (rank 0 sends the checkpoint).\n"
     "Exit status: 0 finished, 1 failed, interrupted or diverged, 2 usage error.\n";
 
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
@@ -761,9 +762,31 @@ static char *join_argv(int argc, const char **argv) {
  * checkpoint must exist and belong to it (store, run, task, norm, seed, configuration), whose
  * identity goes to *ident. With from_scratch the checkpoint is not needed (*ckpt_step = -1): the
  * run starts over under its id. */
-int nb_run_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **buf,
+/* The integer after "key": in a configuration's JSON (as config_json writes it), or def. */
+static int64_t config_int(const char *json, const char *key, int64_t def) {
+    char pat[80];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = json ? strstr(json, pat) : NULL;
+    return p ? strtoll(p + strlen(pat), NULL, 10) : def;
+}
+
+/* How many groups a run's BatchNorm statistics are taken over: its ranks with per-rank
+ * statistics (norm batch under mpirun without --bn-sync), else 1 (the whole batch, or no
+ * BatchNorm). Resuming a run with another count would change its model. */
+static int64_t config_bn_groups(const char *json) {
+    int64_t ranks = config_int(json, "ranks", 1);
+    return json && strstr(json, ", \"norm\": \"batch\"") &&
+                   strstr(json, "\"bn_statistics\": \"per-rank\"") && ranks > 1
+               ? ranks
+               : 1;
+}
+
+/* nb_run_resume_prepare, with how the run was trained: the ranks it was started on and its
+ * BatchNorm groups (config_bn_groups) into *ranks and *bn_groups (may be NULL). */
+static int resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **buf,
                           const char **args, int max, int *nargs, char *ckpt, size_t ckpt_size,
-                          int64_t *ckpt_step, nb_ckpt_ident *ident) {
+                          int64_t *ckpt_step, nb_ckpt_ident *ident, int64_t *ranks,
+                          int64_t *bn_groups) {
     nb_err err;
     nb_err_clear(&err);
     nb_store *s = open;
@@ -829,11 +852,20 @@ int nb_run_resume_prepare(nb_store *open, const char *db, int64_t id, int from_s
         if (p) *p++ = '\0';
     }
     *nargs = n;
+    if (ranks) *ranks = config_int(d->config, "ranks", 1);
+    if (bn_groups) *bn_groups = config_bn_groups(d->config);
     rc = 0;
 out:
     nb_run_detail_free(d);
     if (s && s != open) nb_store_close(s);
     return rc;
+}
+
+int nb_run_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **buf,
+                          const char **args, int max, int *nargs, char *ckpt, size_t ckpt_size,
+                          int64_t *ckpt_step, nb_ckpt_ident *ident) {
+    return resume_prepare(open, db, id, from_scratch, buf, args, max, nargs, ckpt, ckpt_size,
+                          ckpt_step, ident, NULL, NULL);
 }
 
 /* Removes the checkpoint temporary files that a run killed while writing left beside the store
@@ -921,13 +953,15 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
         from_scratch = !h->resume_ckpt;
         if (h->resume_ckpt) snprintf(resume_ckpt, sizeof resume_ckpt, "%s", h->resume_ckpt);
     }
-    if (nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop)))
-        for (int i = 1; i < argc; i++)
-            if (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0)
-                return nb_usage_error("run",
-                                      "--resume is not supported for a data-parallel run "
-                                      "(%d ranks): resume it in one process",
-                                      nb_mpi_size());
+    /* under mpirun with more than one rank (and not as a sweep's job): one run over every rank */
+    const int dp = nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop));
+    const int dp_rank = dp ? nb_mpi_rank() : 0;
+    /* how the resumed run was trained (0: unknown, a host's resume) */
+    int64_t resume_ranks = 0, resume_bn_groups = 0;
+    /* a data-parallel resume on a rank other than 0: rank 0's checkpoint, sent over MPI, and
+     * this rank's copy of it */
+    char *resume_bytes = NULL, resume_copy[4200] = "";
+    size_t resume_len = 0;
     for (int i = 1; i < argc && !(h && h->resume_run > 0); i++)
         if (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0) {
             const char *db = NULL;
@@ -946,10 +980,51 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
                                 "it: the run keeps its own options\n");
                 return prc;
             }
-            int nargs = 0;
-            int rrc = nb_run_resume_prepare(
-                NULL, db ? db : nb_default_db(), resume_id, from_scratch, &resume_buf, rargs + 1,
-                250, &nargs, resume_ckpt, sizeof resume_ckpt, &resume_step, &resume_ident);
+            int nargs = 0, rrc = 0;
+            /* data-parallel: rank 0 alone reads the store and the checkpoint */
+            if (dp_rank == 0)
+                rrc = resume_prepare(NULL, db ? db : nb_default_db(), resume_id, from_scratch,
+                                     &resume_buf, rargs + 1, 250, &nargs, resume_ckpt,
+                                     sizeof resume_ckpt, &resume_step, &resume_ident, &resume_ranks,
+                                     &resume_bn_groups);
+            if (dp) { /* ... and gives every rank what it found, the checkpoint's bytes too */
+                nb_mpi_resume sh;
+                memset(&sh, 0, sizeof sh);
+                sh.rc = rrc;
+                if (dp_rank == 0 && rrc == 0) {
+                    sh.args = join_argv(nargs, rargs + 1);
+                    sh.step = resume_step;
+                    sh.ident = resume_ident;
+                    sh.ranks = resume_ranks;
+                    sh.bn_groups = resume_bn_groups;
+                }
+                rrc = nb_mpi_share_resume(
+                    &sh, dp_rank == 0 && rrc == 0 && !from_scratch ? resume_ckpt : NULL);
+                free(resume_buf);
+                resume_buf = sh.args;
+                if (rrc == 0 && !resume_buf) rrc = nb_die("out of memory");
+                if (rrc) {
+                    free(resume_buf);
+                    free(sh.ckpt);
+                    return rrc;
+                }
+                nargs = 0;
+                for (char *p = resume_buf; p && nargs < 250;) {
+                    rargs[1 + nargs++] = p;
+                    p = strchr(p, '\x1f');
+                    if (p) *p++ = '\0';
+                }
+                resume_step = sh.step;
+                resume_ident = sh.ident;
+                resume_ranks = sh.ranks;
+                resume_bn_groups = sh.bn_groups;
+                if (dp_rank != 0) {
+                    resume_bytes = sh.ckpt;
+                    resume_len = sh.ckpt_len;
+                } else {
+                    free(sh.ckpt); /* rank 0 reads its own file */
+                }
+            }
             if (rrc) return rrc;
             rargs[0] = "run";
             nargs++;
@@ -974,17 +1049,39 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
     if (rc < 0) return NB_EXIT_OK;
     if (rc) {
         free(resume_buf);
+        free(resume_bytes);
         return rc;
     }
     nb_note_blas_core();
     nb_train_cfg cfg = a.cfg;
-    /* under mpirun with more than one rank (and not as a sweep's job): one run over every rank */
     nb_dist dist;
-    int dp = nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop));
-    int dp_rank = dp ? nb_mpi_rank() : 0;
+    /* A resume over another number of ranks continues the same model, except where BatchNorm
+     * takes per-rank statistics: their groups are the model's. */
+    const int64_t bn_groups =
+        dp && cfg.norm.kind == NB_NORM_BATCH && !a.bn_sync ? (int64_t)nb_mpi_size() : 1;
+    if (resume_id && resume_bn_groups > 0 && bn_groups != resume_bn_groups) {
+        const int n = dp ? nb_mpi_size() : 1;
+        const long long id = (long long)resume_id, g = (long long)resume_bn_groups;
+        if (dp_rank == 0 && g > 1)
+            fprintf(
+                stderr,
+                "error: run %lld took its BatchNorm statistics per rank over %lld ranks: "
+                "resuming it on %d rank%s would change the model\n"
+                "hint: resume it on %lld ranks: 'mpirun -np %lld normbench run --resume %lld'\n",
+                id, g, n, n > 1 ? "s" : "", g, g, id);
+        else if (dp_rank == 0)
+            fprintf(stderr,
+                    "error: run %lld took its BatchNorm statistics over the whole batch: resumed "
+                    "on %d ranks without --bn-sync it would take them per rank, another model\n"
+                    "hint: resume it in one process: 'normbench run --resume %lld'\n",
+                    id, n, id);
+        free(resume_buf);
+        free(resume_bytes);
+        nb_task_opts_free(&cfg);
+        return NB_EXIT_USAGE;
+    }
     if (dp) {
-        const char *why = resume_id    ? "--resume is not supported for a data-parallel run"
-                          : cfg.device ? "--device cuda is not supported for a data-parallel run"
+        const char *why = cfg.device ? "--device cuda is not supported for a data-parallel run"
                           : cfg.batch < nb_mpi_size()
                               ? "--batch is smaller than the number of ranks"
                               : NULL;
@@ -992,6 +1089,7 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
             why = "per-rank batch norm needs at least 2 rows per rank (or --bn-sync)";
         if (why) {
             free(resume_buf);
+            free(resume_bytes);
             nb_task_opts_free(&cfg);
             return nb_usage_error("run", "%s (%d ranks)", why, nb_mpi_size());
         }
@@ -1037,14 +1135,7 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
                        .finish = none_finish};
     if (dp_rank != 0) rec = &none;
     /* A registry dataset is fetched on first use (datasets/dataset.h); synthetic never is. */
-    if (!a.no_fetch) {
-        rc = nb_cmd_ensure_dataset(cfg.dataset, cfg.data_dir, 0, quiet);
-        if (rc) {
-            free(resume_buf);
-            nb_task_opts_free(&cfg);
-            return rc;
-        }
-    }
+    if (!a.no_fetch) rc = nb_cmd_ensure_dataset(cfg.dataset, cfg.data_dir, 0, quiet);
 
     nb_err err;
     nb_err_clear(&err);
@@ -1056,17 +1147,24 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
                         .param = local_param,
                         .metrics = local_metrics,
                         .finish = local_finish};
-    if (!rec) {
+    if (!rc && !rec) {
         if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0 ||
             nb_store_id(ctx.store, ctx.store_id, sizeof ctx.store_id, &err) != 0) {
-            nb_store_close(ctx.store);
-            free(resume_buf);
-            nb_task_opts_free(&cfg);
-            return nb_report_err(&err);
+            rc = nb_report_err(&err);
+        } else {
+            local.ctx = ctx.store;
+            rec = &local;
+            remove_stale_checkpoints(dbpath);
         }
-        local.ctx = ctx.store;
-        rec = &local;
-        remove_stale_checkpoints(dbpath);
+    }
+    /* data-parallel: a rank that failed alone (rank 0 with the store) stops every rank */
+    if (dp) rc = nb_mpi_agree(rc);
+    if (rc) {
+        nb_store_close(ctx.store);
+        free(resume_buf);
+        free(resume_bytes);
+        nb_task_opts_free(&cfg);
+        return rc;
     }
     ctx.rec = rec;
     /* From here a signal stops the run at its next step, recorded as interrupted (a resume's
@@ -1084,6 +1182,8 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
 
     char *json = config_json(&cfg);
     if (!json) {
+        free(resume_buf);
+        free(resume_bytes);
         nb_task_opts_free(&cfg);
         nb_store_close(ctx.store);
         return nb_die("out of memory");
@@ -1118,12 +1218,41 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
     if (dp && cfg.norm.kind == NB_NORM_BATCH && !ctx.variant)
         ctx.variant = a.bn_sync ? "--bn-sync" : "per-rank BN"; /* a different model */
     if (resume_id) {
-        if (ctx.store && nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0) {
+        /* the claim (rank 0 for every rank), then every rank's copy of the checkpoint */
+        int crc = 0, claimed = 0;
+        if (ctx.store && nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0)
+            crc = nb_report_err(&err);
+        else
+            claimed = ctx.store != NULL;
+        if (!crc && resume_bytes &&
+            nb_mpi_ckpt_copy(resume_bytes, resume_len, resume_id, resume_copy, sizeof resume_copy,
+                             &err) != 0)
+            crc = nb_report_err(&err);
+        free(resume_bytes);
+        resume_bytes = NULL;
+        if (dp) crc = nb_mpi_agree(crc);
+        /* a run resumed on another number of ranks (the same model) says so */
+        if (!crc && ctx.store && dp_rank == 0 && resume_ranks > 0 &&
+            resume_ranks != (dp ? nb_mpi_size() : 1)) {
+            char v[96];
+            snprintf(v, sizeof v, "%d from step %lld", dp ? nb_mpi_size() : 1,
+                     (long long)(resume_step > 0 ? resume_step : 0));
+            if (nb_run_param(ctx.store, resume_id, "resumed_on_ranks", v, &err) != 0)
+                fprintf(stderr, "warning: %s\n", err.msg);
+        }
+        if (crc) {
+            /* another rank could not take the checkpoint: the run is not running, and can be
+             * resumed again */
+            if (claimed && nb_run_finish(ctx.store, resume_id, "failed",
+                                         "a rank could not take the checkpoint", &err) != 0)
+                fprintf(stderr, "warning: %s\n", err.msg);
+            nb_mpi_ckpt_copy_drop(resume_copy);
             free(json), free(argv_rec), free(resume_buf), free(compute);
             nb_task_opts_free(&cfg);
             nb_store_close(ctx.store);
-            return nb_report_err(&err);
+            return crc;
         }
+        if (resume_copy[0]) snprintf(resume_ckpt, sizeof resume_ckpt, "%s", resume_copy);
         ctx.created = 1;
         ctx.run_id = resume_id;
         /* the identity recorded with the run (its stored configuration), not the rebuilt one */
@@ -1172,6 +1301,7 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
         if (ctx.ckpt[0] && (status == NB_STATUS_FINISHED || status == NB_STATUS_DIVERGED))
             unlink(ctx.ckpt);
     }
+    nb_mpi_ckpt_copy_drop(resume_copy);
     free(json);
     free(compute);
     free(argv_rec);

@@ -686,3 +686,110 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop) {
     clear_dir(dir, 1);
     return 0;
 }
+
+/* ---- a data-parallel run's resume ------------------------------------------------------------ */
+
+int nb_mpi_agree(int rc) {
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return rc;
+}
+
+/* Rank 0's n bytes at *p to every rank (the others: *p newly allocated, NULL when out of
+ * memory; *n -1 on rank 0: there is nothing, every rank gets *p NULL). Collective. */
+static void bcast_bytes(char **p, int64_t *n) {
+    MPI_Bcast(n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (*n < 0) {
+        if (mpi_rank != 0) *p = NULL;
+        return;
+    }
+    char *buf = mpi_rank == 0 ? *p : malloc((size_t)*n + 1);
+    /* every rank takes part, with or without room: a rank short of memory receives into sink */
+    static char sink[1 << 16];
+    for (int64_t i = 0; i < *n; i += 1 << 30) {
+        int k = (int)(*n - i < (1 << 30) ? *n - i : (1 << 30));
+        if (buf) {
+            MPI_Bcast(buf + i, k, MPI_BYTE, 0, MPI_COMM_WORLD);
+        } else {
+            for (int j = 0; j < k; j += (int)sizeof sink) {
+                int m = k - j < (int)sizeof sink ? k - j : (int)sizeof sink;
+                MPI_Bcast(sink, m, MPI_BYTE, 0, MPI_COMM_WORLD);
+            }
+        }
+    }
+    if (mpi_rank != 0) *p = buf;
+}
+
+int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
+    msg m = {0};
+    int64_t n = -1;
+    int bad = 0;
+    if (mpi_rank == 0) {
+        r->ckpt = NULL;
+        r->ckpt_len = 0;
+        nb_err err;
+        nb_err_clear(&err);
+        if (r->rc == 0 && ckpt_path && !(r->ckpt = slurp(ckpt_path, &r->ckpt_len, &err))) {
+            bad = nb_report_err(&err);
+        } else {
+            put_i64(&m, r->rc);
+            put_str(&m, r->args);
+            put_i64(&m, r->step);
+            put(&m, &r->ident, sizeof r->ident);
+            put_i64(&m, r->bn_groups);
+            put_i64(&m, r->ranks);
+            if (r->ckpt)
+                put_bytes(&m, r->ckpt, r->ckpt_len);
+            else
+                put_i64(&m, -1);
+            if (m.bad)
+                bad = nb_die("out of memory for the checkpoint's message to the other ranks");
+            else
+                n = (int64_t)m.len;
+        }
+    }
+    bcast_bytes(&m.p, &n);
+    if (mpi_rank != 0) {
+        memset(r, 0, sizeof *r);
+        if (n >= 0 && !m.p) {
+            bad = nb_die("rank %d: out of memory for rank 0's checkpoint", mpi_rank);
+        } else if (n >= 0) {
+            m.len = m.cap = (size_t)n;
+            r->rc = (int)get_i64(&m);
+            r->args = get_str(&m);
+            r->step = get_i64(&m);
+            take(&m, &r->ident, sizeof r->ident);
+            r->bn_groups = get_i64(&m);
+            r->ranks = get_i64(&m);
+            r->ckpt = get_bytes(&m, &r->ckpt_len);
+            if (m.bad) bad = nb_die("rank %d: a malformed resume message from rank 0", mpi_rank);
+        }
+    }
+    msg_free(&m);
+    /* n < 0: rank 0 failed and said why */
+    int rc = nb_mpi_agree(bad || n < 0 ? NB_EXIT_FAIL : 0);
+    return rc ? rc : r->rc;
+}
+
+int nb_mpi_ckpt_copy(const char *p, size_t n, int64_t run, char *path, size_t size, nb_err *err) {
+    char dir[4096];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%.4000s/normbench-rank%d-%ld", tmp && *tmp ? tmp : "/tmp", mpi_rank,
+             (long)getpid());
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return nb_errf(err, "rank %d cannot create '%s': %s", mpi_rank, dir, strerror(errno));
+    if ((size_t)snprintf(path, size, "%s/run-%lld.ckpt", dir, (long long)run) >= size)
+        return nb_errf(err, "directory '%s' is too long", dir);
+    return write_atomic(path, p, n, err);
+}
+
+void nb_mpi_ckpt_copy_drop(const char *path) {
+    if (!path || !*path) return;
+    unlink(path);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        rmdir(dir);
+    }
+}

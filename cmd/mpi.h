@@ -12,6 +12,9 @@
  *   metrics, checkpoints and the final status travel to rank 0 as messages and rank 0 writes
  *   them; the run's process (pid, host) is rank 0, the claimant of every job it hands out, so
  *   that a job whose MPI job died shows as crashed and is resumed by the next sweep.
+ * - `run` over more than one rank: one data-parallel run (cmd/cmd_run.c); rank 0 records it. Its
+ *   `--resume`: rank 0 reads the store and the checkpoint and sends them to the other ranks
+ *   (nb_mpi_share_resume), which train from a private copy of the checkpoint.
  *
  * Only cmd/ includes mpi.h; the rest of normbench knows nothing of MPI. */
 #ifndef NB_CMD_MPI_H
@@ -54,6 +57,37 @@ void nb_mpi_bn_sum(void *ctx, double *x, int n);
 /* Every rank's host name as a JSON array (rank order), newly allocated; NULL when out of
  * memory. Collective: every rank calls it. */
 char *nb_mpi_hosts_json(void);
+
+/* Every rank's rc (an exit status, 0: go on) combined: the largest, on every rank. A rank that
+ * failed alone (rank 0 opening the store) reports its error, then every rank stops with its
+ * status instead of waiting for it in a collective. Collective. */
+int nb_mpi_agree(int rc);
+
+/* What rank 0 gives the other ranks of a data-parallel `run --resume` (rank 0 alone holds the
+ * store and the checkpoint; the other ranks may share no filesystem with it). */
+typedef struct nb_mpi_resume {
+    int rc;              /* rank 0's exit status so far: non-zero, every rank stops with it */
+    char *args;          /* the run's recorded arguments, separated by \x1f */
+    int64_t step;        /* the checkpoint's step (-1: the run starts over) */
+    nb_ckpt_ident ident; /* what the checkpoint belongs to */
+    int64_t bn_groups;   /* how many groups the run's BatchNorm statistics were taken over */
+    int64_t ranks;       /* the ranks the run was started on */
+    char *ckpt;          /* the checkpoint's bytes (NULL: none) */
+    size_t ckpt_len;
+} nb_mpi_resume;
+
+/* Collective: rank 0's *r, and the bytes of the checkpoint ckpt_path (rank 0; NULL: none), to
+ * every rank; on the other ranks r->args and r->ckpt are newly allocated (free them on every
+ * rank: rank 0's ckpt is allocated here too). Returns r->rc, or NB_EXIT_FAIL on every rank
+ * after the rank that failed printed why (rank 0 cannot read the checkpoint; out of memory). */
+int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path);
+
+/* Writes the checkpoint bytes p[0..n) of run to a private directory of this rank (under TMPDIR,
+ * as a sweep's ranks keep theirs) and its path to path. Returns 0, or -1 with err. Remove it
+ * with nb_mpi_ckpt_copy_drop. */
+int nb_mpi_ckpt_copy(const char *p, size_t n, int64_t run, char *path, size_t size, nb_err *err);
+/* Removes the copy nb_mpi_ckpt_copy wrote and its directory ("" : nothing). */
+void nb_mpi_ckpt_copy_drop(const char *path);
 
 /* ---- the sweep's messages ---------------------------------------------------------------- */
 

@@ -23,6 +23,7 @@ typedef struct loop {
     float *best;          /* best parameters (select_metric), or NULL */
     double best_state[2]; /* [0] best value, [1] 1 when one was seen */
     int64_t last_eval;    /* step of the last periodic evaluation */
+    int64_t step0;        /* the step this process started from (a resume's checkpoint) */
 } loop;
 
 static void progress(loop *L, int epoch, double loss, const char *phase) {
@@ -98,10 +99,11 @@ static int evaluate(loop *L, int epoch, int final, nb_err *err) {
     }
     if (!final && L->step > 0)
         m[n++] = (nb_metric){"ms_per_step", 0, 0, 1e3 * L->train_time / (double)L->step};
-    /* data-parallel: the part of it spent summing the gradients over the ranks */
-    if (!final && L->step > 0 && L->cfg->dist && L->cfg->dist->size > 1)
+    /* data-parallel: the part of it spent summing the gradients over the ranks (over the steps
+     * of this process: a resumed run's ranks counted from its checkpoint) */
+    if (!final && L->step > L->step0 && L->cfg->dist && L->cfg->dist->size > 1)
         m[n++] = (nb_metric){"allreduce_ms_per_step", 0, 0,
-                             1e3 * L->cfg->dist->comm_seconds / (double)L->step};
+                             1e3 * L->cfg->dist->comm_seconds / (double)(L->step - L->step0)};
     if (record(L, m, n, err) != 0) return -1;
     if (diverged >= 0) {
         nb_errf(err, "evaluation metric '%s' is not finite at step %lld", m[diverged].name,
@@ -237,7 +239,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
     if (cfg->resume_from) {
         nb_ckpt_state st;
         if (nb_ckpt_read(cfg->resume_from, sink->ckpt_ident, &st, blobs, nb, err) != 0) goto out;
-        L.step = st.step;
+        L.step = L.step0 = st.step;
         first_epoch = st.epoch + 1;
         L.train_time = st.train_time;
         L.loss_acc = st.loss_acc;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # normbench under Open MPI's mpirun on one machine (TAP, for prove): sweeps over ranks write the
 # same runs as without MPI, rank 0 alone holds the store, an interrupted or killed MPI sweep
-# resumes. Every MPI command gets --threads 1, so that the runs compare with the plain ones.
+# resumes, and so does an interrupted data-parallel run. Every MPI command gets --threads 1, so
+# that the runs compare with the plain ones.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -10,11 +11,12 @@ unset NORMBENCH_DB
 quick="--dataset synthetic --subset 1000 --batch 32 --steps 12 --threads 1"
 
 # The runs of a store as text, run by run (norm, seed): the configuration, then every metric
-# except the timings (ms_per_step, epoch_seconds) and the wall clock.
+# except the timings (ms_per_step, epoch_seconds, allreduce_ms_per_step) and the wall clock.
 dump() {
     sqlite3 "$1" "select norm, seed, config from runs order by norm, seed;
         select r.norm, r.seed, m.name, m.step, m.kind, quote(m.value) from metrics m
-        join runs r on r.id = m.run where m.name not in ('ms_per_step', 'epoch_seconds')
+        join runs r on r.id = m.run where m.name not in ('ms_per_step', 'epoch_seconds',
+        'allreduce_ms_per_step')
         order by r.norm, r.seed, m.name, m.step;"
 }
 
@@ -215,8 +217,101 @@ for np in 2 3; do
         "$NB" run cifar --norm batch --bn-sync $cf --db "$tmp/c$np.db"
     agree "cifar --bn-sync: $np ranks agree with one process" "$tmp/c1.db" "$tmp/c$np.db" "$tmp/c1.bin" "$tmp/c$np.bin"
 done
-check "--resume of a data-parallel run is a usage error" 2 $MPIRUN -np 2 "$NB" run --resume 1 --db "$tmp/c1.db"
-has "it says resume is not supported data-parallel" "$tmp/err" 'resume is not supported'
+# ---- a data-parallel run interrupted, then resumed ------------------------------------------------
+# Ctrl-C on mpirun: Open MPI sends the ranks SIGCONT, SIGTERM odls_base_sigkill_timeout (1 s)
+# later, and SIGKILL as long after that; a rank stops at its next step on SIGTERM and rank 0
+# records the run as interrupted. So that the interrupt comes at a known point on any machine, the
+# ranks are frozen (SIGSTOP) once the first checkpoint exists and given the SIGTERM mpirun would
+# send; SIGINT to mpirun then wakes them (its SIGCONT), and a longer kill timeout leaves a slow
+# machine the time to record. The resumed run must record what the uninterrupted one does.
+rdp="--dataset synthetic --subset 150 --batch 30 --steps 60 --lr 1e-4 --log-every 1 --threads 1 --quiet"
+check "the uninterrupted data-parallel run (2 ranks)" 0 env NORMBENCH_DUMP_PARAMS=$tmp/ru.bin \
+    $MPIRUN -np 2 "$NB" run mnist --norm batch --bn-sync $rdp --db "$tmp/ru.db"
+env OMPI_MCA_odls_base_sigkill_timeout=60 $MPIRUN -np 2 "$NB" run mnist --norm batch --bn-sync $rdp \
+    --db "$tmp/ri.db" >"$tmp/ri.out" 2>"$tmp/ri.err" &
+pid=$!
+for _ in $(seq 1 2400); do [ -e "$tmp/ri.db-checkpoints/run-1.ckpt" ] && break; sleep 0.05; done
+ranks=$(pgrep -P $pid)
+kill -STOP $ranks
+c=$(sqlite3 "$tmp/ri.db" "select status from runs")
+[ "$c" = running ] && [ -e "$tmp/ri.db-checkpoints/run-1.ckpt" ] \
+    && ok "a checkpoint exists and the run is still running ($(echo $ranks | wc -w) ranks frozen)" \
+    || not_ok "the run is running with a checkpoint ($c)"
+kill -TERM $ranks
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -ne 0 ] && ok "the interrupted data-parallel run exits non-zero" || not_ok "interrupted run exit ($rc)"
+# mpirun may return before every rank is gone: wait (bounded) until none is left
+for _ in $(seq 1 400); do kill -0 $ranks 2>/dev/null || break; sleep 0.05; done
+c=$(sqlite3 "$tmp/ri.db" "select status || ' ' || (select max(step) from metrics where name = 'train_loss') from runs")
+[ "${c% *}" = interrupted ] && [ "${c#* }" -lt 60 ] && ok "it is recorded interrupted (at step ${c#* })" \
+    || not_ok "recorded interrupted ($c)" "$(tail -n 5 "$tmp/ri.err")"
+[ -e "$tmp/ri.db-checkpoints/run-1.ckpt" ] && ok "its checkpoint is kept" || not_ok "its checkpoint is kept"
+for k in 2 3 1; do # copies of the interrupted store: resumed on 2 and 3 ranks, and in one process
+    cp "$tmp/ri.db" "$tmp/ri$k.db"
+    cp -r "$tmp/ri.db-checkpoints" "$tmp/ri$k.db-checkpoints"
+done
+# the other ranks take the checkpoint from rank 0 over MPI, into a private copy under TMPDIR
+mkdir "$tmp/rtmp"
+check "--resume on 2 ranks" 0 env TMPDIR=$tmp/rtmp NORMBENCH_DUMP_PARAMS=$tmp/r2.bin $MPIRUN -np 2 \
+    "$NB" run --resume 1 --db "$tmp/ri2.db"
+has "it finishes the same run" "$tmp/out" '^run 1 finished$'
+[ "$(grep -c '^run ' "$tmp/out")" = 1 ] && ok "rank 0 alone prints the result" || not_ok "result lines" "$(cat "$tmp/out")"
+c=$(sqlite3 "$tmp/ri2.db" "select count(*) || ' ' || count(distinct step) || ' ' || min(step) || ' ' || max(step)
+    from metrics where name = 'train_loss'")
+[ "$c" = "60 60 1 60" ] && ok "every step recorded once" || not_ok "every step recorded once ($c)"
+c=$(sqlite3 "$tmp/ri2.db" "select count(*) || ' ' || status || ' ' || json_extract(config, '\$.ranks') from runs")
+[ "$c" = "1 finished 2" ] && ok "one run, finished, its configuration kept" || not_ok "one finished run ($c)"
+if cmp -s <(dump "$tmp/ru.db") <(dump "$tmp/ri2.db"); then ok "the resumed run recorded what the uninterrupted one did"
+else not_ok "the resumed run recorded what the uninterrupted one did" "$(diff <(dump "$tmp/ru.db") <(dump "$tmp/ri2.db") | head)"; fi
+cmp -s "$tmp/ru.bin" "$tmp/r2.bin" && cmp -s "$tmp/r2.bin" "$tmp/r2.bin.rank1" \
+    && ok "its final parameters are the uninterrupted run's, bit for bit, on every rank" \
+    || not_ok "the resumed run's final parameters"
+ls "$tmp/ri2.db-checkpoints" | grep -q . && not_ok "the finished run leaves no checkpoint" \
+    || ok "the finished run leaves no checkpoint"
+[ -z "$(ls "$tmp/rtmp")" ] && ok "rank 1 removed its copy of the checkpoint" || not_ok "copies left" "$(ls -R "$tmp/rtmp")"
+# the update does not depend on the ranks with --bn-sync: another count continues the same model
+check "--resume on 3 ranks" 0 env NORMBENCH_DUMP_PARAMS=$tmp/r3.bin $MPIRUN -np 3 "$NB" run \
+    --resume 1 --db "$tmp/ri3.db"
+agree "resumed on 3 ranks, it agrees with the uninterrupted run" "$tmp/ru.db" "$tmp/ri3.db" "$tmp/ru.bin" "$tmp/r3.bin"
+c=$(sqlite3 "$tmp/ri3.db" "select value from params where key = 'resumed_on_ranks'")
+[[ "$c" =~ ^3\ from\ step\ [0-9]+$ ]] && ok "the other rank count is recorded ($c)" || not_ok "resumed_on_ranks ($c)"
+check "--resume in one process" 0 env NORMBENCH_DUMP_PARAMS=$tmp/r1.bin "$NB" run --resume 1 --db "$tmp/ri1.db" --quiet
+agree "resumed in one process, it agrees with the uninterrupted run" "$tmp/ru.db" "$tmp/ri1.db" "$tmp/ru.bin" "$tmp/r1.bin"
+
+# per-rank BatchNorm is another model on another number of ranks: such a resume is refused
+# (--from-scratch: the refusal comes before any checkpoint is needed)
+env OMPI_MCA_odls_base_sigkill_timeout=60 $MPIRUN -np 2 "$NB" run mnist --norm batch --dataset synthetic \
+    --subset 150 --batch 30 --steps 100000 --threads 1 --quiet --db "$tmp/pr.db" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 2400); do
+    c=$(sqlite3 "$tmp/pr.db" "select count(*) from metrics" 2>/dev/null)
+    [ "${c:-0}" -ge 1 ] && break
+    sleep 0.05
+done
+ranks=$(pgrep -P $pid)
+kill -TERM $ranks
+wait $pid
+for _ in $(seq 1 400); do kill -0 $ranks 2>/dev/null || break; sleep 0.05; done
+check "per-rank BN of 2 ranks resumed on 3 is refused" 2 $MPIRUN -np 3 "$NB" run --resume 1 --from-scratch --db "$tmp/pr.db"
+has "it says why" "$tmp/err" '^error: run 1 took its BatchNorm statistics per rank over 2 ranks'
+has "and how to resume it" "$tmp/err" "^hint: resume it on 2 ranks: 'mpirun -np 2 normbench run --resume 1'"
+[ "$(grep -c '^error' "$tmp/err")" = 1 ] && ok "one rank says it" || not_ok "errors" "$(cat "$tmp/err")"
+check "... and in one process too" 2 "$NB" run --resume 1 --from-scratch --db "$tmp/pr.db"
+"$NB" run mnist --norm batch --dataset synthetic --subset 150 --batch 30 --steps 100000 --threads 1 \
+    --quiet --db "$tmp/pr.db" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 2400); do
+    c=$(sqlite3 "$tmp/pr.db" "select count(*) from metrics where run = 2" 2>/dev/null)
+    [ "${c:-0}" -ge 1 ] && break
+    sleep 0.05
+done
+kill -INT $pid
+wait $pid
+check "BN over the whole batch of one process, resumed on 2 ranks (per rank) is refused" 2 \
+    $MPIRUN -np 2 "$NB" run --resume 2 --from-scratch --db "$tmp/pr.db"
+has "it says why" "$tmp/err" '^error: run 2 took its BatchNorm statistics over the whole batch'
 
 check "a batch smaller than the ranks is a usage error" 2 $MPIRUN -np 3 "$NB" run mnist --batch 2 \
     --dataset synthetic --subset 100 --steps 2 --threads 1 --db "$tmp/x.db"
