@@ -317,5 +317,11 @@ check "a batch smaller than the ranks is a usage error" 2 $MPIRUN -np 3 "$NB" ru
     --dataset synthetic --subset 100 --steps 2 --threads 1 --db "$tmp/x.db"
 has "it says so" "$tmp/err" 'smaller than the number of ranks'
 
+# a rank that fails alone (rank 0: the store cannot be made) stops every rank, which would
+# otherwise wait for it in a collective (timeout: what a hang gets)
+check "rank 0 failing alone stops the run" 1 timeout 120 $MPIRUN -np 2 "$NB" run mnist \
+    --dataset synthetic --subset 100 --steps 2 --threads 1 --db "$tmp/no/such/dir/x.db"
+has "it says why" "$tmp/err" "^error: cannot create results store"
+
 echo "1..$n"
 [ $fails -eq 0 ]
