@@ -292,7 +292,8 @@ typedef struct mt_run {
     int have_bt;
     int Bmax, Txmax, Tymax;
     int *idx, *src, *srclen, *tgt, *tgtlen, *out, *outlen;
-    char **hyp; /* translations, room for the largest split */
+    double tokens; /* target tokens (eos included) trained on in this process */
+    char **hyp;    /* translations, room for the largest split */
     int nhyp;
 } mt_run;
 
@@ -350,8 +351,14 @@ static double mt_step(void *self, int64_t bi, nb_rng *noise) {
     if (n <= 0) return NAN;
     int Tx, Ty;
     fill_batch(r, &r->d.train, r->idx, n, &Tx, &Ty);
+    for (int k = 0; k < n; k++)
+        r->tokens += r->tgtlen[k];
     return model_loss(&r->m, r->src, r->srclen, Tx, r->tgt, r->tgtlen, Ty, n, 1, noise, NULL, NULL,
                       NULL);
+}
+
+static double mt_tokens(void *self) {
+    return ((mt_run *)self)->tokens;
 }
 
 /* Translates sentences first..first+n of split s (greedy when K == 0, else beam K) into
@@ -630,6 +637,7 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
                     .epoch_begin = mt_epoch_begin,
                     .step = mt_step,
                     .schedule = mt_schedule,
+                    .tokens = mt_tokens,
                     .evaluate = mt_evaluate};
     rc = nb_train_loop(cfg, &t, sink, status, err);
     if (rc == 0 && *status == NB_STATUS_FINISHED && sink->model_dir) {

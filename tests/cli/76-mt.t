@@ -65,7 +65,7 @@ id=$((ref + 1))
 for _ in $(seq 1 2400); do [ -e "$NORMBENCH_DB-checkpoints/run-$id.ckpt" ] && break; sleep 0.05; done
 kill -KILL $pid; wait $pid 2>/dev/null
 check "resume" 0 "$NB" run --resume $id --quiet
-metrics() { sqlite3 "$NORMBENCH_DB" "select group_concat(name||':'||step||':'||value, ' ') from (select * from metrics where run = $1 and name not in ('ms_per_step', 'epoch_seconds') order by name, step)"; }
+metrics() { sqlite3 "$NORMBENCH_DB" "select group_concat(name||':'||step||':'||value, ' ') from (select * from metrics where run = $1 and name not in ('ms_per_step', 'epoch_seconds', 'tokens_per_s') order by name, step)"; }
 a=$(metrics "$ref"); b=$(metrics "$id")
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "the resumed run recorded the same metrics" || not_ok "the resumed run recorded the same metrics" "$a
 $b"
@@ -84,6 +84,9 @@ check "it translates" 0 sh -c "printf 'a b
 # RNNSearch, Table 4 beside the Transformer
 check "report --paper" 0 "$NB" report --task mt --paper
 has "RNNSearch's runs in a block of their own" "$tmp/out" '^mt / synthetic \[rnnsearch\]$'
+has "report shows the target tokens trained per second" "$tmp/out" '^  norm +runs +best_val_xent +test_bleu +tokens_per_s '
+tps=$(sqlite3 "$NORMBENCH_DB" "select value from metrics where run = 1 and name = 'tokens_per_s' order by step desc limit 1")
+awk -v v="$tps" 'BEGIN { exit !(v > 0) }' && ok "tokens_per_s recorded with the evaluations ($tps)" || not_ok "tokens_per_s recorded ($tps)"
 has "the Transformer's in another, with its norm position" "$tmp/out" '^mt / synthetic \[transformer small pre\]$'
 [ "$(grep -c 'RMS paper Table 2: RNNSearch' "$tmp/out")" = 1 ] && ok "Table 2 once" || not_ok "Table 2 once" "$(cat "$tmp/out")"
 [ "$(grep -c 'RMS paper Table 4: Transformer' "$tmp/out")" = 1 ] && ok "Table 4 once" || not_ok "Table 4 once"
