@@ -164,20 +164,20 @@ static void run_kernel(int norm, int backward, kbuf *k, const nb_norm_cfg *cfg, 
     case NB_NORM_LAYER:
         nb_layernorm_forward(k->y, k->mean, k->rstd, k->x, k->g, k->b, B, C, cfg);
         if (backward)
-            nb_layernorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B, C,
-                                  cfg);
+            nb_layernorm_backward_set(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B,
+                                      C, cfg);
         break;
     case NB_NORM_RMS:
     case NB_NORM_PRMS:
         nb_rmsnorm_forward(k->y, k->rstd, k->x, k->g, k->b, B, C, kk, cfg);
         if (backward)
-            nb_rmsnorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->rstd, B, C, kk, cfg);
+            nb_rmsnorm_backward_set(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->rstd, B, C, kk, cfg);
         break;
     case NB_NORM_BATCH:
         nb_batchnorm_forward(k->y, k->mean, k->rstd, k->rm, k->rv, k->x, k->g, k->b, B, C, 1, cfg);
         if (backward)
-            nb_batchnorm_backward(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B, C, 1,
-                                  cfg);
+            nb_batchnorm_backward_set(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B,
+                                      C, 1, cfg);
         break;
     case NB_NORM_WEIGHT: /* the (B, C) array as a weight of B units with C inputs each */
         nb_weightnorm_forward(k->y, k->rstd, k->x, k->g, B, C);
@@ -291,7 +291,9 @@ static int bench_kernels(const int *norms, int nnorms, int fmt) {
             for (int bw = 0; bw <= 1; bw++) {
                 kcall c = {&k, norms[i], bw, kk, &cfg};
                 /* Bytes that must move: forward reads x and writes y; backward reads x and dy
-                 * and writes dx. Per-row statistics and gains are negligible. */
+                 * and writes dx (the _set backward, which does not read dx: what training calls
+                 * where the input gradient starts at zero). Per-row statistics and gains are
+                 * negligible. */
                 double bytes = (bw ? 5.0 : 2.0) * N * sizeof(float);
                 double t, copy_t, ratio;
                 time_paired(call_kernel, &c, call_copy, &k, bytes, copy_bytes, &t, &copy_t, &ratio);

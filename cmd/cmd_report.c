@@ -132,7 +132,9 @@ int nb_report_cells(const nb_report *r, int a, int b, const nb_target *user_targ
         for (int m = 0; m < nm; m++) {
             const nb_stat *st = find_metric(g, names[m]);
             nb_stat none = {0, NAN, NAN};
-            fmt_stat(row[2 + m], CELL, st ? st : &none, 4);
+            size_t len = strlen(names[m]); /* rates (tokens_per_s) in whole units */
+            int per_s = len > 6 && strcmp(names[m] + len - 6, "_per_s") == 0;
+            fmt_stat(row[2 + m], CELL, st ? st : &none, per_s ? 0 : 4);
         }
         fmt_stat(row[2 + nm], CELL, &g->ms_per_step, 2);
         fmt_stat(row[3 + nm], CELL, &g->epoch_seconds, 2);

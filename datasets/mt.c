@@ -532,7 +532,7 @@ static int new_epoch(nb_mt_batcher *b) {
     if (!pos) return -1;
     for (int i = 0; i < n; i++)
         pos[b->order[i]] = i;
-    long chunk = (long)b->batch * b->maxibatch;
+    long chunk = b->chunk;
     sort_s = b->s;
     sort_pos = pos;
     for (long at = 0; at < n; at += chunk) {
@@ -551,6 +551,44 @@ int nb_mt_batcher_init(nb_mt_batcher *b, const nb_mt_split *s, int batch, int ma
     b->s = s;
     b->batch = batch;
     b->maxibatch = maxibatch;
+    b->chunk = (long)batch * maxibatch;
+    b->rng = rng;
+    b->order = malloc((size_t)(s->n ? s->n : 1) * sizeof(int));
+    if (!b->order || new_epoch(b)) {
+        free(b->order);
+        b->order = NULL;
+        return nb_errf(err, "out of memory");
+    }
+    return 0;
+}
+
+/* A pair's rows in a batch padded to its longest side: source (at least 1), target + eos. */
+static int pair_rows(const nb_mt_split *s, int i, int *ls, int *lt) {
+    *ls = nb_mt_src_len(s, i);
+    if (*ls < 1) *ls = 1;
+    *lt = nb_mt_tgt_len(s, i) + 1;
+    return *ls > *lt ? *ls : *lt;
+}
+
+int nb_mt_batcher_init_tokens(nb_mt_batcher *b, const nb_mt_split *s, int tokens, int maxibatch,
+                              nb_rng *rng, nb_err *err) {
+    if (tokens < 1) return nb_errf(err, "a token batch must hold at least 1 token");
+    double sum = 0;
+    for (int i = 0; i < s->n; i++) {
+        int ls, lt;
+        sum += pair_rows(s, i, &ls, &lt);
+    }
+    double mean = s->n ? sum / s->n : 1;
+    long per = (long)(tokens / (mean > 1 ? mean : 1));
+    if (per < 1) per = 1;
+    /* the sentence batch of init is a stand-in: chunk and tokens are set before the shuffle */
+    memset(b, 0, sizeof *b);
+    if (maxibatch < 1) return nb_errf(err, "batch and maxibatch must be >= 1");
+    b->s = s;
+    b->batch = tokens;
+    b->tokens = tokens;
+    b->maxibatch = maxibatch;
+    b->chunk = per * maxibatch;
     b->rng = rng;
     b->order = malloc((size_t)(s->n ? s->n : 1) * sizeof(int));
     if (!b->order || new_epoch(b)) {
@@ -569,16 +607,41 @@ int nb_mt_batcher_next(nb_mt_batcher *b, int *idx) {
         b->epoch++;
     }
     /* batches never straddle a maxibatch boundary */
-    long chunk = (long)b->batch * b->maxibatch;
+    long chunk = b->chunk;
     long end_chunk = (b->pos / chunk + 1) * chunk;
-    long end = b->pos + b->batch;
-    if (end > end_chunk) end = end_chunk;
-    if (end > n) end = n;
+    if (end_chunk > n) end_chunk = n;
     int k = 0;
-    for (long i = b->pos; i < end; i++)
-        idx[k++] = b->order[i];
-    b->pos = (int)end;
+    if (b->tokens > 0) {
+        int ms = 0, mt = 0;
+        for (long i = b->pos; i < end_chunk; i++) {
+            int ls, lt;
+            pair_rows(b->s, b->order[i], &ls, &lt);
+            int s2 = ls > ms ? ls : ms, t2 = lt > mt ? lt : mt;
+            long rows = (long)(k + 1) * (s2 > t2 ? s2 : t2);
+            if (k > 0 && (rows > b->tokens || k >= b->tokens)) break;
+            ms = s2, mt = t2;
+            idx[k++] = b->order[i];
+        }
+    } else {
+        long end = b->pos + b->batch;
+        if (end > end_chunk) end = end_chunk;
+        for (long i = b->pos; i < end; i++)
+            idx[k++] = b->order[i];
+    }
+    b->pos += k;
     return k;
+}
+
+long nb_mt_batcher_count(const nb_mt_batcher *b) {
+    nb_mt_batcher c = *b;
+    c.pos = 0;
+    int *idx = malloc((size_t)(b->batch > 0 ? b->batch : 1) * sizeof(int));
+    if (!idx) return -1;
+    long count = 0;
+    while (c.pos < c.s->n && nb_mt_batcher_next(&c, idx) > 0)
+        count++;
+    free(idx);
+    return count;
 }
 
 void nb_mt_batcher_free(nb_mt_batcher *b) {

@@ -135,6 +135,9 @@ int nb_mt_synth_text(uint64_t seed, uint64_t stream, int n, nb_lines *src, nb_li
 typedef struct nb_mt_batcher {
     const nb_mt_split *s;
     int batch, maxibatch;
+    int tokens;  /* > 0: token batches (nb_mt_batcher_init_tokens) */
+    long chunk;  /* sentences sorted together: batch * maxibatch, or for token batches maxibatch
+                  * times the sentences of mean length that fit in tokens */
     nb_rng *rng; /* the data-order stream; not owned */
     int *order;  /* epoch permutation, sorted within maxibatches */
     int pos;     /* next position in order */
@@ -143,7 +146,18 @@ typedef struct nb_mt_batcher {
 
 int nb_mt_batcher_init(nb_mt_batcher *b, const nb_mt_split *s, int batch, int maxibatch,
                        nb_rng *rng, nb_err *err);
-/* Writes the next batch's sentence indices into idx (room for batch) and returns how many;
+/* Token batches (the Transformer's, as zero and fairseq cut them): the same shuffle and sort,
+ * but each batch takes sentences in that order while the batch padded to its longest side
+ * (source, or target with eos) holds at most `tokens` tokens: n * max(longest source, longest
+ * target + 1) <= tokens. A pair longer than that alone is a batch of one. A batch has at most
+ * `tokens` sentences. */
+int nb_mt_batcher_init_tokens(nb_mt_batcher *b, const nb_mt_split *s, int tokens, int maxibatch,
+                              nb_rng *rng, nb_err *err);
+/* The batches of b's current epoch, counted from its start (b unchanged); -1 when out of
+ * memory. */
+long nb_mt_batcher_count(const nb_mt_batcher *b);
+/* Writes the next batch's sentence indices into idx (room for batch, or for token batches for
+ * tokens) and returns how many;
  * starts a new epoch (reshuffling) when the current one is used up. Returns 0 only for an
  * empty split. */
 int nb_mt_batcher_next(nb_mt_batcher *b, int *idx);

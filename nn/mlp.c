@@ -347,20 +347,20 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
         } else if (m->L[l].kind == NB_NORM_LAYER || m->L[l].kind == NB_NORM_RMS ||
                    m->L[l].kind == NB_NORM_PRMS || m->L[l].kind == NB_NORM_BATCH) {
             dpre = (dz == G) ? G2 : G;
-            memset(dpre, 0, sizeof(real) * n);
+            /* dpre is written whole by the _set passes (not zeroed, not read) */
             switch (m->L[l].kind) {
             case NB_NORM_LAYER:
-                FN(nb_layernorm_backward)
+                FN(nb_layernorm_backward_set)
                 (dpre, dg, db, dz, m->pre[l], g, m->mean[l], m->rstd[l], B, OC, &m->norm);
                 break;
             case NB_NORM_RMS:
             case NB_NORM_PRMS:
-                FN(nb_rmsnorm_backward)
+                FN(nb_rmsnorm_backward_set)
                 (dpre, dg, db, dz, m->pre[l], g, m->rstd[l], B, OC,
                  m->L[l].kind == NB_NORM_RMS ? OC : m->L[l].k, &m->norm);
                 break;
             default:
-                FN(nb_batchnorm_backward)
+                FN(nb_batchnorm_backward_set)
                 (dpre, dg, db, dz, m->pre[l], g, m->mean[l], m->rstd[l], B, OC, m->last_training,
                  &m->norm);
                 break;

@@ -401,19 +401,25 @@ static inline void ln_bwd_sums(real *sg, real *sgx, real *sxx, const real *dy, c
  * (and fb), the row's dy * xhat and dy are assigned to fg and fb (first) or added to them. */
 static inline void ln_bwd_row(real *dx, real *fg, real *fb, int first, const real *dy,
                               const real *x, const real *g, real mu, real r, int C,
-                              const nb_norm_cfg *cfg) {
+                              const nb_norm_cfg *cfg, int set) {
     real sg, sgx, sxx = 0;
     ln_bwd_sums(&sg, &sgx, cfg->eps_outside ? &sxx : NULL, dy, x, g, mu, r, fg, fb, first, C);
     const real mg = (real)((double)sg / C);
     const real k = (real)(rstd_coef(r, (double)sxx / C, C, cfg) * (double)sgx);
+    if (set) { /* dx is written, not read */
+#pragma omp simd
+        for (int i = 0; i < C; i++)
+            dx[i] = r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
+        return;
+    }
 #pragma omp simd
     for (int i = 0; i < C; i++)
         dx[i] += r * (g[i] * dy[i] - mg) + (x[i] - mu) * k;
 }
 
-void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
-                               const real *g, const real *mean, const real *rstd, int B, int C,
-                               const nb_norm_cfg *cfg) {
+static void ln_backward(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                        const real *g, const real *mean, const real *rstd, int B, int C,
+                        const nb_norm_cfg *cfg, int set) {
     partials p;
     int par = par_ok(B, C);
     partials_init(&p, dg || db, par, C);
@@ -427,7 +433,7 @@ void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout,
             size_t o = (size_t)row * C;
             const int j = (row - r0) % PG_ROWS;
             ln_bwd_row(dinp + o, fg, fg ? fg + C : NULL, j == 0, dout + o, inp + o, g, mean[row],
-                       rstd[row], C, cfg);
+                       rstd[row], C, cfg, set);
             if (fg && (j == PG_ROWS - 1 || row == r1 - 1))
                 partials_flush(pg, pg + C, fg, fg + C, C);
         }
@@ -446,6 +452,18 @@ void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout,
         }
     }
     partials_free(&p);
+}
+
+void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                               const real *g, const real *mean, const real *rstd, int B, int C,
+                               const nb_norm_cfg *cfg) {
+    ln_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, cfg, 0);
+}
+
+void FN(nb_layernorm_backward_set)(real *dinp, real *dg, real *db, const real *dout,
+                                   const real *inp, const real *g, const real *mean,
+                                   const real *rstd, int B, int C, const nb_norm_cfg *cfg) {
+    ln_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, cfg, 1);
 }
 
 /* ---- RMSNorm / pRMSNorm --------------------------------------------------------------------- */
@@ -483,7 +501,7 @@ void FN(nb_rmsnorm_forward)(real *out, real *rstd, const real *inp, const real *
  * row's dy x r and dy are assigned to fg and fb (first) or added to them. */
 static inline void rms_bwd_row(real *dx, real *fg, real *fb, int first, const real *dy,
                                const real *x, const real *g, real r, int C, int k,
-                               const nb_norm_cfg *cfg) {
+                               const nb_norm_cfg *cfg, int set) {
     real sgx = 0, sxx = 0;
     if (fg && first) { /* the group sums in the same pass: x and dy loaded once */
 #pragma omp simd reduction(+ : sgx)
@@ -510,6 +528,15 @@ static inline void rms_bwd_row(real *dx, real *fg, real *fb, int first, const re
             sxx += x[i] * x[i];
     }
     const real kc = (real)(rstd_coef(r, (double)sxx / k, k, cfg) * (double)sgx);
+    if (set) { /* dx is written, not read */
+#pragma omp simd
+        for (int i = 0; i < k; i++)
+            dx[i] = r * (g[i] * dy[i]) + x[i] * kc;
+#pragma omp simd
+        for (int i = k; i < C; i++)
+            dx[i] = r * (g[i] * dy[i]);
+        return;
+    }
 #pragma omp simd
     for (int i = 0; i < k; i++)
         dx[i] += r * (g[i] * dy[i]) + x[i] * kc;
@@ -518,9 +545,9 @@ static inline void rms_bwd_row(real *dx, real *fg, real *fb, int first, const re
         dx[i] += r * (g[i] * dy[i]);
 }
 
-void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
-                             const real *g, const real *rstd, int B, int C, int k,
-                             const nb_norm_cfg *cfg) {
+static void rms_backward(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                         const real *g, const real *rstd, int B, int C, int k,
+                         const nb_norm_cfg *cfg, int set) {
     partials p;
     int par = par_ok(B, C);
     k = clamp_k(k, C);
@@ -535,7 +562,7 @@ void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, c
             size_t o = (size_t)row * C;
             const int j = (row - r0) % PG_ROWS;
             rms_bwd_row(dinp + o, fg, fg ? fg + C : NULL, j == 0, dout + o, inp + o, g, rstd[row],
-                        C, k, cfg);
+                        C, k, cfg, set);
             if (fg && (j == PG_ROWS - 1 || row == r1 - 1))
                 partials_flush(pg, pg + C, fg, fg + C, C);
         }
@@ -554,6 +581,18 @@ void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, c
         }
     }
     partials_free(&p);
+}
+
+void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                             const real *g, const real *rstd, int B, int C, int k,
+                             const nb_norm_cfg *cfg) {
+    rms_backward(dinp, dg, db, dout, inp, g, rstd, B, C, k, cfg, 0);
+}
+
+void FN(nb_rmsnorm_backward_set)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                                 const real *g, const real *rstd, int B, int C, int k,
+                                 const nb_norm_cfg *cfg) {
+    rms_backward(dinp, dg, db, dout, inp, g, rstd, B, C, k, cfg, 1);
 }
 
 /* ---- BatchNorm ------------------------------------------------------------------------------ */
@@ -718,9 +757,23 @@ static void bn_fwd_cols(real *out, real *mean, real *rstd, real *running_mean, r
     bn_normalize(out, inp, g, b, mean, rstd, B, C);
 }
 
+/* dx (+)= A dy + K (x - mu) + M over n columns: added to dx, or with set written (dx not read). */
+static inline void bn_dx_span(real *restrict dx, const real *dy, const real *x, const real *A,
+                              const real *K, const real *M, const real *mu, int n, int set) {
+    if (set) {
+#pragma omp simd
+        for (int c = 0; c < n; c++)
+            dx[c] = A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
+    } else {
+#pragma omp simd
+        for (int c = 0; c < n; c++)
+            dx[c] += A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
+    }
+}
+
 static void bn_bwd_cols(real *dinp, real *dg, real *db, const real *dout, const real *inp,
                         const real *g, const real *mean, const real *rstd, int B, int C,
-                        int training, const nb_norm_cfg *cfg) {
+                        int training, const nb_norm_cfg *cfg, int set) {
     const int nblk = bn_blocks(C);
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int blk = 0; blk < nblk; blk++) {
@@ -783,10 +836,7 @@ static void bn_bwd_cols(real *dinp, real *dg, real *db, const real *dout, const 
         }
         for (row = 0; row < B; row++) {
             const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
-            real *dx = dinp + (size_t)row * C + c0;
-#pragma omp simd
-            for (int c = 0; c < w; c++)
-                dx[c] += A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
+            bn_dx_span(dinp + (size_t)row * C + c0, dy, x, A, K, M, mu, w, set);
         }
     }
 }
@@ -1017,11 +1067,27 @@ static int bn_fwd_rows(real *out, real *mean, real *rstd, real *running_mean, re
     return 0;
 }
 
-/* dx += A dy + K (x - mu) + M over one row. (Software prefetches of the next row made the pass
- * slower: a row's worth at once filled the miss buffers, one a line still cost 5-10%.) */
+/* dx += A dy + K (x - mu) + M over one row; with set, dx = that (dx not read), streamed past the
+ * cache when nt and the row is 64-byte aligned. (Software prefetches of the next row made the
+ * pass slower: a row's worth at once filled the miss buffers, one a line still cost 5-10%.) */
 static inline void bn_dx_row(real *restrict dx, const real *dy, const real *x, const real *A,
-                             const real *K, const real *M, const real *mu, int C) {
+                             const real *K, const real *M, const real *mu, int C, int set, int nt) {
     int c = 0;
+    if (set) {
+#if HAVE_NT
+        if (nt && ((uintptr_t)dx & 63) == 0) {
+            for (; c + NB_VL <= C; c += NB_VL)
+                vstream(dx + c, vload(A + c) * vload(dy + c) +
+                                    vload(K + c) * (vload(x + c) - vload(mu + c)) + vload(M + c));
+            for (; c < C; c++)
+                dx[c] = A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
+            return;
+        }
+#endif
+        (void)nt;
+        bn_dx_span(dx, dy, x, A, K, M, mu, C, 1);
+        return;
+    }
     for (; c + NB_VL <= C; c += NB_VL) {
         vreal v = vload(dx + c) + (vload(A + c) * vload(dy + c) +
                                    vload(K + c) * (vload(x + c) - vload(mu + c)) + vload(M + c));
@@ -1033,7 +1099,8 @@ static inline void bn_dx_row(real *restrict dx, const real *dy, const real *x, c
 
 static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const real *inp,
                        const real *g, const real *mean, const real *rstd, int B, int C,
-                       int training, const nb_norm_cfg *cfg) {
+                       int training, const nb_norm_cfg *cfg, int set) {
+    const int nt = set && use_nt(B, C);
     const int sub = bn_sub_rows(C), nsub = (B + sub - 1) / sub;
     const int nch = nsub < BN_NCH ? nsub : BN_NCH, par = par_ok(B, C);
     const int need_sxx = training && cfg->eps_outside;
@@ -1121,8 +1188,9 @@ static int bn_bwd_rows(real *dinp, real *dg, real *db, const real *dout, const r
         for (int row = r0; row < r1; row++) { /* ascending and unprefetched, as normalization */
             const real *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
             real *dx = dinp + (size_t)row * C;
-            bn_dx_row(dx, dy, x, A, K, M, mean, C);
+            bn_dx_row(dx, dy, x, A, K, M, mean, C, set, nt);
         }
+        if (nt) nt_fence();
     }
     free(st);
     free(A);
@@ -1228,7 +1296,7 @@ static void bn_fwd_exact(real *out, real *mean, real *rstd, real *running_mean, 
 
 static void bn_bwd_exact(real *dinp, real *dg, real *db, const real *dout, const real *inp,
                          const real *g, const real *mean, const real *rstd, int B, int C,
-                         int training, const nb_norm_cfg *cfg) {
+                         int training, const nb_norm_cfg *cfg, int set) {
     const int nblk = bn_blocks(C);
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
     for (int blk = 0; blk < nblk; blk++) {
@@ -1273,10 +1341,7 @@ static void bn_bwd_exact(real *dinp, real *dg, real *db, const real *dout, const
         }
         for (int row = 0; row < B; row++) {
             const real *x = inp + (size_t)row * C + c0, *dy = dout + (size_t)row * C + c0;
-            real *dx = dinp + (size_t)row * C + c0;
-#pragma omp simd
-            for (int c = 0; c < w; c++)
-                dx[c] += A[c] * dy[c] + K[c] * (x[c] - mu[c]) + M[c];
+            bn_dx_span(dinp + (size_t)row * C + c0, dy, x, A, K, M, mu, w, set);
         }
     }
 }
@@ -1304,7 +1369,7 @@ void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_m
  * process's rows. */
 static void bn_sync_backward(real *dinp, real *dg, real *db, const real *dout, const real *inp,
                              const real *g, const real *mean, const real *rstd, int B, int C,
-                             const nb_norm_cfg *cfg) {
+                             const nb_norm_cfg *cfg, int set) {
     double *S = calloc((size_t)3 * C + 1, sizeof *S);
     if (!S) abort();
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
@@ -1333,27 +1398,41 @@ static void bn_sync_backward(real *dinp, real *dg, real *db, const real *dout, c
              M = (real)(-gc * rc * S[c] / nb);
         for (int row = 0; row < B; row++) {
             size_t i = (size_t)row * C + c;
-            dinp[i] += A * dout[i] + K * (inp[i] - mean[c]) + M;
+            const real v = A * dout[i] + K * (inp[i] - mean[c]) + M;
+            dinp[i] = set ? v : dinp[i] + v;
         }
     }
     free(S);
 }
 
-void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
-                               const real *g, const real *mean, const real *rstd, int B, int C,
-                               int training, const nb_norm_cfg *cfg) {
+static void bn_backward(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                        const real *g, const real *mean, const real *rstd, int B, int C,
+                        int training, const nb_norm_cfg *cfg, int set) {
     if (training && cfg->bn_sum) {
-        bn_sync_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, cfg);
+        bn_sync_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, cfg, set);
         return;
     }
     if (B < BN_EXACT_ROWS) {
-        bn_bwd_exact(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg);
+        bn_bwd_exact(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg, set);
         return;
     }
     if (bn_by_rows(B, C) &&
-        bn_bwd_rows(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg) == 0)
+        bn_bwd_rows(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg, set) == 0)
         return;
-    bn_bwd_cols(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg);
+    bn_bwd_cols(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg, set);
+}
+
+void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                               const real *g, const real *mean, const real *rstd, int B, int C,
+                               int training, const nb_norm_cfg *cfg) {
+    bn_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg, 0);
+}
+
+void FN(nb_batchnorm_backward_set)(real *dinp, real *dg, real *db, const real *dout,
+                                   const real *inp, const real *g, const real *mean,
+                                   const real *rstd, int B, int C, int training,
+                                   const nb_norm_cfg *cfg) {
+    bn_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg, 1);
 }
 
 /* ---- WeightNorm ----------------------------------------------------------------------------- */

@@ -47,6 +47,21 @@ void NB_FN(nb_batchnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, const
                                   const NB_REAL *rstd, int B, int C, int training,
                                   const nb_norm_cfg *cfg);
 
+/* The same backward passes with dinp written instead of added to (dinp = the input gradient):
+ * the caller need not zero dinp, and the kernels do not read it (one pass over memory less;
+ * BatchNorm's large outputs are streamed past the cache, as its forward's are). The same
+ * values bit for bit as the += form on a zeroed dinp. */
+void NB_FN(nb_layernorm_backward_set)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, const NB_REAL *dout,
+                                      const NB_REAL *inp, const NB_REAL *g, const NB_REAL *mean,
+                                      const NB_REAL *rstd, int B, int C, const nb_norm_cfg *cfg);
+void NB_FN(nb_rmsnorm_backward_set)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, const NB_REAL *dout,
+                                    const NB_REAL *inp, const NB_REAL *g, const NB_REAL *rstd,
+                                    int B, int C, int k, const nb_norm_cfg *cfg);
+void NB_FN(nb_batchnorm_backward_set)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, const NB_REAL *dout,
+                                      const NB_REAL *inp, const NB_REAL *g, const NB_REAL *mean,
+                                      const NB_REAL *rstd, int B, int C, int training,
+                                      const nb_norm_cfg *cfg);
+
 /* WeightNorm on a dense weight (OC, C): w[o,:] = g[o] * v[o,:] / ||v[o,:]||. vnorm (OC) caches
  * the norms (floored at a tiny positive value so a zero row never divides by zero). */
 void NB_FN(nb_weightnorm_forward)(NB_REAL *w, NB_REAL *vnorm, const NB_REAL *v, const NB_REAL *g,

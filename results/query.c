@@ -432,7 +432,7 @@ int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_r
 
     /* 2. each finished run's final value (largest step) of every test_* metric, of every best_*
      * metric (the best validation value of a task that keeps its best parameters: the reader's
-     * papers report validation error only) and of ms_per_step */
+     * papers report validation error only), of tokens_per_s (mt) and of ms_per_step */
     if (nb_store_prepare(s,
                          "SELECT r.task, " DATASET_VARIANT ", r.norm, f.name, f.value, f.kind "
                          "FROM ("
@@ -440,7 +440,7 @@ int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_r
                          "    PARTITION BY run, name ORDER BY step DESC, rowid DESC) AS rn"
                          "  FROM metrics WHERE name GLOB 'test_*' OR name GLOB 'best_*' OR "
                          "name GLOB 'val_preact_*' OR name IN ("
-                         "'ms_per_step', "
+                         "'ms_per_step', 'tokens_per_s', "
                          "'epoch_seconds')) f "
                          "JOIN runs r ON r.id = f.run " JOIN_VARIANT
                          "WHERE f.rn = 1 AND r.status = 'finished' AND (?1 IS NULL OR r.task = ?1) "

@@ -39,6 +39,7 @@ typedef struct mt_opts {
     int preset;        /* transformer: 0 small, 1 base */
     int norm_position; /* transformer: 0 post (zero's, the original), 1 pre (with a final norm) */
     int warmup;        /* transformer: steps of the noam schedule's warm-up (0: the preset's) */
+    int batch_tokens;  /* transformer: token batches of at most this many tokens (0: --batch) */
     int dim_word;      /* embedding width (512) */
     int dim;           /* GRU state width (1024) */
     int bpe_merges;    /* joint BPE merges (multi30k 8,000, wmt14 32,000) */
@@ -77,6 +78,10 @@ static const nb_task_opt mt_opts_decl[] = {
     {"warmup", NB_TOPT_INT, offsetof(mt_opts, warmup), "N",
      "warm-up steps of the noam learning-rate schedule (0: the preset's, small 1000, base 4000)",
      NULL, 0, 1e9, 0, .models = "transformer"},
+    {"batch-tokens", NB_TOPT_INT, offsetof(mt_opts, batch_tokens), "N",
+     "token batches: sentences of similar length while the batch padded to its longest side holds "
+     "at most N tokens, instead of --batch sentences (the paper's base: 25000; 0: off)",
+     NULL, 0, 1e7, 0, .models = "transformer"},
     {"bpe-merges", NB_TOPT_INT, offsetof(mt_opts, bpe_merges), "N",
      "joint BPE merges learned on the training text (multi30k 8000, wmt14 32000)", NULL, 0, 1e6,
      8000},
@@ -162,9 +167,10 @@ static void model_free(mt_model *mm) {
 
 /* Builds the configured model for vocabularies Vs, Vt, batches of Bmax sentences, sources of Tx
  * and targets of Ty tokens (eos included), beams of `beam`, drawing its initial values from
- * init. Returns 0, or -1 with err set. */
+ * init. rows: the Transformer's most rows (sentences x length) in a batch; 0: Bmax sentences of
+ * the longest length. Returns 0, or -1 with err set. */
 static int model_open(mt_model *mm, const nb_train_cfg *cfg, int Vs, int Vt, int Bmax, int Tx,
-                      int Ty, int beam, nb_rng *init, nb_err *err) {
+                      int Ty, int rows, int beam, nb_rng *init, nb_err *err) {
     const mt_opts *o = opts_of(cfg);
     memset(mm, 0, sizeof *mm);
     mm->kind = o->model;
@@ -210,12 +216,13 @@ static int model_open(mt_model *mm, const nb_train_cfg *cfg, int Vs, int Vt, int
     mm->dim = tc.dim;
     mm->alpha = 0.6;
     memset(&mm->tl, 0, sizeof mm->tl);
-    if (!(mm->tf = nb_tf_new(&tc, &mm->tl, Bmax * T, err))) return -1;
+    if (rows <= 0) rows = Bmax * T;
+    if (!(mm->tf = nb_tf_new(&tc, &mm->tl, rows, err))) return -1;
     mm->layout = &mm->tl;
     mm->params = calloc(mm->tl.total, sizeof(float));
     mm->grads = calloc(mm->tl.total, sizeof(float));
-    mm->bs = calloc((size_t)Bmax * T, sizeof(int));
-    mm->bt = calloc((size_t)Bmax * T, sizeof(int));
+    mm->bs = calloc((size_t)rows, sizeof(int));
+    mm->bt = calloc((size_t)rows, sizeof(int));
     if (!mm->params || !mm->grads || !mm->bs || !mm->bt) return nb_errf(err, "out of memory");
     nb_tf_init_params(mm->tf, mm->params, init);
     return 0;
@@ -292,7 +299,8 @@ typedef struct mt_run {
     int have_bt;
     int Bmax, Txmax, Tymax;
     int *idx, *src, *srclen, *tgt, *tgtlen, *out, *outlen;
-    char **hyp; /* translations, room for the largest split */
+    double tokens; /* target tokens (eos included) trained on in this process */
+    char **hyp;    /* translations, room for the largest split */
     int nhyp;
 } mt_run;
 
@@ -335,7 +343,10 @@ static void mt_epoch_begin(void *self, int epoch, nb_rng *data) {
     if (r->have_bt) nb_mt_batcher_free(&r->bt);
     nb_err err;
     r->have_bt =
-        nb_mt_batcher_init(&r->bt, &r->d.train, r->cfg->batch, r->o->maxibatch, data, &err) == 0;
+        (r->o->batch_tokens > 0 ? nb_mt_batcher_init_tokens(&r->bt, &r->d.train, r->o->batch_tokens,
+                                                            r->o->maxibatch, data, &err)
+                                : nb_mt_batcher_init(&r->bt, &r->d.train, r->cfg->batch,
+                                                     r->o->maxibatch, data, &err)) == 0;
 }
 
 static void mt_schedule(void *self, int64_t t, int64_t planned, nb_adam_cfg *adam) {
@@ -350,8 +361,14 @@ static double mt_step(void *self, int64_t bi, nb_rng *noise) {
     if (n <= 0) return NAN;
     int Tx, Ty;
     fill_batch(r, &r->d.train, r->idx, n, &Tx, &Ty);
+    for (int k = 0; k < n; k++)
+        r->tokens += r->tgtlen[k];
     return model_loss(&r->m, r->src, r->srclen, Tx, r->tgt, r->tgtlen, Ty, n, 1, noise, NULL, NULL,
                       NULL);
+}
+
+static double mt_tokens(void *self) {
+    return ((mt_run *)self)->tokens;
 }
 
 /* Translates sentences first..first+n of split s (greedy when K == 0, else beam K) into
@@ -555,10 +572,19 @@ static int run_open(mt_run *r, const nb_train_cfg *cfg, int translations, nb_err
         return nb_errf(err, "'%s' has no training pair to learn from", cfg->dataset);
     longest(&r->d, &r->Txmax, &r->Tymax);
     r->Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
+    int rows = 0; /* the Transformer's rows: Bmax sentences of the longest length */
+    if (r->o->batch_tokens > 0) {
+        /* token batches: up to batch_tokens sentences, batch_tokens padded rows (a longer pair
+         * alone), and the evaluation's batches */
+        const int T = r->Txmax > r->Tymax ? r->Txmax : r->Tymax;
+        r->Bmax = r->o->batch_tokens > cfg->eval_batch ? r->o->batch_tokens : cfg->eval_batch;
+        rows = r->o->batch_tokens > T ? r->o->batch_tokens : T;
+        if ((long)cfg->eval_batch * T > rows) rows = cfg->eval_batch * T;
+    }
     nb_rng init;
     nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
     if (model_open(&r->m, cfg, nb_vocab_size(r->d.src_vocab), nb_vocab_size(r->d.tgt_vocab),
-                   r->Bmax, r->Txmax, r->Tymax, r->o->beam, &init, err) != 0) {
+                   r->Bmax, r->Txmax, r->Tymax, rows, r->o->beam, &init, err) != 0) {
         model_free(&r->m);
         return -1;
     }
@@ -588,7 +614,7 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
     memset(&r, 0, sizeof r);
     int rc = -1;
     if (run_open(&r, cfg, 0, err) != 0) goto out;
-    if (cfg->batch > r.d.train.n) {
+    if (r.o->batch_tokens == 0 && cfg->batch > r.d.train.n) {
         nb_errf(err, "batch size %d is larger than the %d training pairs", cfg->batch, r.d.train.n);
         nb_hintf(err, "lower --batch or raise --subset");
         goto out;
@@ -617,19 +643,40 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
         nb_errf(err, "out of memory for Adam's moments");
         goto out;
     }
+    /* token batches: an epoch is the batches of one pass in the order of a first shuffle
+     * (each epoch's shuffle cuts a few more or fewer: a short pass runs on into the next
+     * shuffle, a long one is cut; docs: README, task mt) */
+    int64_t steps_per_epoch = (r.d.train.n + cfg->batch - 1) / cfg->batch;
+    if (r.o->batch_tokens > 0) {
+        nb_rng trial;
+        nb_rng_seed(&trial, cfg->seed, NB_STREAM_DATA);
+        nb_mt_batcher b;
+        long c = -1;
+        if (nb_mt_batcher_init_tokens(&b, &r.d.train, r.o->batch_tokens, r.o->maxibatch, &trial,
+                                      err) != 0)
+            goto out;
+        c = nb_mt_batcher_count(&b);
+        nb_mt_batcher_free(&b);
+        if (c < 1) {
+            nb_errf(err, "out of memory for the token batches");
+            goto out;
+        }
+        steps_per_epoch = c;
+    }
     nb_trainer t = {.self = &r,
                     .params = r.m.params,
                     .grads = r.m.grads,
                     .adam_m = r.adam_m,
                     .adam_v = r.adam_v,
                     .layout = r.m.layout,
-                    .steps_per_epoch = (r.d.train.n + cfg->batch - 1) / cfg->batch,
+                    .steps_per_epoch = steps_per_epoch,
                     .eval_every = r.o->eval_every,
                     .select_metric = "val_xent",
                     .select_max = 0,
                     .epoch_begin = mt_epoch_begin,
                     .step = mt_step,
                     .schedule = mt_schedule,
+                    .tokens = mt_tokens,
                     .evaluate = mt_evaluate};
     rc = nb_train_loop(cfg, &t, sink, status, err);
     if (rc == 0 && *status == NB_STATUS_FINISHED && sink->model_dir) {
@@ -688,8 +735,8 @@ static int mt_translate(const nb_train_cfg *cfg, const char *dir, char *const *l
     int Ty = 2 * Tx + 10; /* Nematus' translate: up to twice the source, and a margin */
     nb_rng init;
     nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
-    if ((have_model = model_open(&m, cfg, nb_vocab_size(sv), nb_vocab_size(tv), B, Tx, Ty, mo->beam,
-                                 &init, err) == 0) == 0 ||
+    if ((have_model = model_open(&m, cfg, nb_vocab_size(sv), nb_vocab_size(tv), B, Tx, Ty, 0,
+                                 mo->beam, &init, err) == 0) == 0 ||
         load_params(&m, dir, err) != 0) {
         for (int j = 0; j < n; j++)
             free(enc[j]);

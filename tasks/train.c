@@ -13,6 +13,7 @@ typedef struct loop {
     const nb_sink *sink;
     double t0;            /* wall clock origin (moved back on resume) */
     double train_time;    /* seconds inside training steps */
+    double proc_time;     /* the same, in this process only (not restored on resume) */
     int64_t step;         /* steps done */
     int64_t planned;      /* steps to do */
     int epochs;           /* epochs to do */
@@ -72,7 +73,7 @@ static int ends_with(const char *s, const char *suffix) {
  * was not finite (the caller stops the run as diverged, err set), or -1 with err. */
 static int evaluate(loop *L, int epoch, int final, nb_err *err) {
     const nb_trainer *t = L->t;
-    nb_metric m[NB_TRAIN_MAX_EVAL + 3];
+    nb_metric m[NB_TRAIN_MAX_EVAL + 4];
     progress(L, epoch, L->last_loss, "eval");
     int n = t->evaluate(t->self, final, m, NB_TRAIN_MAX_EVAL, err);
     if (n < 0) return -1;
@@ -104,6 +105,8 @@ static int evaluate(loop *L, int epoch, int final, nb_err *err) {
     if (!final && L->step > L->step0 && L->cfg->dist && L->cfg->dist->size > 1)
         m[n++] = (nb_metric){"allreduce_ms_per_step", 0, 0,
                              1e3 * L->cfg->dist->comm_seconds / (double)(L->step - L->step0)};
+    if (!final && t->tokens && L->proc_time > 0)
+        m[n++] = (nb_metric){"tokens_per_s", 0, 0, t->tokens(t->self) / L->proc_time};
     if (record(L, m, n, err) != 0) return -1;
     if (diverged >= 0) {
         nb_errf(err, "evaluation metric '%s' is not finite at step %lld", m[diverged].name,
@@ -288,6 +291,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
                 norm = nb_train_update_clip(t, cfg->clip, &cfg->adam, L.step, L.planned, &scale);
             if (D) nb_train_dist_buffers(D, t);
             L.train_time += nb_now() - ts;
+            L.proc_time += nb_now() - ts;
             L.loss_acc += loss;
             L.clip_acc[0] += norm;
             L.clip_acc[1] += scale;

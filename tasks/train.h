@@ -89,6 +89,11 @@ typedef struct nb_trainer {
      * in one process. */
     double (*step_shard)(void *self, int64_t bi, int lo, int hi, nb_rng *noise_rng);
 
+    /* Target tokens trained on in this process so far (translation), for the metric
+     * tokens_per_s: those tokens over this process's seconds inside training steps, recorded
+     * with every evaluation. NULL: the task has no tokens. */
+    double (*tokens)(void *self);
+
     /* Adjusts the Adam configuration for step t (1-based, the step about to be taken) of
      * `planned` steps: learning-rate decay, beta1 switch. adam starts as a copy of cfg->adam
      * at every step. May be NULL (constant). */

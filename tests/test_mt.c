@@ -374,6 +374,61 @@ static void test_batcher(void **state) {
     nb_mt_free(&d);
 }
 
+/* Token batches: every pair once per epoch, each batch padded to its longest side within the
+ * budget (a pair over it alone), sorted within maxibatches, and the count of an epoch's batches
+ * equal to what next() hands out. */
+static void test_batcher_tokens(void **state) {
+    (void)state;
+    nb_mt_opts o = nb_mt_defaults("synthetic");
+    o.synth_train = 1000;
+    nb_mt_data d;
+    nb_err err;
+    assert_int_equal(nb_mt_load("synthetic", NULL, &o, &d, &err), 0);
+    nb_rng r;
+    nb_rng_seed(&r, 1, NB_STREAM_DATA);
+    nb_mt_batcher bt;
+    const int TOK = 150, M = 3;
+    assert_int_equal(nb_mt_batcher_init_tokens(&bt, &d.train, 0, M, &r, &err), -1);
+    assert_int_equal(nb_mt_batcher_init_tokens(&bt, &d.train, TOK, M, &r, &err), 0);
+    int *seen = calloc((size_t)d.train.n, sizeof *seen), idx[150];
+    int sizes[2] = {0, 0};
+    for (int epoch = 0; epoch < 2; epoch++) {
+        long want = nb_mt_batcher_count(&bt), got = 0;
+        assert_true(want > 0);
+        int total = 0, smallest = TOK, largest = 0;
+        memset(seen, 0, (size_t)d.train.n * sizeof *seen);
+        while (total < d.train.n) {
+            int k = nb_mt_batcher_next(&bt, idx);
+            assert_true(k > 0 && k <= TOK);
+            int ms = 0, mt = 0;
+            for (int i = 0; i < k; i++) {
+                seen[idx[i]]++;
+                int ls = nb_mt_src_len(&d.train, idx[i]), lt = nb_mt_tgt_len(&d.train, idx[i]) + 1;
+                if (ls < 1) ls = 1;
+                if (ls > ms) ms = ls;
+                if (lt > mt) mt = lt;
+            }
+            int rows = k * (ms > mt ? ms : mt);
+            assert_true(rows <= TOK || k == 1);
+            if (k < smallest) smallest = k;
+            if (k > largest) largest = k;
+            total += k;
+            got++;
+        }
+        assert_int_equal(total, d.train.n);
+        if (epoch == 0) assert_int_equal(got, want); /* the count is of the current epoch */
+        for (int i = 0; i < d.train.n; i++)
+            assert_int_equal(seen[i], 1);
+        /* short sentences share a batch with more of their kind than long ones */
+        assert_true(largest > smallest);
+        sizes[epoch] = largest;
+    }
+    assert_true(sizes[0] > 1);
+    free(seen);
+    nb_mt_batcher_free(&bt);
+    nb_mt_free(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pretok),
@@ -384,6 +439,7 @@ int main(void) {
         cmocka_unit_test(test_multi30k_roundtrip),
         cmocka_unit_test(test_synthetic_and_cache),
         cmocka_unit_test(test_batcher),
+        cmocka_unit_test(test_batcher_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

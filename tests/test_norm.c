@@ -701,6 +701,73 @@ static void test_streaming_path(void **state) {
     }
 }
 
+/* The _set backward passes write dx without reading it: the same values as the += passes on a
+ * zeroed dx (NaN left in dx beforehand must not show), the same dg and db, on every BatchNorm
+ * path (fewer than 64 rows, column blocks, row chunks, row chunks with streamed stores, the
+ * statistics over processes) and LayerNorm/RMSNorm/pRMSNorm serial and threaded. */
+static void bn_sum_one(void *ctx, double *x, int n) {
+    (void)ctx, (void)x, (void)n; /* one process: its sums are the global sums */
+}
+
+static void test_backward_set(void **state) {
+    (void)state;
+    const int shapes[][2] = {{30, 70}, {200, 100}, {4096, 300}, {640, 1000}, {16400, 1024}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int B = shapes[s][0], C = shapes[s][1];
+        const size_t n = (size_t)B * C;
+        float *x = fzeros(n), *dy = fzeros(n), *y = aligned_alloc(64, n * sizeof(float));
+        float *dx0 = aligned_alloc(64, n * sizeof(float)),
+              *dx1 = aligned_alloc(64, n * sizeof(float));
+        float *g = fzeros(C), *b = fzeros(C), *m = fzeros(B > C ? B : C),
+              *r = fzeros(B > C ? B : C);
+        float *rm = fzeros(C), *rv = fzeros(C), *dg0 = fzeros(C), *db0 = fzeros(C);
+        float *dg1 = fzeros(C), *db1 = fzeros(C);
+        assert_non_null(y), assert_non_null(dx0), assert_non_null(dx1);
+        for (size_t i = 0; i < n; i++) {
+            x[i] = (float)(((i * 2654435761u) >> 9) % 1000) * 2e-3f - 0.8f;
+            dy[i] = (float)(((i * 40503u) >> 3) % 997) * 1e-3f - 0.5f;
+        }
+        for (int c = 0; c < C; c++) {
+            g[c] = 1 + 0.01f * (float)(c % 13);
+            b[c] = 0.1f;
+            rv[c] = 1;
+        }
+        for (int kind = 0; kind < 5; kind++) { /* layer, rms, prms, batch, batch over processes */
+            if (kind < 3 && s == 4) continue;  /* the row-wise norms' paths are covered below */
+            nb_norm_cfg cfg;
+            nb_norm_cfg_default(&cfg, kind < 3 ? NB_NORM_LAYER : NB_NORM_BATCH);
+            if (kind == 4) cfg.bn_sum = bn_sum_one;
+            memset(dx0, 0, n * sizeof(float));
+            for (size_t i = 0; i < n; i++)
+                dx1[i] = NAN;
+            memset(dg0, 0, C * sizeof(float)), memset(db0, 0, C * sizeof(float));
+            memset(dg1, 0, C * sizeof(float)), memset(db1, 0, C * sizeof(float));
+            const int k = kind == 2 ? (C + 15) / 16 : C;
+            if (kind == 0) {
+                nb_layernorm_forward(y, m, r, x, g, b, B, C, &cfg);
+                nb_layernorm_backward(dx0, dg0, db0, dy, x, g, m, r, B, C, &cfg);
+                nb_layernorm_backward_set(dx1, dg1, db1, dy, x, g, m, r, B, C, &cfg);
+            } else if (kind < 3) {
+                nb_rmsnorm_forward(y, r, x, g, b, B, C, k, &cfg);
+                nb_rmsnorm_backward(dx0, dg0, db0, dy, x, g, r, B, C, k, &cfg);
+                nb_rmsnorm_backward_set(dx1, dg1, db1, dy, x, g, r, B, C, k, &cfg);
+            } else {
+                nb_batchnorm_forward(y, m, r, rm, rv, x, g, b, B, C, 1, &cfg);
+                nb_batchnorm_backward(dx0, dg0, db0, dy, x, g, m, r, B, C, 1, &cfg);
+                nb_batchnorm_backward_set(dx1, dg1, db1, dy, x, g, m, r, B, C, 1, &cfg);
+            }
+            for (size_t i = 0; i < n; i++)
+                if (!(dx0[i] == dx1[i]))
+                    fail_msg("kind %d, %dx%d: dx[%zu] %g (+=) vs %g (set)", kind, B, C, i,
+                             (double)dx0[i], (double)dx1[i]);
+            assert_memory_equal(dg0, dg1, C * sizeof(float));
+            assert_memory_equal(db0, db1, C * sizeof(float));
+        }
+        free(x), free(dy), free(y), free(dx0), free(dx1), free(g), free(b), free(m), free(r);
+        free(rm), free(rv), free(dg0), free(db0), free(dg1), free(db1);
+    }
+}
+
 /* ---- PyTorch reference tensors -------------------------------------------------------------- */
 
 static ref_file REF;
@@ -891,9 +958,10 @@ int main(void) {
         cmocka_unit_test(test_grad_weight),      cmocka_unit_test(test_forward_values),
         cmocka_unit_test(test_batchnorm_values), cmocka_unit_test(test_weightnorm_zero_row),
         cmocka_unit_test(test_float_vs_double),  cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_streaming_path),   cmocka_unit_test(test_batchnorm_rows),
-        cmocka_unit_test(test_ref_layer),        cmocka_unit_test(test_ref_rms),
-        cmocka_unit_test(test_ref_batch),        cmocka_unit_test(test_ref_weight),
+        cmocka_unit_test(test_streaming_path),   cmocka_unit_test(test_backward_set),
+        cmocka_unit_test(test_batchnorm_rows),   cmocka_unit_test(test_ref_layer),
+        cmocka_unit_test(test_ref_rms),          cmocka_unit_test(test_ref_batch),
+        cmocka_unit_test(test_ref_weight),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ref_free(&REF);

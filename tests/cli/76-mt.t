@@ -65,7 +65,7 @@ id=$((ref + 1))
 for _ in $(seq 1 2400); do [ -e "$NORMBENCH_DB-checkpoints/run-$id.ckpt" ] && break; sleep 0.05; done
 kill -KILL $pid; wait $pid 2>/dev/null
 check "resume" 0 "$NB" run --resume $id --quiet
-metrics() { sqlite3 "$NORMBENCH_DB" "select group_concat(name||':'||step||':'||value, ' ') from (select * from metrics where run = $1 and name not in ('ms_per_step', 'epoch_seconds') order by name, step)"; }
+metrics() { sqlite3 "$NORMBENCH_DB" "select group_concat(name||':'||step||':'||value, ' ') from (select * from metrics where run = $1 and name not in ('ms_per_step', 'epoch_seconds', 'tokens_per_s') order by name, step)"; }
 a=$(metrics "$ref"); b=$(metrics "$id")
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "the resumed run recorded the same metrics" || not_ok "the resumed run recorded the same metrics" "$a
 $b"
@@ -78,15 +78,29 @@ tid=$(sqlite3 "$NORMBENCH_DB" "select max(id) from runs")
 cfg=$(sqlite3 "$NORMBENCH_DB" "select config from runs where id = $tid")
 if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["model"] == "transformer" and d["norm_position"] == "pre" and d["preset"] == "small" and d["beam"] == 4 and "dim" not in d, d' "$cfg"; then
     ok "its configuration has the Transformer's options"; else not_ok "its configuration has the Transformer's options" "$cfg"; fi
+check "--batch-tokens is the Transformer's" 2 "$NB" run mt --model rnnsearch --batch-tokens 400 --dataset synthetic --steps 1
+has "it says so" "$tmp/err" '--batch-tokens is an option of mt --model transformer'
+check "token batches (--batch-tokens 400)" 0 "$NB" run mt --model transformer --norm layer --dataset synthetic --subset 300 --batch-tokens 400 --epochs 2 --eval-every 1000 --val-bleu-max 8 --test-max 8 --threads 2 --quiet
+bid=$(sqlite3 "$NORMBENCH_DB" "select max(id) from runs")
+e1=$(sqlite3 "$NORMBENCH_DB" "select step from metrics where run = $bid and name = 'epoch' and value = 1")
+e2=$(sqlite3 "$NORMBENCH_DB" "select step from metrics where run = $bid and name = 'epoch' and value = 2")
+c=$(sqlite3 "$NORMBENCH_DB" "select json_extract(config, '\$.batch_tokens') from runs where id = $bid")
+# ~12 tokens a pair: about 30 pairs a batch, so an epoch of 300 pairs is ~10 steps, not 4 of 80
+[ "$c" = 400 ] && [ -n "$e1" ] && [ "$e1" -ge 6 ] && [ "$e2" = $((2 * e1)) ] \
+    && ok "an epoch is the batches of a pass ($e1 steps of at most 400 tokens)" \
+    || not_ok "token batches: batch_tokens $c, epochs end at steps $e1, $e2"
 check "it translates" 0 sh -c "printf 'a b
 ' | '$NB' translate $tid"
 # report keeps the models apart and sets the paper's tables beside each: Tables 2 and 5 beside
 # RNNSearch, Table 4 beside the Transformer
 check "report --paper" 0 "$NB" report --task mt --paper
 has "RNNSearch's runs in a block of their own" "$tmp/out" '^mt / synthetic \[rnnsearch\]$'
+has "report shows the target tokens trained per second" "$tmp/out" '^  norm +runs +best_val_xent +test_bleu +tokens_per_s '
+tps=$(sqlite3 "$NORMBENCH_DB" "select value from metrics where run = 1 and name = 'tokens_per_s' order by step desc limit 1")
+awk -v v="$tps" 'BEGIN { exit !(v > 0) }' && ok "tokens_per_s recorded with the evaluations ($tps)" || not_ok "tokens_per_s recorded ($tps)"
 has "the Transformer's in another, with its norm position" "$tmp/out" '^mt / synthetic \[transformer small pre\]$'
 [ "$(grep -c 'RMS paper Table 2: RNNSearch' "$tmp/out")" = 1 ] && ok "Table 2 once" || not_ok "Table 2 once" "$(cat "$tmp/out")"
-[ "$(grep -c 'RMS paper Table 4: Transformer' "$tmp/out")" = 1 ] && ok "Table 4 once" || not_ok "Table 4 once"
+[ "$(grep -c 'RMS paper Table 4: Transformer' "$tmp/out")" = 2 ] && ok "Table 4 beside each Transformer block (post, pre)" || not_ok "Table 4 beside each Transformer block"
 awk '/^mt \/ synthetic \[rnnsearch\]/ { b = 1 } /^mt \/ synthetic \[transformer/ { b = 2 } /RMS paper Table 4/ { t4 = b } /RMS paper Table 2:/ { t2 = b } END { exit !(t2 == 1 && t4 == 2) }' "$tmp/out" \
     && ok "each beside its own model's runs" || not_ok "each beside its own model's runs" "$(cat "$tmp/out")"
 has "the run's test_bleu beside the paper's BLEU, times and speed-ups" "$tmp/out" '^    rms +[0-9.]+ +26\.8 +- +27\.7 +[0-9]+ +231 +\(base\)|^    rms +[0-9.]+ +26\.8 +- +27\.7 +[0-9]+ +231 +- +\+6\.9%$'
