@@ -222,12 +222,13 @@ done
 # later, and SIGKILL as long after that; a rank stops at its next step on SIGTERM and rank 0
 # records the run as interrupted. So that the interrupt comes at a known point on any machine, the
 # ranks are frozen (SIGSTOP) once the first checkpoint exists and given the SIGTERM mpirun would
-# send; SIGINT to mpirun then wakes them (its SIGCONT), and a longer kill timeout leaves a slow
-# machine the time to record. The resumed run must record what the uninterrupted one does.
+# send; SIGINT to mpirun then wakes them (its SIGCONT), and a longer kill timeout (10 s) leaves a
+# slow machine the time to record. (mpirun waits out both timeouts even when the ranks are gone:
+# 60 s cost this file 4 minutes.) The resumed run must record what the uninterrupted one does.
 rdp="--dataset synthetic --subset 150 --batch 30 --steps 60 --lr 1e-4 --log-every 1 --threads 1 --quiet"
 check "the uninterrupted data-parallel run (2 ranks)" 0 env NORMBENCH_DUMP_PARAMS=$tmp/ru.bin \
     $MPIRUN -np 2 "$NB" run mnist --norm batch --bn-sync $rdp --db "$tmp/ru.db"
-env OMPI_MCA_odls_base_sigkill_timeout=60 $MPIRUN -np 2 "$NB" run mnist --norm batch --bn-sync $rdp \
+env OMPI_MCA_odls_base_sigkill_timeout=10 $MPIRUN -np 2 "$NB" run mnist --norm batch --bn-sync $rdp \
     --db "$tmp/ri.db" >"$tmp/ri.out" 2>"$tmp/ri.err" &
 pid=$!
 for _ in $(seq 1 2400); do [ -e "$tmp/ri.db-checkpoints/run-1.ckpt" ] && break; sleep 0.05; done
@@ -282,7 +283,7 @@ agree "resumed in one process, it agrees with the uninterrupted run" "$tmp/ru.db
 
 # per-rank BatchNorm is another model on another number of ranks: such a resume is refused
 # (--from-scratch: the refusal comes before any checkpoint is needed)
-env OMPI_MCA_odls_base_sigkill_timeout=60 $MPIRUN -np 2 "$NB" run mnist --norm batch --dataset synthetic \
+env OMPI_MCA_odls_base_sigkill_timeout=10 $MPIRUN -np 2 "$NB" run mnist --norm batch --dataset synthetic \
     --subset 150 --batch 30 --steps 100000 --threads 1 --quiet --db "$tmp/pr.db" >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 1 2400); do
