@@ -714,10 +714,9 @@ static void test_backward_set(void **state) {
     const int shapes[][2] = {{30, 70}, {200, 100}, {4096, 300}, {640, 1000}, {16400, 1024}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int B = shapes[s][0], C = shapes[s][1];
-        const size_t n = (size_t)B * C;
-        float *x = fzeros(n), *dy = fzeros(n), *y = aligned_alloc(64, n * sizeof(float));
-        float *dx0 = aligned_alloc(64, n * sizeof(float)),
-              *dx1 = aligned_alloc(64, n * sizeof(float));
+        const size_t n = (size_t)B * C, bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+        float *x = fzeros(n), *dy = fzeros(n), *y = aligned_alloc(64, bytes);
+        float *dx0 = aligned_alloc(64, bytes), *dx1 = aligned_alloc(64, bytes);
         float *g = fzeros(C), *b = fzeros(C), *m = fzeros(B > C ? B : C),
               *r = fzeros(B > C ? B : C);
         float *rm = fzeros(C), *rv = fzeros(C), *dg0 = fzeros(C), *db0 = fzeros(C);
