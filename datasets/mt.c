@@ -544,14 +544,17 @@ static int new_epoch(nb_mt_batcher *b) {
     return 0;
 }
 
-int nb_mt_batcher_init(nb_mt_batcher *b, const nb_mt_split *s, int batch, int maxibatch,
-                       nb_rng *rng, nb_err *err) {
+/* Sets b up (batch sentences, or tokens > 0 for token batches; chunk sentences sorted
+ * together) and draws the first epoch's order. */
+static int batcher_setup(nb_mt_batcher *b, const nb_mt_split *s, int batch, int tokens,
+                         int maxibatch, long chunk, nb_rng *rng, nb_err *err) {
     memset(b, 0, sizeof *b);
     if (batch < 1 || maxibatch < 1) return nb_errf(err, "batch and maxibatch must be >= 1");
     b->s = s;
     b->batch = batch;
+    b->tokens = tokens;
     b->maxibatch = maxibatch;
-    b->chunk = (long)batch * maxibatch;
+    b->chunk = chunk;
     b->rng = rng;
     b->order = malloc((size_t)(s->n ? s->n : 1) * sizeof(int));
     if (!b->order || new_epoch(b)) {
@@ -560,6 +563,11 @@ int nb_mt_batcher_init(nb_mt_batcher *b, const nb_mt_split *s, int batch, int ma
         return nb_errf(err, "out of memory");
     }
     return 0;
+}
+
+int nb_mt_batcher_init(nb_mt_batcher *b, const nb_mt_split *s, int batch, int maxibatch,
+                       nb_rng *rng, nb_err *err) {
+    return batcher_setup(b, s, batch, 0, maxibatch, (long)batch * maxibatch, rng, err);
 }
 
 /* A pair's rows in a batch padded to its longest side: source (at least 1), target + eos. */
@@ -572,7 +580,9 @@ static int pair_rows(const nb_mt_split *s, int i, int *ls, int *lt) {
 
 int nb_mt_batcher_init_tokens(nb_mt_batcher *b, const nb_mt_split *s, int tokens, int maxibatch,
                               nb_rng *rng, nb_err *err) {
+    memset(b, 0, sizeof *b);
     if (tokens < 1) return nb_errf(err, "a token batch must hold at least 1 token");
+    /* maxibatches of as many pairs as maxibatch batches of pairs of the mean length hold */
     double sum = 0;
     for (int i = 0; i < s->n; i++) {
         int ls, lt;
@@ -581,22 +591,7 @@ int nb_mt_batcher_init_tokens(nb_mt_batcher *b, const nb_mt_split *s, int tokens
     double mean = s->n ? sum / s->n : 1;
     long per = (long)(tokens / (mean > 1 ? mean : 1));
     if (per < 1) per = 1;
-    /* the sentence batch of init is a stand-in: chunk and tokens are set before the shuffle */
-    memset(b, 0, sizeof *b);
-    if (maxibatch < 1) return nb_errf(err, "batch and maxibatch must be >= 1");
-    b->s = s;
-    b->batch = tokens;
-    b->tokens = tokens;
-    b->maxibatch = maxibatch;
-    b->chunk = per * maxibatch;
-    b->rng = rng;
-    b->order = malloc((size_t)(s->n ? s->n : 1) * sizeof(int));
-    if (!b->order || new_epoch(b)) {
-        free(b->order);
-        b->order = NULL;
-        return nb_errf(err, "out of memory");
-    }
-    return 0;
+    return batcher_setup(b, s, tokens, tokens, maxibatch, per * maxibatch, rng, err);
 }
 
 int nb_mt_batcher_next(nb_mt_batcher *b, int *idx) {
