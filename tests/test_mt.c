@@ -335,15 +335,21 @@ static void test_synthetic_and_cache(void **state) {
     nb_mt_free(&d);
 }
 
-static void test_batcher(void **state) {
-    (void)state;
+/* The batcher tests' data: 1,000 synthetic training pairs, and the data stream of seed 1. */
+static void batcher_data(nb_mt_data *d, nb_rng *r) {
     nb_mt_opts o = nb_mt_defaults("synthetic");
     o.synth_train = 1000;
+    nb_err err;
+    assert_int_equal(nb_mt_load("synthetic", NULL, &o, d, &err), 0);
+    nb_rng_seed(r, 1, NB_STREAM_DATA);
+}
+
+static void test_batcher(void **state) {
+    (void)state;
     nb_mt_data d;
     nb_err err;
-    assert_int_equal(nb_mt_load("synthetic", NULL, &o, &d, &err), 0);
     nb_rng r;
-    nb_rng_seed(&r, 1, NB_STREAM_DATA);
+    batcher_data(&d, &r);
     nb_mt_batcher bt;
     int B = 32, M = 5;
     assert_int_equal(nb_mt_batcher_init(&bt, &d.train, B, M, &r, &err), 0);
@@ -379,13 +385,10 @@ static void test_batcher(void **state) {
  * equal to what next() hands out. */
 static void test_batcher_tokens(void **state) {
     (void)state;
-    nb_mt_opts o = nb_mt_defaults("synthetic");
-    o.synth_train = 1000;
     nb_mt_data d;
     nb_err err;
-    assert_int_equal(nb_mt_load("synthetic", NULL, &o, &d, &err), 0);
     nb_rng r;
-    nb_rng_seed(&r, 1, NB_STREAM_DATA);
+    batcher_data(&d, &r);
     nb_mt_batcher bt;
     const int TOK = 150, M = 3;
     assert_int_equal(nb_mt_batcher_init_tokens(&bt, &d.train, 0, M, &r, &err), -1);

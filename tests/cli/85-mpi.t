@@ -281,16 +281,21 @@ c=$(sqlite3 "$tmp/ri3.db" "select value from params where key = 'resumed_on_rank
 check "--resume in one process" 0 env NORMBENCH_DUMP_PARAMS=$tmp/r1.bin "$NB" run --resume 1 --db "$tmp/ri1.db" --quiet
 agree "resumed in one process, it agrees with the uninterrupted run" "$tmp/ru.db" "$tmp/ri1.db" "$tmp/ru.bin" "$tmp/r1.bin"
 
+# wait_rows DB SQL: waits (at most 2 minutes) until the count SQL returns is at least 1
+wait_rows() {
+    for _ in $(seq 1 2400); do
+        c=$(sqlite3 "$1" "$2" 2>/dev/null)
+        [ "${c:-0}" -ge 1 ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
 # per-rank BatchNorm is another model on another number of ranks: such a resume is refused
 # (--from-scratch: the refusal comes before any checkpoint is needed)
 env OMPI_MCA_odls_base_sigkill_timeout=10 $MPIRUN -np 2 "$NB" run mnist --norm batch --dataset synthetic \
     --subset 150 --batch 30 --steps 100000 --threads 1 --quiet --db "$tmp/pr.db" >/dev/null 2>&1 &
 pid=$!
-for _ in $(seq 1 2400); do
-    c=$(sqlite3 "$tmp/pr.db" "select count(*) from metrics" 2>/dev/null)
-    [ "${c:-0}" -ge 1 ] && break
-    sleep 0.05
-done
+wait_rows "$tmp/pr.db" "select count(*) from metrics"
 ranks=$(pgrep -P $pid)
 kill -TERM $ranks
 wait $pid
@@ -303,11 +308,7 @@ check "... and in one process too" 2 "$NB" run --resume 1 --from-scratch --db "$
 "$NB" run mnist --norm batch --dataset synthetic --subset 150 --batch 30 --steps 100000 --threads 1 \
     --quiet --db "$tmp/pr.db" >/dev/null 2>&1 &
 pid=$!
-for _ in $(seq 1 2400); do
-    c=$(sqlite3 "$tmp/pr.db" "select count(*) from metrics where run = 2" 2>/dev/null)
-    [ "${c:-0}" -ge 1 ] && break
-    sleep 0.05
-done
+wait_rows "$tmp/pr.db" "select count(*) from metrics where run = 2"
 kill -INT $pid
 wait $pid
 check "BN over the whole batch of one process, resumed on 2 ranks (per rank) is refused" 2 \
