@@ -99,7 +99,9 @@ typedef struct NB_FN(nb_rnnsearch) {
     /* backward scratch */
     NB_REAL *dtmp, *dtmp2, *dhid, *dS, *dct, *dye, *dctx, *dhc, *dhsp, *ds, *ds1, *dxs, *dxsr, *dhf,
         *dhb, *drow;
-    double *dvacc; /* (Bmax', A) */
+    NB_REAL *dvgrp; /* (Bmax', A): attention v's gradient over a group of source positions */
+    NB_REAL *dab;   /* (Bmax', Txmax): dL/d(attention weight) per source position */
+    double *dvacc;  /* (Bmax', A) */
     /* decoding scratch */
     NB_REAL *st[2], *logp;
     int *srow;
