@@ -709,6 +709,53 @@ static void bn_sum_one(void *ctx, double *x, int n) {
     (void)ctx, (void)x, (void)n; /* one process: its sums are the global sums */
 }
 
+/* BatchNorm's column-block forward (64 to 1,024 rows) normalizes each block right after its
+ * statistics: y must be g ((x - mean) rstd) + b of the mean and rstd it returns, in float, value
+ * for value, on full and partial blocks, with and without a bias, on 1 and 2 threads. */
+static void test_batchnorm_fused_cols(void **state) {
+    (void)state;
+    const int shapes[][2] = {{128, 1000}, {64, 100}, {200, 64}, {1024, 130}, {77, 7}};
+    const int threads = omp_get_max_threads();
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int B = shapes[s][0], C = shapes[s][1];
+        const size_t n = (size_t)B * C;
+        double *xd = dvec(n, 2.0, 3.0);
+        float *x = to_f(xd, n), *y = fzeros(n), *g = fzeros(C), *b = fzeros(C);
+        float *m = fzeros(C), *r = fzeros(C);
+        for (int c = 0; c < C; c++) {
+            g[c] = 0.5f + 0.01f * (float)(c % 17);
+            b[c] = -0.25f + 0.02f * (float)(c % 5);
+        }
+        nb_norm_cfg cfg;
+        nb_norm_cfg_default(&cfg, NB_NORM_BATCH);
+        for (int t = 1; t <= 2; t++)
+            for (int with_b = 0; with_b < 2; with_b++) {
+                omp_set_num_threads(t);
+                nb_batchnorm_forward(y, m, r, NULL, NULL, x, g, with_b ? b : NULL, B, C, 1, &cfg);
+                for (size_t i = 0; i < n; i++) {
+                    const int c = (int)(i % (size_t)C);
+                    float want = g[c] * ((x[i] - m[c]) * r[c]);
+                    if (with_b) want += b[c];
+                    if (!(y[i] == want))
+                        fail_msg("%dx%d, %d thread(s), bias %d: y[%zu] %.9g, want %.9g", B, C, t,
+                                 with_b, i, y[i], want);
+                }
+                for (int c = 0; c < C; c++) { /* the statistics themselves, against double */
+                    double mu = 0, v = 0;
+                    for (int i = 0; i < B; i++)
+                        mu += x[(size_t)i * C + c];
+                    mu /= B;
+                    for (int i = 0; i < B; i++)
+                        v += (x[(size_t)i * C + c] - mu) * (x[(size_t)i * C + c] - mu);
+                    assert_close(m[c], mu, 1e-6, 1e-6);
+                    assert_close(r[c], 1 / sqrt(v / B + cfg.eps), 1e-6, 0);
+                }
+            }
+        omp_set_num_threads(threads);
+        free(xd), free(x), free(y), free(g), free(b), free(m), free(r);
+    }
+}
+
 static void test_backward_set(void **state) {
     (void)state;
     const int shapes[][2] = {{30, 70}, {200, 100}, {4096, 300}, {640, 1000}, {16400, 1024}};
@@ -952,14 +999,23 @@ static void test_ref_weight(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_grad_layer),       cmocka_unit_test(test_grad_rms),
-        cmocka_unit_test(test_grad_prms),        cmocka_unit_test(test_grad_batch),
-        cmocka_unit_test(test_grad_weight),      cmocka_unit_test(test_forward_values),
-        cmocka_unit_test(test_batchnorm_values), cmocka_unit_test(test_weightnorm_zero_row),
-        cmocka_unit_test(test_float_vs_double),  cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_streaming_path),   cmocka_unit_test(test_backward_set),
-        cmocka_unit_test(test_batchnorm_rows),   cmocka_unit_test(test_ref_layer),
-        cmocka_unit_test(test_ref_rms),          cmocka_unit_test(test_ref_batch),
+        cmocka_unit_test(test_grad_layer),
+        cmocka_unit_test(test_grad_rms),
+        cmocka_unit_test(test_grad_prms),
+        cmocka_unit_test(test_grad_batch),
+        cmocka_unit_test(test_grad_weight),
+        cmocka_unit_test(test_forward_values),
+        cmocka_unit_test(test_batchnorm_values),
+        cmocka_unit_test(test_weightnorm_zero_row),
+        cmocka_unit_test(test_float_vs_double),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_streaming_path),
+        cmocka_unit_test(test_backward_set),
+        cmocka_unit_test(test_batchnorm_fused_cols),
+        cmocka_unit_test(test_batchnorm_rows),
+        cmocka_unit_test(test_ref_layer),
+        cmocka_unit_test(test_ref_rms),
+        cmocka_unit_test(test_ref_batch),
         cmocka_unit_test(test_ref_weight),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
