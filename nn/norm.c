@@ -752,6 +752,8 @@ static void bn_normalize(real *out, const real *inp, const real *g, const real *
  * A full block keeps its gains, means, rstds and biases in registers (BN_CB / NB_VL vectors of
  * each), the same expression as bn_normalize's, value for value. */
 #define BN_NV (BN_CB / NB_VL)
+static inline void bn_apply_row(real *out, const real *x, const real *g, const real *b,
+                                const real *mu, const real *r, int C, int nt);
 static void bn_normalize_block(real *out, const real *inp, const real *g, const real *b,
                                const real *mean, const real *rstd, int B, int C, int c0, int w) {
     if (w == BN_CB) {
@@ -775,21 +777,9 @@ static void bn_normalize_block(real *out, const real *inp, const real *g, const 
         }
         return;
     }
-    for (int row = 0; row < B; row++) {
-        const real *x = inp + (size_t)row * C + c0;
-        real *y = out + (size_t)row * C + c0;
-        const real *gg = g + c0, *mm = mean + c0, *rr = rstd + c0;
-        if (b) {
-            const real *bb = b + c0;
-#pragma omp simd
-            for (int c = 0; c < w; c++)
-                y[c] = gg[c] * ((x[c] - mm[c]) * rr[c]) + bb[c];
-        } else {
-#pragma omp simd
-            for (int c = 0; c < w; c++)
-                y[c] = gg[c] * ((x[c] - mm[c]) * rr[c]);
-        }
-    }
+    for (int row = 0; row < B; row++) /* a partial block: the row kernel on its w columns */
+        bn_apply_row(out + (size_t)row * C + c0, inp + (size_t)row * C + c0, g + c0,
+                     b ? b + c0 : NULL, mean + c0, rstd + c0, w, 0);
 }
 
 static void bn_fwd_cols(real *out, real *mean, real *rstd, real *running_mean, real *running_var,

@@ -708,6 +708,8 @@ static void attend_back(FN(nb_rnnsearch) * m, int t, const real *dct_t, real *dh
         }
         /* v's gradient: each group of ATT_GRP source positions summed in float, the group's sum
          * added to the double accumulator (converting every term cost a fifth of this loop) */
+        for (int i = 0; i < A; i++)
+            dvg[i] = 0;
         int ng = 0;
         for (int j = 0; j < Tx; j++) {
             const size_t row = (size_t)j * B + b;
@@ -715,29 +717,20 @@ static void attend_back(FN(nb_rnnsearch) * m, int t, const real *dct_t, real *dh
             const real de = (real)(a[j] * (dab[j] - sdot));
             const real *hc = m->hc + row * A;
             real *dhc = m->dhc + row * A;
-            if (ng == 0) {
 #pragma omp simd
-                for (int i = 0; i < A; i++) {
-                    const real th = vm_tanh(hc[i] + h[i]);
-                    const real dp = de * v[i] * (1 - th * th);
-                    dhc[i] += dp;
-                    dh[i] += dp;
-                    dvg[i] = de * th;
-                }
-            } else {
-#pragma omp simd
-                for (int i = 0; i < A; i++) {
-                    const real th = vm_tanh(hc[i] + h[i]);
-                    const real dp = de * v[i] * (1 - th * th);
-                    dhc[i] += dp;
-                    dh[i] += dp;
-                    dvg[i] += de * th;
-                }
+            for (int i = 0; i < A; i++) {
+                const real th = vm_tanh(hc[i] + h[i]);
+                const real dp = de * v[i] * (1 - th * th);
+                dhc[i] += dp;
+                dh[i] += dp;
+                dvg[i] += de * th;
             }
             if (++ng == ATT_GRP) {
 #pragma omp simd
-                for (int i = 0; i < A; i++)
+                for (int i = 0; i < A; i++) {
                     dv[i] += (double)dvg[i];
+                    dvg[i] = 0;
+                }
                 ng = 0;
             }
         }
