@@ -54,6 +54,18 @@ static float *fzeros(size_t n) {
     return a;
 }
 
+/* Mean and biased variance of column c of the float (B, C) matrix x, two passes in double. */
+static void col_moments(const float *x, int B, int C, int c, double *mean, double *var) {
+    double mu = 0, v = 0;
+    for (int i = 0; i < B; i++)
+        mu += x[(size_t)i * C + c];
+    mu /= B;
+    for (int i = 0; i < B; i++)
+        v += (x[(size_t)i * C + c] - mu) * (x[(size_t)i * C + c] - mu);
+    *mean = mu;
+    *var = v / B;
+}
+
 static double maxabs(const double *a, size_t n) {
     double m = 0;
     for (size_t i = 0; i < n; i++)
@@ -638,13 +650,9 @@ static void test_batchnorm_rows(void **state) {
         assert_close(mf[0][c], m[c], 0, 1e-6);
         /* float statistics of data 600 spreads from zero (the shifted sums): rstd to 1e-6
          * of the two-pass one in double over the same float values */
-        double mu = 0, v = 0;
-        for (int i = 0; i < B; i++)
-            mu += xf[(size_t)i * C + c];
-        mu /= B;
-        for (int i = 0; i < B; i++)
-            v += (xf[(size_t)i * C + c] - mu) * (xf[(size_t)i * C + c] - mu);
-        assert_close(rf[0][c], 1 / sqrt(v / B + cfg.eps), 0, 1e-6);
+        double mu, v;
+        col_moments(xf, B, C, c, &mu, &v);
+        assert_close(rf[0][c], 1 / sqrt(v + cfg.eps), 0, 1e-6);
     }
     free(xf), free(dyf), free(gf), free(bf);
     for (int t = 0; t < 2; t++)
@@ -741,14 +749,10 @@ static void test_batchnorm_fused_cols(void **state) {
                                  with_b, i, y[i], want);
                 }
                 for (int c = 0; c < C; c++) { /* the statistics themselves, against double */
-                    double mu = 0, v = 0;
-                    for (int i = 0; i < B; i++)
-                        mu += x[(size_t)i * C + c];
-                    mu /= B;
-                    for (int i = 0; i < B; i++)
-                        v += (x[(size_t)i * C + c] - mu) * (x[(size_t)i * C + c] - mu);
+                    double mu, v;
+                    col_moments(x, B, C, c, &mu, &v);
                     assert_close(m[c], mu, 1e-6, 1e-6);
-                    assert_close(r[c], 1 / sqrt(v / B + cfg.eps), 1e-6, 0);
+                    assert_close(r[c], 1 / sqrt(v + cfg.eps), 1e-6, 0);
                 }
             }
         omp_set_num_threads(threads);
