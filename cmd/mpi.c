@@ -88,7 +88,10 @@ static void sum_f(void *ctx, float *x, size_t n) {
 }
 static void sum_d(void *ctx, double *x, size_t n) {
     (void)ctx;
-    MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (size_t i = 0; i < n; i += 1u << 30) {
+        size_t k = n - i < (1u << 30) ? n - i : (1u << 30);
+        MPI_Allreduce(MPI_IN_PLACE, x + i, (int)k, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
 }
 static void bcast_f(void *ctx, float *x, size_t n) {
     (void)ctx;

@@ -57,6 +57,8 @@ void FN(nb_cnn_free)(FN(nb_cnn) * m) {
     free(m->d0);
     free(m->d1);
     free(m->dweff);
+    free(m->gacc);
+    free(m->dpart);
     memset(m, 0, sizeof *m);
 }
 
@@ -239,6 +241,62 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
 
 void FN(nb_cnn_zero_grad)(FN(nb_cnn) * m) {
     memset(m->grads, 0, sizeof(real) * m->layout.total);
+    if (m->gacc) memset(m->gacc, 0, sizeof(double) * m->nacc);
+}
+
+int FN(nb_cnn_exact_grads)(FN(nb_cnn) * m, nb_err *err) {
+    size_t n = m->layout.total, maxw = 0;
+    for (int l = 0; l < m->nlayers; l++) {
+        layer *L = &m->L[l];
+        if (L->spec.op != NB_CNN_CONV) continue;
+        if (wsize(L) > maxw) maxw = wsize(L);
+        if (has_weff(L)) {
+            L->raw = n;
+            n += wsize(L);
+        }
+    }
+    free(m->gacc);
+    free(m->dpart);
+    nb_mem_note(sizeof(double) * (n + maxw * (size_t)m->nscratch));
+    m->gacc = calloc(n, sizeof(double));
+    m->dpart = malloc(sizeof(double) * maxw * (size_t)m->nscratch);
+    if (!m->gacc || !m->dpart) {
+        free(m->gacc);
+        free(m->dpart);
+        m->gacc = m->dpart = NULL;
+        return nb_errf(err, "out of memory for exact gradient sums (%zu values)", n);
+    }
+    m->nacc = n;
+    return 0;
+}
+
+/* W_eff's gradient dweff mapped to W (and WeightNorm's g): what the float backward does. */
+static void weff_backward(FN(nb_cnn) * m, layer *L, const real *dweff) {
+    size_t K = wsize(L) / L->OC;
+    if (L->kind == NB_NORM_WEIGHT) {
+        FN(nb_weightnorm_backward)
+        (m->grads + L->w, m->grads + L->g, dweff, m->params + L->w, m->params + L->g, L->vnorm,
+         L->OC, (int)K);
+    } else {
+        real *dW = m->grads + L->w;
+        const real *g = m->params + L->g;
+        for (int o = 0; o < L->OC; o++)
+            for (size_t i = 0; i < K; i++)
+                dW[o * K + i] += g[o] * dweff[o * K + i];
+    }
+}
+
+void FN(nb_cnn_grads_finish)(FN(nb_cnn) * m) {
+    if (!m->gacc) return;
+    for (size_t i = 0; i < m->layout.total; i++)
+        m->grads[i] += (real)m->gacc[i];
+    for (int l = 0; l < m->nlayers; l++) {
+        layer *L = &m->L[l];
+        if (L->spec.op != NB_CNN_CONV || !has_weff(L)) continue;
+        for (size_t i = 0; i < wsize(L); i++)
+            m->dweff[i] = (real)m->gacc[L->raw + i];
+        weff_backward(m, L, m->dweff);
+    }
 }
 
 /* The weights the convolution uses: W itself, or W_eff (none, weight), computed here. */
@@ -294,7 +352,7 @@ double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, in
             const real *w = conv_weights(m, L);
             FN(nb_conv2d_forward)
             (L->z, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC, L->spec.ks,
-             L->spec.pad);
+             L->spec.pad, m->gacc != NULL);
             const real *g = m->params + L->g, *b = m->params + L->b;
             switch (L->kind) {
             case NB_NORM_BATCH:
@@ -347,12 +405,18 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
     const int B = m->last_B;
     real *cur = m->d0, *other = m->d1;
     memset(cur, 0, sizeof(real) * (size_t)B * m->classes);
-    FN(nb_softmax_xent_backward)(cur, m->probs, y, B, m->classes);
-    if (m->grad_rows > 0 && m->grad_rows != B) { /* a shard of a larger batch */
-        const real k = (real)B / (real)m->grad_rows;
-        for (size_t i = 0; i < (size_t)B * m->classes; i++)
-            cur[i] *= k;
+    if (m->grad_rows > 0 && m->grad_rows != B) {
+        /* a shard of a larger batch: (p - onehot)/grad_rows, the expression the whole batch's
+         * rows get in one process */
+        const real inv = (real)(1.0 / m->grad_rows);
+        for (int r = 0; r < B; r++)
+            for (int j = 0; j < m->classes; j++)
+                cur[(size_t)r * m->classes + j] =
+                    (m->probs[(size_t)r * m->classes + j] - (j == y[r] ? (real)1 : (real)0)) * inv;
+    } else {
+        FN(nb_softmax_xent_backward)(cur, m->probs, y, B, m->classes);
     }
+    double *ga = m->gacc;
     for (int l = m->nlayers - 1; l >= 0; l--) {
         layer *L = &m->L[l];
         const real *in = l > 0 ? m->L[l - 1].out : m->last_x;
@@ -394,51 +458,45 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
         case NB_CNN_CONV: {
             const real *g = m->params + L->g;
             real *dg = m->grads + L->g, *db = m->grads + L->b;
+            double *dgd = ga && L->g != NO_OFF ? ga + L->g : NULL;
+            double *dbd = ga && L->b != NO_OFF ? ga + L->b : NULL;
             /* dz written over cur */
             switch (L->kind) {
             case NB_NORM_BATCH:
                 if (m->last_training && m->norm.bn_sum) FN(nb_map_batchnorm_sync_backward)
-                (cur, dg, db, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, L->alpha,
-                 &m->norm);
-                else FN(nb_map_batchnorm_backward)(cur, dg, db, cur, L->out, L->z, g, L->mean,
-                                                   L->rstd, B, L->OC, S, m->last_training, L->alpha,
-                                                   0);
+                (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S,
+                 L->alpha, &m->norm);
+                else FN(nb_map_batchnorm_backward)(cur, dg, db, dgd, dbd, cur, L->out, L->z, g,
+                                                   L->mean, L->rstd, B, L->OC, S,
+                                                   m->last_training, L->alpha, 0);
                 break;
             case NB_NORM_LAYER:
                 FN(nb_map_layernorm_backward)
-                (cur, dg, db, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, L->gc, L->alpha,
-                 0, &m->norm);
+                (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, L->gc,
+                 L->alpha, 0, &m->norm);
                 break;
             case NB_NORM_RMS:
             case NB_NORM_PRMS:
                 FN(nb_map_rmsnorm_backward)
-                (cur, dg, db, cur, L->out, L->z, g, L->rstd, B, L->OC, S, L->gc, L->k, L->alpha, 0,
-                 &m->norm);
+                (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->rstd, B, L->OC, S, L->gc, L->k,
+                 L->alpha, 0, &m->norm);
                 break;
             default:
                 FN(nb_map_affine_backward)
-                (cur, NULL, db, cur, L->out, L->z, NULL, B, L->OC, S, L->alpha, 0);
+                (cur, NULL, db, NULL, dbd, cur, L->out, L->z, NULL, B, L->OC, S, L->alpha, 0);
                 break;
             }
-            size_t K = wsize(L) / L->OC;
             const real *w = has_weff(L) ? L->weff : m->params + L->w;
             real *dw = m->grads + L->w;
-            if (has_weff(L)) {
+            double *dwd = ga ? ga + (has_weff(L) ? L->raw : L->w) : NULL;
+            if (has_weff(L) && !ga) {
                 dw = m->dweff;
                 memset(dw, 0, sizeof(real) * wsize(L));
             }
             FN(nb_conv2d_backward)
-            (first ? NULL : other, dw, m->scratch, m->nscratch, cur, in, w, B, L->C, L->H, L->W,
-             L->OC, L->spec.ks, L->spec.pad, 0);
-            if (L->kind == NB_NORM_WEIGHT) {
-                FN(nb_weightnorm_backward)
-                (m->grads + L->w, dg, m->dweff, m->params + L->w, g, L->vnorm, L->OC, (int)K);
-            } else if (L->kind == NB_NORM_NONE) {
-                real *dW = m->grads + L->w;
-                for (int o = 0; o < L->OC; o++)
-                    for (size_t i = 0; i < K; i++)
-                        dW[o * K + i] += g[o] * m->dweff[o * K + i];
-            }
+            (first ? NULL : other, dw, dwd, m->dpart, m->scratch, m->nscratch, cur, in, w, B, L->C,
+             L->H, L->W, L->OC, L->spec.ks, L->spec.pad, 0);
+            if (has_weff(L) && !ga) weff_backward(m, L, m->dweff);
             real *t = cur;
             cur = other;
             other = t;
@@ -503,7 +561,7 @@ int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_rng *rng, nb_e
             const real *w = conv_weights(m, L);
             FN(nb_conv2d_forward)
             (nxt, m->scratch, m->nscratch, cur, w, B, L->C, L->H, L->W, L->OC, L->spec.ks,
-             L->spec.pad);
+             L->spec.pad, m->gacc != NULL);
             size_t CS = (size_t)L->OC * S;
             for (int o = 0; o < L->OC; o++) {
                 double s = 0, v = 0, cnt = (double)B * S;

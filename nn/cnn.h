@@ -50,6 +50,7 @@ typedef struct NB_FN(nb_cnn_layer) {
     int gc, k;                   /* channels per statistics row; pRMS k (rms: the row length) */
     NB_REAL alpha;               /* activation slope (1: identity) */
     size_t w, g, b, rmean, rvar; /* parameter offsets; (size_t)-1 when absent */
+    size_t raw;                  /* exact sums (none, weight): W_eff's gradient at gacc + raw */
     NB_REAL *z;                  /* conv output (Bmax, OC, OH, OW) */
     NB_REAL *buf;                /* the layer's own output buffer (Bmax, OC, OH, OW) */
     NB_REAL *out;                /* its output in the last forward: buf, or its input */
@@ -78,6 +79,12 @@ typedef struct NB_FN(nb_cnn) {
      * noise streams), and with grad_rows > 0 the backward takes the gradient of the loss summed
      * over the rows divided by grad_rows (the whole batch); 0: the mean loss. */
     int row0, grad_rows;
+    /* Exact gradient sums (nb_cnn_exact_grads): the backward adds to gacc (nacc doubles: the
+     * layout's values, then the W_eff gradients of none/weight layers) instead of grads, every
+     * sum over images taken image by image in double; nb_cnn_grads_finish maps them to grads.
+     * NULL: the backward adds to grads in float. */
+    double *gacc, *dpart;
+    size_t nacc;
 } NB_FN(nb_cnn);
 
 /* Builds the network for inputs (C0, H0, W0) and allocates buffers for Bmax images, drawing the
@@ -94,9 +101,21 @@ void NB_FN(nb_cnn_free)(NB_FN(nb_cnn) * m);
  * m->probs. */
 double NB_FN(nb_cnn_forward)(NB_FN(nb_cnn) * m, const NB_REAL *x, const int *y, int B, int training,
                              nb_rng *rng);
-/* Backward of the last (training) forward; ACCUMULATES into m->grads. */
+/* Backward of the last (training) forward; ACCUMULATES into m->grads (m->gacc after
+ * nb_cnn_exact_grads). */
 void NB_FN(nb_cnn_backward)(NB_FN(nb_cnn) * m, const int *y);
+/* Zeroes m->grads (and m->gacc). */
 void NB_FN(nb_cnn_zero_grad)(NB_FN(nb_cnn) * m);
+
+/* Switches the backward to exact gradient sums: every weight, gain and bias gradient is a sum
+ * over images taken one image at a time and added in double, so that it does not depend on how
+ * the batch is grouped, threaded or split over processes (data-parallel runs then agree with one
+ * process but for float ties, ~1e-16 relative). The sums over processes are taken on m->gacc;
+ * nb_cnn_grads_finish then rounds them into m->grads (and applies WeightNorm's and none's
+ * reparameterisation to the summed W_eff gradient). Returns 0, or -1 with err (out of memory). */
+int NB_FN(nb_cnn_exact_grads)(NB_FN(nb_cnn) * m, nb_err *err);
+/* grads += the exact sums in gacc, mapped as the float backward maps them. */
+void NB_FN(nb_cnn_grads_finish)(NB_FN(nb_cnn) * m);
 
 /* Data-dependent initialisation (WN code): for weight (when norm.wn_data_init) and none (when
  * opts.none_data_init), runs x (B images) through the network layer by layer and sets each conv

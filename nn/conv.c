@@ -134,19 +134,45 @@ static void col2im(real *im, const real *col, size_t ld, int C, int H, int W, in
             }
 }
 
+/* y (N,no) = x (N,ni) a^T (a: no,ni) (trans 0) or x a (a: ni,no) (trans 1), row by row, each
+ * value a dot product in double: the same whatever the number of rows (a gemm's kernels are
+ * not). acc != 0 adds to y. */
+static void dense_rows(real *y, const real *x, const real *a, int N, int ni, int no, int trans,
+                       int acc) {
+#pragma omp parallel for schedule(static) if ((size_t)N * ni * no >= 65536)
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < no; o++) {
+            double s = 0;
+            const real *xr = x + (size_t)n * ni;
+            if (trans) {
+                for (int i = 0; i < ni; i++)
+                    s += (double)xr[i] * (double)a[(size_t)i * no + o];
+            } else {
+                const real *ar = a + (size_t)o * ni;
+#pragma omp simd reduction(+ : s)
+                for (int i = 0; i < ni; i++)
+                    s += (double)xr[i] * (double)ar[i];
+            }
+            real *d = y + (size_t)n * no + o;
+            *d = acc ? *d + (real)s : (real)s;
+        }
+}
+
 void FN(nb_conv2d_forward)(real *out, real *scratch, int nscratch, const real *inp, const real *w,
-                           int N, int C, int H, int W, int OC, int KS, int pad) {
+                           int N, int C, int H, int W, int OC, int KS, int pad, int exact) {
     /* out (N,OC,OH,OW), inp (N,C,H,W), w (OC, C*KS*KS) */
     const int OH = H + 2 * pad - KS + 1, OW = W + 2 * pad - KS + 1;
     if (N <= 0 || OH <= 0 || OW <= 0) return;
     const size_t P = (size_t)OH * OW, K = (size_t)C * KS * KS;
     if (is_dense(H, W, KS, pad)) {
         /* out (N,OC) = inp (N,C) w^T: one multi-threaded gemm */
-        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, (real)1, inp, C, w, C,
-                   (real)0, out, OC);
+        if (exact) dense_rows(out, inp, w, N, C, OC, 0, 0);
+        else
+            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, (real)1, inp, C, w, C,
+                       (real)0, out, OC);
         return;
     }
-    const int G = group_of((int)P, N), ng = (N + G - 1) / G;
+    const int G = exact ? 1 : group_of((int)P, N), ng = (N + G - 1) / G;
     const int direct = is_direct(KS, pad, G);
     const size_t ss = FN(nb_conv2d_scratch)(C, H, W, OC, KS, pad);
     const int T = threads_for(nscratch, ng, (double)N * OC * K * P);
@@ -179,32 +205,56 @@ void FN(nb_conv2d_forward)(real *out, real *scratch, int nscratch, const real *i
     }
 }
 
-void FN(nb_conv2d_backward)(real *dinp, real *dw, real *scratch, int nscratch, const real *dout,
-                            const real *inp, const real *w, int N, int C, int H, int W, int OC,
-                            int KS, int pad, int acc) {
+/* dwd[i] += part[i] (in double) over n values. */
+static void add_to_double(double *dwd, const real *part, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        dwd[i] += (double)part[i];
+}
+
+void FN(nb_conv2d_backward)(real *dinp, real *dw, double *dwd, double *dpart, real *scratch,
+                            int nscratch, const real *dout, const real *inp, const real *w, int N,
+                            int C, int H, int W, int OC, int KS, int pad, int acc) {
     /* dinp (N,C,H,W), dw (OC,K), dout (N,OC,OH,OW), inp (N,C,H,W), w (OC,K) */
     const int OH = H + 2 * pad - KS + 1, OW = W + 2 * pad - KS + 1;
     if (N <= 0 || OH <= 0 || OW <= 0) return;
     const size_t P = (size_t)OH * OW, K = (size_t)C * KS * KS, HW = (size_t)H * W;
     const real beta_in = acc ? (real)1 : (real)0;
     if (is_dense(H, W, KS, pad)) {
-        if (dinp)
+        if (dinp && dwd) dense_rows(dinp, dout, w, N, OC, C, 1, acc);
+        else if (dinp)
             CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, (real)1, dout, OC, w, C,
                        beta_in, dinp, C);
-        CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, (real)1, dout, OC, inp, C,
-                   (real)1, dw, C);
+        if (!dwd) {
+            CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, (real)1, dout, OC, inp, C,
+                       (real)1, dw, C);
+            return;
+        }
+        /* per image: exact products, summed over the images in order, in double */
+#pragma omp parallel for schedule(static) if ((size_t)N * OC * C >= 65536)
+        for (int o = 0; o < OC; o++)
+            for (int n = 0; n < N; n++) {
+                const double d = (double)dout[(size_t)n * OC + o];
+                const real *x = inp + (size_t)n * C;
+                double *dst = dwd + (size_t)o * C;
+#pragma omp simd
+                for (int c = 0; c < C; c++)
+                    dst[c] += d * (double)x[c];
+            }
         return;
     }
-    const int G = group_of((int)P, N), ng = (N + G - 1) / G;
+    const int G = dwd ? 1 : group_of((int)P, N), ng = (N + G - 1) / G;
     const int direct = is_direct(KS, pad, G);
-    const size_t ss = FN(nb_conv2d_scratch)(C, H, W, OC, KS, pad);
+    const size_t ss = FN(nb_conv2d_scratch)(C, H, W, OC, KS, pad), WK = (size_t)OC * K;
     const int T = threads_for(nscratch, ng, (double)N * OC * K * P);
 #pragma omp parallel num_threads(T)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         real *col, *tmp, *dwp;
         scratch_parts(scratch + (size_t)t * ss, K, P, OC, G, direct, &col, &tmp, &dwp);
-        memset(dwp, 0, sizeof(real) * OC * K);
+        double *dp = dwd ? dpart + (size_t)t * WK : NULL;
+        if (dp) memset(dp, 0, sizeof(double) * WK);
+        else memset(dwp, 0, sizeof(real) * WK);
         for (int gi = ng * t / nt; gi < ng * (t + 1) / nt; gi++) {
             int n0 = gi * G, g = imin(G, N - n0);
             size_t cols = (size_t)g * P;
@@ -213,7 +263,8 @@ void FN(nb_conv2d_backward)(real *dinp, real *dw, real *scratch, int nscratch, c
             if (direct) {
                 /* dw += dy (OC,P) x^T (P,C);  dx (C,P) = w^T (C,OC) dy (OC,P) */
                 CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, (int)K, (int)P, (real)1, dy,
-                           (int)P, src, (int)P, (real)1, dwp, (int)K);
+                           (int)P, src, (int)P, dp ? (real)0 : (real)1, dwp, (int)K);
+                if (dp) add_to_double(dp, dwp, WK);
                 if (dinp)
                     CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)P, OC, (real)1,
                                w, (int)K, dy, (int)P, beta_in, dinp + (size_t)n0 * C * HW, (int)P);
@@ -229,8 +280,19 @@ void FN(nb_conv2d_backward)(real *dinp, real *dw, real *scratch, int nscratch, c
             for (int j = 0; j < g; j++)
                 im2col(col + (size_t)j * P, cols, src + (size_t)j * C * HW, C, H, W, KS, pad, OH,
                        OW);
-            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, (int)K, (int)cols, (real)1, dy,
-                       (int)cols, col, (int)cols, (real)1, dwp, (int)K);
+            if (dp) {
+                /* one product per image (its columns of dy and col), added in double: the sum
+                 * over the images is the same whatever the grouping, threads or split */
+                for (int j = 0; j < g; j++) {
+                    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, (int)K, (int)P, (real)1,
+                               dy + (size_t)j * P, (int)cols, col + (size_t)j * P, (int)cols,
+                               (real)0, dwp, (int)K);
+                    add_to_double(dp, dwp, WK);
+                }
+            } else {
+                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, (int)K, (int)cols, (real)1,
+                           dy, (int)cols, col, (int)cols, (real)1, dwp, (int)K);
+            }
             if (!dinp) continue;
             /* dcol (K, cols) = w^T dy, written over the column matrix, then scattered back */
             CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)cols, OC, (real)1, w,
@@ -244,12 +306,22 @@ void FN(nb_conv2d_backward)(real *dinp, real *dw, real *scratch, int nscratch, c
         /* dw += the partials in thread order (each at the same offset of its area) */
         const size_t dwoff = (size_t)(dwp - (scratch + (size_t)t * ss));
 #pragma omp barrier
+        if (dp) {
 #pragma omp for schedule(static)
-        for (size_t i = 0; i < (size_t)OC * K; i++) {
-            real s = 0;
-            for (int u = 0; u < nt; u++)
-                s += scratch[(size_t)u * ss + dwoff + i];
-            dw[i] += s;
+            for (size_t i = 0; i < WK; i++) {
+                double s = 0;
+                for (int u = 0; u < nt; u++)
+                    s += dpart[(size_t)u * WK + i];
+                dwd[i] += s;
+            }
+        } else {
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < WK; i++) {
+                real s = 0;
+                for (int u = 0; u < nt; u++)
+                    s += scratch[(size_t)u * ss + dwoff + i];
+                dw[i] += s;
+            }
         }
     }
 }
@@ -411,10 +483,20 @@ static inline real span_sumsqdev(const real *x, real mu, int S) {
     return s;
 }
 
+/* Adds the sums sg/sb of channel c to dgd/dbd in double where given, else to dg/db. */
+static inline void add_gb(real *dg, real *db, double *dgd, double *dbd, int c, double sg,
+                          double sb) {
+    if (dgd) dgd[c] += sg;
+    else if (dg) dg[c] += (real)sg;
+    if (dbd) dbd[c] += sb;
+    else if (db) db[c] += (real)sb;
+}
+
 /* Per-row gain/bias gradient sums, reduced over images per channel afterwards in image order:
  * deterministic for any thread count. rowsum (N*C*2) may be NULL: then the rows run serially
- * and add to dg/db directly. */
-static void reduce_rowsums(real *dg, real *db, const double *rowsum, int N, int C) {
+ * and add to dg/db (dgd/dbd) directly. */
+static void reduce_rowsums(real *dg, real *db, double *dgd, double *dbd, const double *rowsum,
+                           int N, int C) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= 4096)
     for (int c = 0; c < C; c++) {
         double sg = 0, sb = 0;
@@ -422,8 +504,7 @@ static void reduce_rowsums(real *dg, real *db, const double *rowsum, int N, int 
             sg += rowsum[((size_t)n * C + c) * 2];
             sb += rowsum[((size_t)n * C + c) * 2 + 1];
         }
-        if (dg) dg[c] += (real)sg;
-        if (db) db[c] += (real)sb;
+        add_gb(dg, db, dgd, dbd, c, sg, sb);
     }
 }
 
@@ -453,10 +534,10 @@ void FN(nb_map_layernorm_forward)(real *out, real *mean, real *rstd, const real 
     }
 }
 
-void FN(nb_map_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout,
-                                   const real *out, const real *inp, const real *g,
-                                   const real *mean, const real *rstd, int N, int C, int S, int gc,
-                                   real alpha, int acc, const nb_norm_cfg *cfg) {
+void FN(nb_map_layernorm_backward)(real *dinp, real *dg, real *db, double *dgd, double *dbd,
+                                   const real *dout, const real *out, const real *inp,
+                                   const real *g, const real *mean, const real *rstd, int N, int C,
+                                   int S, int gc, real alpha, int acc, const nb_norm_cfg *cfg) {
     const int R = N * (C / gc);
     const size_t L = (size_t)gc * S;
     double *rowsum = malloc(sizeof(double) * 2 * (size_t)N * C);
@@ -485,8 +566,7 @@ void FN(nb_map_layernorm_backward)(real *dinp, real *dg, real *db, const real *d
                 rowsum[((size_t)n * C + c0 + cc) * 2] = ax;
                 rowsum[((size_t)n * C + c0 + cc) * 2 + 1] = a;
             } else {
-                if (dg) dg[c0 + cc] += ax;
-                if (db) db[c0 + cc] += a;
+                add_gb(dg, db, dgd, dbd, c0 + cc, ax, a);
             }
         }
         /* dx_i = r (dghat_i - mean(dghat)) + (x_i - mu) coef sum_j dghat_j (x_j - mu), where
@@ -515,7 +595,7 @@ void FN(nb_map_layernorm_backward)(real *dinp, real *dg, real *db, const real *d
             }
         }
     }
-    if (rowsum) reduce_rowsums(dg, db, rowsum, N, C);
+    if (rowsum) reduce_rowsums(dg, db, dgd, dbd, rowsum, N, C);
     free(rowsum);
 }
 
@@ -543,10 +623,10 @@ void FN(nb_map_rmsnorm_forward)(real *out, real *rstd, const real *inp, const re
     }
 }
 
-void FN(nb_map_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *out,
-                                 const real *inp, const real *g, const real *rstd, int N, int C,
-                                 int S, int gc, int k, real alpha, int acc,
-                                 const nb_norm_cfg *cfg) {
+void FN(nb_map_rmsnorm_backward)(real *dinp, real *dg, real *db, double *dgd, double *dbd,
+                                 const real *dout, const real *out, const real *inp, const real *g,
+                                 const real *rstd, int N, int C, int S, int gc, int k, real alpha,
+                                 int acc, const nb_norm_cfg *cfg) {
     const int R = N * (C / gc);
     const size_t L = (size_t)gc * S;
     if (k < 1) k = 1;
@@ -574,8 +654,7 @@ void FN(nb_map_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dou
                 rowsum[((size_t)n * C + c0 + cc) * 2] = (double)ax * rs;
                 rowsum[((size_t)n * C + c0 + cc) * 2 + 1] = a;
             } else {
-                if (dg) dg[c0 + cc] += ax * rs;
-                if (db) db[c0 + cc] += a;
+                add_gb(dg, db, dgd, dbd, c0 + cc, (double)ax * rs, a);
             }
         }
         double m = 0;
@@ -610,7 +689,7 @@ void FN(nb_map_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dou
             }
         }
     }
-    if (rowsum) reduce_rowsums(dg, db, rowsum, N, C);
+    if (rowsum) reduce_rowsums(dg, db, dgd, dbd, rowsum, N, C);
     free(rowsum);
 }
 
@@ -688,27 +767,33 @@ void FN(nb_map_batchnorm_forward)(real *out, real *mean, real *rstd, real *runni
     free(G);
 }
 
-void FN(nb_map_batchnorm_sync_backward)(real *dinp, real *dg, real *db, const real *dout,
-                                        const real *out, const real *inp, const real *g,
-                                        const real *mean, const real *rstd, int N, int C, int S,
-                                        real alpha, const nb_norm_cfg *cfg) {
+void FN(nb_map_batchnorm_sync_backward)(real *dinp, real *dg, real *db, double *dgd,
+                                        double *dbd, const real *dout, const real *out,
+                                        const real *inp, const real *g, const real *mean,
+                                        const real *rstd, int N, int C, int S, real alpha,
+                                        const nb_norm_cfg *cfg) {
     const size_t CS = (size_t)C * S;
     double *G = calloc((size_t)2 * C + 1, sizeof *G);
     if (!G) abort();
+    /* the sums per image in float, then over the images in double, as the single-process
+     * backward takes them: one process and any split compute the same terms */
 #pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
     for (int c = 0; c < C; c++) {
         const real mu = mean[c], rs = rstd[c];
         double sa = 0, sax = 0;
         for (int n = 0; n < N; n++) {
             const size_t o = n * CS + (size_t)c * S;
+            real a = 0, ax = 0;
+#pragma omp simd reduction(+ : a, ax)
             for (int i = 0; i < S; i++) {
                 real dz = dout[o + i] * slope(out[o + i], alpha);
-                sa += dz;
-                sax += dz * ((inp[o + i] - mu) * rs);
+                a += dz;
+                ax += dz * ((inp[o + i] - mu) * rs);
             }
+            sa += a;
+            sax += ax;
         }
-        if (dg) dg[c] += (real)sax;
-        if (db) db[c] += (real)sa;
+        add_gb(dg, db, dgd, dbd, c, sax, sa);
         G[c] = sa;
         G[C + c] = sax;
     }
@@ -730,10 +815,10 @@ void FN(nb_map_batchnorm_sync_backward)(real *dinp, real *dg, real *db, const re
     free(G);
 }
 
-void FN(nb_map_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout,
-                                   const real *out, const real *inp, const real *g,
-                                   const real *mean, const real *rstd, int N, int C, int S,
-                                   int training, real alpha, int acc) {
+void FN(nb_map_batchnorm_backward)(real *dinp, real *dg, real *db, double *dgd, double *dbd,
+                                   const real *dout, const real *out, const real *inp,
+                                   const real *g, const real *mean, const real *rstd, int N, int C,
+                                   int S, int training, real alpha, int acc) {
     const size_t CS = (size_t)C * S;
 #pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
     for (int c = 0; c < C; c++) {
@@ -751,8 +836,7 @@ void FN(nb_map_batchnorm_backward)(real *dinp, real *dg, real *db, const real *d
             sa += a;
             sax += ax;
         }
-        if (dg) dg[c] += (real)sax;
-        if (db) db[c] += (real)sa;
+        add_gb(dg, db, dgd, dbd, c, sax, sa);
         const double cnt = (double)N * S;
         const real m1 = training ? (real)(gs * sa / cnt) : 0;
         const real m2 = training ? (real)(gs * sax / cnt) : 0;
@@ -785,9 +869,9 @@ void FN(nb_map_affine_forward)(real *out, const real *inp, const real *g, const 
     }
 }
 
-void FN(nb_map_affine_backward)(real *dinp, real *dg, real *db, const real *dout, const real *out,
-                                const real *inp, const real *g, int N, int C, int S, real alpha,
-                                int acc) {
+void FN(nb_map_affine_backward)(real *dinp, real *dg, real *db, double *dgd, double *dbd,
+                                const real *dout, const real *out, const real *inp, const real *g,
+                                int N, int C, int S, real alpha, int acc) {
     const size_t CS = (size_t)C * S;
 #pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
     for (int c = 0; c < C; c++) {
@@ -814,7 +898,6 @@ void FN(nb_map_affine_backward)(real *dinp, real *dg, real *db, const real *dout
             sa += a;
             sax += ax;
         }
-        if (dg) dg[c] += (real)sax;
-        if (db) db[c] += (real)sa;
+        add_gb(dg, db, dgd, dbd, c, sax, sa);
     }
 }

@@ -15,15 +15,24 @@
  * inside a parallel region); 1x1 kernels without padding need no im2col.
  * scratch: nscratch areas of nb_conv2d_scratch(...) values each (one per thread used). */
 size_t NB_FN(nb_conv2d_scratch)(int C, int H, int W, int OC, int KS, int pad);
+/* exact != 0: one gemm per image (and the dense case row by row in double), so that an image's
+ * output does not depend on how many images are computed with it (a gemm's kernels, chosen by
+ * its shape, round differently); else images of small maps are grouped into wider gemms. */
 void NB_FN(nb_conv2d_forward)(NB_REAL *out, NB_REAL *scratch, int nscratch, const NB_REAL *inp,
                               const NB_REAL *w, int N, int C, int H, int W, int OC, int KS,
-                              int pad);
+                              int pad, int exact);
 /* dinp (N,C,H,W) (may be NULL: not wanted, e.g. the first layer); acc != 0 adds to it, else
  * overwrites it. dw (OC, C*KS*KS) accumulates: through nscratch per-thread partial sums held at
- * the end of each scratch area, added in thread order (deterministic for a thread count). */
-void NB_FN(nb_conv2d_backward)(NB_REAL *dinp, NB_REAL *dw, NB_REAL *scratch, int nscratch,
-                               const NB_REAL *dout, const NB_REAL *inp, const NB_REAL *w, int N,
-                               int C, int H, int W, int OC, int KS, int pad, int acc);
+ * the end of each scratch area, added in thread order (deterministic for a thread count).
+ * dwd != NULL: dw is left alone and the weight gradient is added to dwd (OC*K doubles) instead,
+ * image by image: each image's product in its own gemm (dinp's too, as the exact forward), the images summed in double (per-thread
+ * partials in dpart, nscratch*OC*K doubles, then in thread order), so that the sum no longer
+ * depends on how the images are grouped, threaded or split over processes (to the last bit of
+ * the float result but for ties at ~1e-16). */
+void NB_FN(nb_conv2d_backward)(NB_REAL *dinp, NB_REAL *dw, double *dwd, double *dpart,
+                               NB_REAL *scratch, int nscratch, const NB_REAL *dout,
+                               const NB_REAL *inp, const NB_REAL *w, int N, int C, int H, int W,
+                               int OC, int KS, int pad, int acc);
 
 /* 2x2 max pooling, stride 2: out (N,C,H/2,W/2) (a last odd row or column is dropped, as
  * lasagne's ignore_border); arg (N,C,H/2,W/2) caches which of the four won (first on ties). */
@@ -61,7 +70,9 @@ void NB_FN(nb_gauss_noise_forward)(NB_REAL *out, const NB_REAL *inp, size_t n, i
  * x (N, C, S). Each fused with a per-channel gain g (C) and bias b (C) and a leaky ReLU of slope
  * alpha (alpha == 1: identity):  out = act(g[c] * xhat + b[c]).
  * Backward takes the forward OUTPUT `out` for the activation's slope (out > 0 ? 1 : alpha, as
- * nb_leaky_relu_backward), accumulates dg and db (either may be NULL), and adds to (acc != 0)
+ * nb_leaky_relu_backward), accumulates dg and db (either may be NULL; where dgd/dbd are given,
+ * the sums go there in double instead, each image's sum taken on its own, so that the result
+ * does not depend on how the images are split over processes), and adds to (acc != 0)
  * or overwrites dinp. dinp may alias dout when acc == 0 (each value of dout is read before the
  * same position of dinp is written).
  *
@@ -72,14 +83,16 @@ void NB_FN(nb_gauss_noise_forward)(NB_REAL *out, const NB_REAL *inp, size_t n, i
 void NB_FN(nb_map_layernorm_forward)(NB_REAL *out, NB_REAL *mean, NB_REAL *rstd, const NB_REAL *inp,
                                      const NB_REAL *g, const NB_REAL *b, int N, int C, int S,
                                      int gc, NB_REAL alpha, const nb_norm_cfg *cfg);
-void NB_FN(nb_map_layernorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, const NB_REAL *dout,
+void NB_FN(nb_map_layernorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
+                                      double *dbd, const NB_REAL *dout,
                                       const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
                                       const NB_REAL *mean, const NB_REAL *rstd, int N, int C, int S,
                                       int gc, NB_REAL alpha, int acc, const nb_norm_cfg *cfg);
 void NB_FN(nb_map_rmsnorm_forward)(NB_REAL *out, NB_REAL *rstd, const NB_REAL *inp,
                                    const NB_REAL *g, const NB_REAL *b, int N, int C, int S, int gc,
                                    int k, NB_REAL alpha, const nb_norm_cfg *cfg);
-void NB_FN(nb_map_rmsnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, const NB_REAL *dout,
+void NB_FN(nb_map_rmsnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
+                                    double *dbd, const NB_REAL *dout,
                                     const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
                                     const NB_REAL *rstd, int N, int C, int S, int gc, int k,
                                     NB_REAL alpha, int acc, const nb_norm_cfg *cfg);
@@ -94,14 +107,17 @@ void NB_FN(nb_map_batchnorm_forward)(NB_REAL *out, NB_REAL *mean, NB_REAL *rstd,
                                      const NB_REAL *inp, const NB_REAL *g, const NB_REAL *b, int N,
                                      int C, int S, int training, NB_REAL alpha,
                                      const nb_norm_cfg *cfg);
-void NB_FN(nb_map_batchnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, const NB_REAL *dout,
+void NB_FN(nb_map_batchnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
+                                      double *dbd, const NB_REAL *dout,
                                       const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
                                       const NB_REAL *mean, const NB_REAL *rstd, int N, int C, int S,
                                       int training, NB_REAL alpha, int acc);
 /* Training backward over the global batch (cfg->bn_sum, data-parallel --bn-sync; the forward
  * took its statistics over it too): dg and db from these rows, the terms of dinp from the sums
- * over every process's rows. dinp may alias dout; written (not accumulated). */
-void NB_FN(nb_map_batchnorm_sync_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db,
+ * over every process's rows (each image's sums in float, then over the images in double, as
+ * nb_map_batchnorm_backward takes them). dinp may alias dout; written (not accumulated). */
+void NB_FN(nb_map_batchnorm_sync_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
+                                           double *dbd,
                                            const NB_REAL *dout, const NB_REAL *out,
                                            const NB_REAL *inp, const NB_REAL *g,
                                            const NB_REAL *mean, const NB_REAL *rstd, int N, int C,
@@ -111,6 +127,7 @@ void NB_FN(nb_map_batchnorm_sync_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *
  * baseline, whose scale lives in the weights. */
 void NB_FN(nb_map_affine_forward)(NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
                                   const NB_REAL *b, int N, int C, int S, NB_REAL alpha);
-void NB_FN(nb_map_affine_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, const NB_REAL *dout,
+void NB_FN(nb_map_affine_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
+                                   double *dbd, const NB_REAL *dout,
                                    const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g, int N,
                                    int C, int S, NB_REAL alpha, int acc);

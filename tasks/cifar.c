@@ -49,12 +49,14 @@ typedef struct cifar_opts {
     int zca;       /* cifar10 input: 0 on (ZCA whitening), 1 off */
     int init_pass; /* data-dependent init: 0 train (noise, dropout on: the WN code), 1 deterministic
                     */
+    int grad_sums; /* 0 example: exact sums over images (nb_cnn_exact_grads); 1 batch: float gemms */
 } cifar_opts;
 
 static const char *const axes_choices[] = {"hw", "chw", NULL};
 static const char *const noneinit_choices[] = {"data", "plain", NULL};
 static const char *const onoff_choices[] = {"on", "off", NULL};
 static const char *const initpass_choices[] = {"train", "deterministic", NULL};
+static const char *const gradsums_choices[] = {"example", "batch", NULL};
 
 static const nb_task_opt cifar_opts_decl[] = {
     {"norm-axes", NB_TOPT_CHOICE, offsetof(cifar_opts, norm_axes), "A",
@@ -74,6 +76,11 @@ static const nb_task_opt cifar_opts_decl[] = {
      "weight and none's data-dependent init pass: with noise and dropout on (train, the WN "
      "code's train.py) or off (deterministic)",
      initpass_choices},
+    {"grad-sums", NB_TOPT_CHOICE, offsetof(cifar_opts, grad_sums), "S",
+     "weight, gain and bias gradients summed image by image in double (example: the same for any "
+     "split over threads or MPI ranks) or by float gemms over groups of images (batch: faster, "
+     "last-bit differences between thread and rank counts)",
+     gradsums_choices},
     {NULL},
 };
 
@@ -129,8 +136,16 @@ static int model_init(nb_cnn *m, const nb_train_cfg *cfg, int C, int H, int W, i
     nb_cnn_opts opts = {o->norm_axes == 1, o->none_init == 0, 0.1};
     nb_rng init_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
-    return nb_cnn_init(m, spec, n, C, H, W, 10, &cfg->norm, &opts, Bmax, &init_rng, err);
+    if (nb_cnn_init(m, spec, n, C, H, W, 10, &cfg->norm, &opts, Bmax, &init_rng, err) != 0)
+        return -1;
+    if (o->grad_sums == 0 && nb_cnn_exact_grads(m, err) != 0) {
+        nb_cnn_free(m);
+        return -1;
+    }
+    return 0;
 }
+
+static void cifar_grads_finish(void *self);
 
 /* Adam's learning rate and beta1 for step t (1-based) of planned, spe steps per epoch. */
 static void schedule_at(int64_t t, int64_t planned, int64_t spe, nb_adam_cfg *adam) {
@@ -203,6 +218,11 @@ static double cifar_step_shard(void *self, int64_t bi, int lo, int hi, nb_rng *n
     r->train_wrong += count_wrong(r->model.probs, r->yb, hi - lo, 10);
     r->train_seen += hi - lo;
     return loss;
+}
+
+static void cifar_grads_finish(void *self) {
+    cifar_run *r = self;
+    nb_cnn_grads_finish(&r->model);
 }
 
 static void cifar_schedule(void *self, int64_t t, int64_t planned, nb_adam_cfg *adam) {
@@ -331,6 +351,9 @@ static int cifar_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                     .epoch_begin = cifar_epoch_begin,
                     .step = cifar_step,
                     .step_shard = cifar_step_shard,
+                    .grads_d = r.model.gacc,
+                    .ngrads_d = r.model.nacc,
+                    .grads_finish = cifar_grads_finish,
                     .schedule = cifar_schedule,
                     .evaluate = cifar_evaluate};
     rc = nb_train_loop(cfg, &t, sink, status, err);
@@ -401,14 +424,23 @@ static void bench_schedule(void *self, int64_t t, int64_t planned, nb_adam_cfg *
     schedule_at(t, planned, 500, adam);
 }
 
+static void cifar_bench_finish(void *p) {
+    cifar_bench *b = p;
+    nb_cnn_grads_finish(&b->model);
+}
+
 static double cifar_bench_step(void *p) {
     cifar_bench *b = p;
     double ts = nb_now();
-    nb_trainer tr = {.params = b->model.params,
+    nb_trainer tr = {.self = b,
+                     .params = b->model.params,
                      .grads = b->model.grads,
                      .adam_m = b->model.adam_m,
                      .adam_v = b->model.adam_v,
                      .layout = &b->model.layout,
+                     .grads_d = b->model.gacc,
+                     .ngrads_d = b->model.nacc,
+                     .grads_finish = cifar_bench_finish,
                      .schedule = bench_schedule};
     nb_cnn_zero_grad(&b->model);
     if (b->dist) { /* this rank's rows, then the loop's sums over the ranks */
@@ -425,6 +457,7 @@ static double cifar_bench_step(void *p) {
     } else {
         nb_cnn_forward(&b->model, b->data.train.x, b->data.train.y, b->B, 1, &b->noise);
         nb_cnn_backward(&b->model, b->data.train.y);
+        nb_cnn_grads_finish(&b->model);
     }
     b->t++;
     nb_train_update(&tr, 0, &b->adam, b->t, 200 * 500); /* the paper's 200 epochs of 500 steps */

@@ -175,9 +175,16 @@ double nb_train_dist_sum(nb_dist *D, const nb_trainer *t, double loss, int rows,
     double red[2] = {loss * rows / batch, stop && *stop ? 1 : 0};
     double tc = nb_now();
     D->sum_d(D->ctx, red, 2);
-    D->sum_f(D->ctx, t->grads, P);
-    D->comm_seconds += nb_now() - tc;
-    D->comm_bytes = (double)P * sizeof(float);
+    if (t->grads_d) {
+        D->sum_d(D->ctx, t->grads_d, t->ngrads_d);
+        D->comm_seconds += nb_now() - tc;
+        D->comm_bytes = (double)t->ngrads_d * sizeof(double);
+        t->grads_finish(t->self);
+    } else {
+        D->sum_f(D->ctx, t->grads, P);
+        D->comm_seconds += nb_now() - tc;
+        D->comm_bytes = (double)P * sizeof(float);
+    }
     if (stop) *stop = red[1] > 0;
     return red[0];
 }
@@ -266,6 +273,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
         for (int64_t bi = 0; bi < t->steps_per_epoch && L.step < L.planned; bi++) {
             double ts = nb_now();
             if (!t->update) memset(t->grads, 0, sizeof(float) * P);
+            if (t->grads_d) memset(t->grads_d, 0, sizeof(double) * t->ngrads_d);
             double loss;
             if (D) {
                 /* this rank's rows, then the sums over the ranks: the loss (weighted by the
@@ -275,6 +283,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
                 loss = nb_train_dist_sum(D, t, loss, shard_hi - shard_lo, cfg->batch, &stop_all);
             } else {
                 loss = t->step(t->self, bi, &noise_rng);
+                if (t->grads_d) t->grads_finish(t->self);
             }
             if (!isfinite(loss)) {
                 L.step++;

@@ -89,6 +89,15 @@ typedef struct nb_trainer {
      * in one process. */
     double (*step_shard)(void *self, int64_t bi, int lo, int hi, nb_rng *noise_rng);
 
+    /* Exact gradient sums (may be NULL): the step adds its gradients to grads_d (ngrads_d
+     * doubles, zeroed by the loop with grads) instead of grads; the loop sums grads_d over the
+     * processes (data-parallel) and then calls grads_finish, which adds them to grads. So the
+     * sum over processes is taken before any rounding to float, and a split batch gives the
+     * gradient one process gives. */
+    double *grads_d;
+    size_t ngrads_d;
+    void (*grads_finish)(void *self);
+
     /* Target tokens trained on in this process so far (translation), for the metric
      * tokens_per_s: those tokens over this process's seconds inside training steps, recorded
      * with every evaluation. NULL: the task has no tokens. */
@@ -134,7 +143,8 @@ double nb_train_update_clip(const nb_trainer *t, double clip, const nb_adam_cfg 
  * (t->step_shard on `rows` of the `batch` rows), exported so that `bench step` times exactly
  * this: the sums over the processes, first the shard's mean loss weighted by its rows with the
  * stop flag (*stop: this process's request in, whether any process asked out; NULL: none), then
- * every gradient in one fused buffer (t->grads, the whole layout: one MPI_Allreduce). The time
+ * every gradient in one fused buffer (t->grads, the whole layout: one MPI_Allreduce; t->grads_d
+ * in double where the task keeps exact sums, followed by t->grads_finish). The time
  * spent adds to D->comm_seconds; D->comm_bytes is set to the gradients' bytes. Returns the
  * whole batch's mean loss. */
 double nb_train_dist_sum(nb_dist *D, const nb_trainer *t, double loss, int rows, int batch,

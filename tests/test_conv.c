@@ -62,7 +62,7 @@ typedef struct conv_ctx {
 static double conv_loss(void *p) {
     conv_ctx *c = p;
     nb_conv2d_forward_f64(c->out, c->scratch, 2, c->x, c->w, c->N, c->C, c->H, c->W, c->OC, c->KS,
-                          c->pad);
+                          c->pad, 0);
     return dot(c->out, c->dout, (size_t)c->N * c->OC * c->OH * c->OW);
 }
 
@@ -111,7 +111,7 @@ static void conv_case(int N, int C, int H, int W, int OC, int KS, int pad) {
             dx[i] = 0.5;
         for (size_t i = 0; i < nw; i++)
             dw[i] = 0.5;
-        nb_conv2d_backward_f64(dx, dw, c.scratch, 2, c.dout, c.x, c.w, N, C, H, W, OC, KS, pad,
+        nb_conv2d_backward_f64(dx, dw, NULL, NULL, c.scratch, 2, c.dout, c.x, c.w, N, C, H, W, OC, KS, pad,
                                acc);
         for (size_t i = 0; i < nx; i++)
             dx[i] -= acc ? 0.5 : 0;
@@ -129,7 +129,7 @@ static void conv_case(int N, int C, int H, int W, int OC, int KS, int pad) {
         xf[i] = (float)c.x[i];
     for (size_t i = 0; i < nw; i++)
         wf[i] = (float)c.w[i];
-    nb_conv2d_forward(of, sf, 2, xf, wf, N, C, H, W, OC, KS, pad);
+    nb_conv2d_forward(of, sf, 2, xf, wf, N, C, H, W, OC, KS, pad, 0);
     for (size_t i = 0; i < no; i++)
         assert_close(of[i], ref[i], 1e-4, 1e-4);
     free(xf), free(wf), free(of), free(sf);
@@ -323,20 +323,20 @@ static void norm_case(nb_norm_kind kind, int gc_all, double alpha, int training,
             dg[i] = db[i] = 0.5;
         switch (kind) {
         case NB_NORM_LAYER:
-            nb_map_layernorm_backward_f64(dx, dg, db, c.dout, c.out, c.x, c.g, c.mean, c.rstd, c.N,
+            nb_map_layernorm_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.mean, c.rstd, c.N,
                                           c.C, c.S, c.gc, alpha, acc, &c.cfg);
             break;
         case NB_NORM_RMS:
         case NB_NORM_PRMS:
-            nb_map_rmsnorm_backward_f64(dx, dg, db, c.dout, c.out, c.x, c.g, c.rstd, c.N, c.C, c.S,
+            nb_map_rmsnorm_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.rstd, c.N, c.C, c.S,
                                         c.gc, c.k, alpha, acc, &c.cfg);
             break;
         case NB_NORM_BATCH:
-            nb_map_batchnorm_backward_f64(dx, dg, db, c.dout, c.out, c.x, c.g, c.mean, c.rstd, c.N,
+            nb_map_batchnorm_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.mean, c.rstd, c.N,
                                           c.C, c.S, training, alpha, acc);
             break;
         default:
-            nb_map_affine_backward_f64(dx, dg, db, c.dout, c.out, c.x, c.g, c.N, c.C, c.S, alpha,
+            nb_map_affine_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.N, c.C, c.S, alpha,
                                        acc);
         }
         for (size_t i = 0; i < n; i++)
@@ -671,9 +671,9 @@ static void test_reference(void **state) {
     assert_non_null(dout);
     double out[2 * 4 * 36], dx[2 * 3 * 36] = {0}, dw[4 * 27] = {0};
     double *scr = malloc(sizeof(double) * (nb_conv2d_scratch_f64(3, 6, 6, 4, 3, 1) * 2 + 1));
-    nb_conv2d_forward_f64(out, scr, 2, x->data, w->data, 2, 3, 6, 6, 4, 3, 1);
+    nb_conv2d_forward_f64(out, scr, 2, x->data, w->data, 2, 3, 6, 6, 4, 3, 1, 0);
     cmp(ref_get(&rf, "conv_out"), out, 2 * 4 * 36, 1e-10);
-    nb_conv2d_backward_f64(dx, dw, scr, 2, dout->data, x->data, w->data, 2, 3, 6, 6, 4, 3, 1, 1);
+    nb_conv2d_backward_f64(dx, dw, NULL, NULL, scr, 2, dout->data, x->data, w->data, 2, 3, 6, 6, 4, 3, 1, 1);
     cmp(ref_get(&rf, "conv_dx"), dx, 2 * 3 * 36, 1e-10);
     cmp(ref_get(&rf, "conv_dw"), dw, 4 * 27, 1e-10);
     free(scr);
@@ -707,19 +707,19 @@ static void test_reference(void **state) {
         if (v < 2) {
             nb_map_layernorm_forward_f64(o, mean, rstd, nx->data, ng->data, nbias->data, N, C, S,
                                          gc, 0.1, &cfg);
-            nb_map_layernorm_backward_f64(d, dg, db, nd->data, o, nx->data, ng->data, mean, rstd, N,
+            nb_map_layernorm_backward_f64(d, dg, db, NULL, NULL, nd->data, o, nx->data, ng->data, mean, rstd, N,
                                           C, S, gc, 0.1, 0, &cfg);
         } else if (v < 5) {
             int k = v == 4 ? nb_prms_k(S, 0.125, 0) : gc * S;
             nb_map_rmsnorm_forward_f64(o, rstd, nx->data, ng->data, nbias->data, N, C, S, gc, k,
                                        0.1, &cfg);
-            nb_map_rmsnorm_backward_f64(d, dg, db, nd->data, o, nx->data, ng->data, rstd, N, C, S,
+            nb_map_rmsnorm_backward_f64(d, dg, db, NULL, NULL, nd->data, o, nx->data, ng->data, rstd, N, C, S,
                                         gc, k, 0.1, 0, &cfg);
         } else {
             int tr = v == 5;
             nb_map_batchnorm_forward_f64(o, mean, rstd, rm, rv, nx->data, ng->data, nbias->data, N,
                                          C, S, tr, 0.1, &cfg);
-            nb_map_batchnorm_backward_f64(d, dg, db, nd->data, o, nx->data, ng->data, mean, rstd, N,
+            nb_map_batchnorm_backward_f64(d, dg, db, NULL, NULL, nd->data, o, nx->data, ng->data, mean, rstd, N,
                                           C, S, tr, 0.1, 0);
         }
         char nm[64];
