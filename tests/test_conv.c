@@ -432,7 +432,7 @@ static double net_loss(void *p) {
     return nb_cnn_forward_f64(&c->m, c->x, c->y, TN, 1, &r);
 }
 
-static void net_case(nb_norm_kind kind, int axes_chw) {
+static void net_case(nb_norm_kind kind, int axes_chw, int exact) {
     net_ctx c;
     nb_norm_cfg norm;
     nb_norm_cfg_default(&norm, kind);
@@ -444,6 +444,7 @@ static void net_case(nb_norm_kind kind, int axes_chw) {
     nb_err err = {0};
     assert_int_equal(
         nb_cnn_init_f64(&c.m, tiny_net, TL, TC, TH, TW, 3, &norm, &opts, TN, &init, &err), 0);
+    if (exact) assert_int_equal(nb_cnn_exact_grads_f64(&c.m, &err), 0);
     size_t nx = (size_t)TN * TC * TH * TW;
     c.x = malloc(sizeof(double) * nx);
     int y[TN] = {0, 1, 2, 1, 0};
@@ -454,11 +455,13 @@ static void net_case(nb_norm_kind kind, int axes_chw) {
     nb_cnn_zero_grad_f64(&c.m);
     net_loss(&c);
     nb_cnn_backward_f64(&c.m, c.y);
+    nb_cnn_grads_finish_f64(&c.m);
     for (int t = 0; t < c.m.layout.count; t++) {
         const nb_tensor *T = &c.m.layout.t[t];
         if (!T->trainable) continue;
         char what[64];
-        snprintf(what, sizeof what, "%s net %s", nb_norm_name(kind), T->name);
+        snprintf(what, sizeof what, "%s%s net %s", nb_norm_name(kind), exact ? " exact" : "",
+                 T->name);
         check_fd(what, c.m.params + T->off, c.m.grads + T->off, T->n, net_loss, &c, 1e-6, 1e-5);
     }
     free(c.x);
@@ -467,10 +470,12 @@ static void net_case(nb_norm_kind kind, int axes_chw) {
 
 static void test_network_fd(void **state) {
     (void)state;
-    for (int k = 0; k < NB_NORM_COUNT; k++)
-        net_case((nb_norm_kind)k, 0);
-    net_case(NB_NORM_LAYER, 1);
-    net_case(NB_NORM_PRMS, 1);
+    for (int k = 0; k < NB_NORM_COUNT; k++) {
+        net_case((nb_norm_kind)k, 0, 0);
+        net_case((nb_norm_kind)k, 0, 1); /* exact sums: the same gradients, other code paths */
+    }
+    net_case(NB_NORM_LAYER, 1, 0);
+    net_case(NB_NORM_PRMS, 1, 1);
 }
 
 static void test_data_init(void **state) {
@@ -649,6 +654,93 @@ static void test_network_deterministic(void **state) {
     free(g1);
 }
 
+/* Exact sums (nb_cnn_exact_grads): a batch split into shards (row0, grad_rows), each shard's
+ * sums in double added, gives bit for bit the float gradients of the whole batch in one pass,
+ * and the same outputs; for every norm whose statistics stay within an image. The net has maps
+ * whose float path groups images into one gemm (6x6) and the dense layer: OpenBLAS's kernels,
+ * chosen by a gemm's shape, round an image's values differently when it comes with fewer. */
+static const nb_cnn_spec split_net[] = {
+    {NB_CNN_NOISE, 0, 0, 0, 0.15},  {NB_CNN_CONV, 16, 3, 1, 0}, {NB_CNN_POOL, 0, 0, 0, 0},
+    {NB_CNN_DROPOUT, 0, 0, 0, 0.5}, {NB_CNN_CONV, 24, 3, 0, 0}, {NB_CNN_CONV, 24, 1, 0, 0},
+    {NB_CNN_GAP, 0, 0, 0, 0},       {NB_CNN_CONV, 10, 1, 0, 0},
+};
+enum { SN = 30, SC = 3, SH = 16, SL = sizeof split_net / sizeof split_net[0] };
+
+static void test_network_split(void **state) {
+    (void)state;
+    static const int cuts[][4] = {{0, SN}, {0, 15, SN}, {0, 10, 20, SN}, {0, 7, 19, SN}};
+    static const int ncut[] = {2, 3, 4, 4};
+    const nb_norm_kind kinds[] = {NB_NORM_NONE, NB_NORM_WEIGHT, NB_NORM_LAYER, NB_NORM_RMS,
+                                  NB_NORM_PRMS};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        nb_norm_cfg norm;
+        nb_norm_cfg_default(&norm, kinds[k]);
+        norm.eps = 1e-6;
+        norm.p = 0.25;
+        nb_cnn_opts opts = {0, 1, 0.1};
+        static float x[SN * SC * SH * SH], probs[SN * 10];
+        float *g0 = NULL;
+        int y[SN];
+        for (int i = 0; i < SN * SC * SH * SH; i++)
+            x[i] = (float)sin(i * 0.37 + (double)k);
+        for (int i = 0; i < SN; i++)
+            y[i] = i % 10;
+        for (size_t cv = 0; cv < sizeof ncut / sizeof ncut[0]; cv++) {
+            nb_rng init;
+            nb_rng_seed(&init, 9, NB_STREAM_INIT);
+            nb_err err = {0};
+            nb_cnn m;
+            assert_int_equal(
+                nb_cnn_init(&m, split_net, SL, SC, SH, SH, 10, &norm, &opts, SN, &init, &err), 0);
+            assert_int_equal(nb_cnn_exact_grads(&m, &err), 0);
+            assert_int_equal(nb_cnn_data_init(&m, x, SN, NULL, &err), 0);
+            double *sum = calloc(m.nacc, sizeof(double));
+            assert_non_null(sum);
+            for (int s = 0; s + 1 < ncut[cv]; s++) {
+                int lo = cuts[cv][s], hi = cuts[cv][s + 1];
+                nb_rng drop;
+                nb_rng_seed(&drop, 9, NB_STREAM_DROPOUT);
+                nb_cnn_zero_grad(&m);
+                m.row0 = lo;
+                m.grad_rows = SN;
+                double loss = nb_cnn_forward(&m, x + (size_t)lo * SC * SH * SH, y + lo, hi - lo, 1,
+                                             &drop);
+                assert_true(isfinite(loss));
+                if (cv > 0)
+                    for (int i = 0; i < (hi - lo) * 10; i++)
+                        if (m.probs[i] != probs[lo * 10 + i])
+                            fail_msg("%s: cut %zu, probs[%d] %.9g, one pass %.9g",
+                                     nb_norm_name(kinds[k]), cv, lo * 10 + i, m.probs[i],
+                                     probs[lo * 10 + i]);
+                if (cv == 0) memcpy(probs, m.probs, sizeof probs);
+                nb_cnn_backward(&m, y + lo);
+                for (size_t i = 0; i < m.nacc; i++)
+                    sum[i] += m.gacc[i];
+            }
+            nb_cnn_zero_grad(&m);
+            memcpy(m.gacc, sum, sizeof(double) * m.nacc);
+            nb_cnn_grads_finish(&m);
+            if (cv == 0) {
+                g0 = malloc(sizeof(float) * m.layout.total);
+                assert_non_null(g0);
+                memcpy(g0, m.grads, sizeof(float) * m.layout.total);
+                double l1 = 0;
+                for (size_t i = 0; i < m.layout.total; i++)
+                    l1 += fabs(g0[i]);
+                assert_true(l1 > 0);
+            } else {
+                for (size_t i = 0; i < m.layout.total; i++)
+                    if (m.grads[i] != g0[i])
+                        fail_msg("%s: cut %zu, gradient %zu is %.9g, one pass %.9g",
+                                 nb_norm_name(kinds[k]), cv, i, m.grads[i], g0[i]);
+            }
+            free(sum);
+            nb_cnn_free(&m);
+        }
+        free(g0);
+    }
+}
+
 /* ---- PyTorch references ------------------------------------------------------------------------
  */
 
@@ -752,6 +844,7 @@ int main(void) {
         cmocka_unit_test(test_data_init),
         cmocka_unit_test(test_data_init_pass),
         cmocka_unit_test(test_network_deterministic),
+        cmocka_unit_test(test_network_split),
         cmocka_unit_test(test_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

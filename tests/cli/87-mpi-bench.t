@@ -12,7 +12,8 @@ mpi_local
 # mnist: the MLP 784-1000-1000-10, per layer W and b, and with layer/rms a gain on the hidden
 # layers (batch: a gain and the running mean and variance on every layer).
 # cifar --width 0.125: ConvPool-CNN-C with 12 and 24 channels, per conv W, gain and bias (batch:
-# and the running mean and variance).
+# and the running mean and variance), summed in double (its exact sums, --grad-sums example):
+# 8 bytes a value, and none/weight add their W_eff gradients (the W's size again).
 cat >"$tmp/expect.py" <<'PY'
 import sys
 def layout(ns):
@@ -38,7 +39,8 @@ def cifar(norm):
         ns += [oc * c * k * k, oc, oc]
         if norm == "batch":
             ns += [oc, oc]
-    return layout(ns)
+    raw = sum(oc * c * k * k for c, oc, k in convs) if norm in ("none", "weight") else 0
+    return layout(ns) * 2 + raw * 8
 print({"mnist": mnist, "cifar": cifar}[sys.argv[1]](sys.argv[2]))
 PY
 # checks the JSON of `bench step` under mpirun: one document (rank 0's), ranks, threads, the
