@@ -467,8 +467,8 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
                 (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S,
                  L->alpha, &m->norm);
                 else FN(nb_map_batchnorm_backward)(cur, dg, db, dgd, dbd, cur, L->out, L->z, g,
-                                                   L->mean, L->rstd, B, L->OC, S,
-                                                   m->last_training, L->alpha, 0);
+                                                   L->mean, L->rstd, B, L->OC, S, m->last_training,
+                                                   L->alpha, 0);
                 break;
             case NB_NORM_LAYER:
                 FN(nb_map_layernorm_backward)

@@ -166,7 +166,8 @@ void FN(nb_conv2d_forward)(real *out, real *scratch, int nscratch, const real *i
     const size_t P = (size_t)OH * OW, K = (size_t)C * KS * KS;
     if (is_dense(H, W, KS, pad)) {
         /* out (N,OC) = inp (N,C) w^T: one multi-threaded gemm */
-        if (exact) dense_rows(out, inp, w, N, C, OC, 0, 0);
+        if (exact)
+            dense_rows(out, inp, w, N, C, OC, 0, 0);
         else
             CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, (real)1, inp, C, w, C,
                        (real)0, out, OC);
@@ -221,7 +222,8 @@ void FN(nb_conv2d_backward)(real *dinp, real *dw, double *dwd, double *dpart, re
     const size_t P = (size_t)OH * OW, K = (size_t)C * KS * KS, HW = (size_t)H * W;
     const real beta_in = acc ? (real)1 : (real)0;
     if (is_dense(H, W, KS, pad)) {
-        if (dinp && dwd) dense_rows(dinp, dout, w, N, OC, C, 1, acc);
+        if (dinp && dwd)
+            dense_rows(dinp, dout, w, N, OC, C, 1, acc);
         else if (dinp)
             CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, (real)1, dout, OC, w, C,
                        beta_in, dinp, C);
@@ -253,8 +255,10 @@ void FN(nb_conv2d_backward)(real *dinp, real *dw, double *dwd, double *dpart, re
         real *col, *tmp, *dwp;
         scratch_parts(scratch + (size_t)t * ss, K, P, OC, G, direct, &col, &tmp, &dwp);
         double *dp = dwd ? dpart + (size_t)t * WK : NULL;
-        if (dp) memset(dp, 0, sizeof(double) * WK);
-        else memset(dwp, 0, sizeof(real) * WK);
+        if (dp)
+            memset(dp, 0, sizeof(double) * WK);
+        else
+            memset(dwp, 0, sizeof(real) * WK);
         for (int gi = ng * t / nt; gi < ng * (t + 1) / nt; gi++) {
             int n0 = gi * G, g = imin(G, N - n0);
             size_t cols = (size_t)g * P;
@@ -486,10 +490,14 @@ static inline real span_sumsqdev(const real *x, real mu, int S) {
 /* Adds the sums sg/sb of channel c to dgd/dbd in double where given, else to dg/db. */
 static inline void add_gb(real *dg, real *db, double *dgd, double *dbd, int c, double sg,
                           double sb) {
-    if (dgd) dgd[c] += sg;
-    else if (dg) dg[c] += (real)sg;
-    if (dbd) dbd[c] += sb;
-    else if (db) db[c] += (real)sb;
+    if (dgd)
+        dgd[c] += sg;
+    else if (dg)
+        dg[c] += (real)sg;
+    if (dbd)
+        dbd[c] += sb;
+    else if (db)
+        db[c] += (real)sb;
 }
 
 /* Per-row gain/bias gradient sums, reduced over images per channel afterwards in image order:
@@ -767,16 +775,15 @@ void FN(nb_map_batchnorm_forward)(real *out, real *mean, real *rstd, real *runni
     free(G);
 }
 
-void FN(nb_map_batchnorm_sync_backward)(real *dinp, real *dg, real *db, double *dgd,
-                                        double *dbd, const real *dout, const real *out,
-                                        const real *inp, const real *g, const real *mean,
-                                        const real *rstd, int N, int C, int S, real alpha,
-                                        const nb_norm_cfg *cfg) {
+void FN(nb_map_batchnorm_sync_backward)(real *dinp, real *dg, real *db, double *dgd, double *dbd,
+                                        const real *dout, const real *out, const real *inp,
+                                        const real *g, const real *mean, const real *rstd, int N,
+                                        int C, int S, real alpha, const nb_norm_cfg *cfg) {
     const size_t CS = (size_t)C * S;
     double *G = calloc((size_t)2 * C + 1, sizeof *G);
     if (!G) abort();
-    /* the sums per image in float, then over the images in double, as the single-process
-     * backward takes them: one process and any split compute the same terms */
+        /* the sums per image in float, then over the images in double, as the single-process
+         * backward takes them: one process and any split compute the same terms */
 #pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
     for (int c = 0; c < C; c++) {
         const real mu = mean[c], rs = rstd[c];

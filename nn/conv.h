@@ -19,16 +19,16 @@ size_t NB_FN(nb_conv2d_scratch)(int C, int H, int W, int OC, int KS, int pad);
  * output does not depend on how many images are computed with it (a gemm's kernels, chosen by
  * its shape, round differently); else images of small maps are grouped into wider gemms. */
 void NB_FN(nb_conv2d_forward)(NB_REAL *out, NB_REAL *scratch, int nscratch, const NB_REAL *inp,
-                              const NB_REAL *w, int N, int C, int H, int W, int OC, int KS,
-                              int pad, int exact);
+                              const NB_REAL *w, int N, int C, int H, int W, int OC, int KS, int pad,
+                              int exact);
 /* dinp (N,C,H,W) (may be NULL: not wanted, e.g. the first layer); acc != 0 adds to it, else
  * overwrites it. dw (OC, C*KS*KS) accumulates: through nscratch per-thread partial sums held at
  * the end of each scratch area, added in thread order (deterministic for a thread count).
  * dwd != NULL: dw is left alone and the weight gradient is added to dwd (OC*K doubles) instead,
- * image by image: each image's product in its own gemm (dinp's too, as the exact forward), the images summed in double (per-thread
- * partials in dpart, nscratch*OC*K doubles, then in thread order), so that the sum no longer
- * depends on how the images are grouped, threaded or split over processes (to the last bit of
- * the float result but for ties at ~1e-16). */
+ * image by image: each image's product in its own gemm (dinp's too, as the exact forward), the
+ * images summed in double (per-thread partials in dpart, nscratch*OC*K doubles, then in thread
+ * order), so that the sum no longer depends on how the images are grouped, threaded or split over
+ * processes (to the last bit of the float result but for ties at ~1e-16). */
 void NB_FN(nb_conv2d_backward)(NB_REAL *dinp, NB_REAL *dw, double *dwd, double *dpart,
                                NB_REAL *scratch, int nscratch, const NB_REAL *dout,
                                const NB_REAL *inp, const NB_REAL *w, int N, int C, int H, int W,
@@ -84,18 +84,18 @@ void NB_FN(nb_map_layernorm_forward)(NB_REAL *out, NB_REAL *mean, NB_REAL *rstd,
                                      const NB_REAL *g, const NB_REAL *b, int N, int C, int S,
                                      int gc, NB_REAL alpha, const nb_norm_cfg *cfg);
 void NB_FN(nb_map_layernorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
-                                      double *dbd, const NB_REAL *dout,
-                                      const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
-                                      const NB_REAL *mean, const NB_REAL *rstd, int N, int C, int S,
-                                      int gc, NB_REAL alpha, int acc, const nb_norm_cfg *cfg);
+                                      double *dbd, const NB_REAL *dout, const NB_REAL *out,
+                                      const NB_REAL *inp, const NB_REAL *g, const NB_REAL *mean,
+                                      const NB_REAL *rstd, int N, int C, int S, int gc,
+                                      NB_REAL alpha, int acc, const nb_norm_cfg *cfg);
 void NB_FN(nb_map_rmsnorm_forward)(NB_REAL *out, NB_REAL *rstd, const NB_REAL *inp,
                                    const NB_REAL *g, const NB_REAL *b, int N, int C, int S, int gc,
                                    int k, NB_REAL alpha, const nb_norm_cfg *cfg);
 void NB_FN(nb_map_rmsnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
-                                    double *dbd, const NB_REAL *dout,
-                                    const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
-                                    const NB_REAL *rstd, int N, int C, int S, int gc, int k,
-                                    NB_REAL alpha, int acc, const nb_norm_cfg *cfg);
+                                    double *dbd, const NB_REAL *dout, const NB_REAL *out,
+                                    const NB_REAL *inp, const NB_REAL *g, const NB_REAL *rstd,
+                                    int N, int C, int S, int gc, int k, NB_REAL alpha, int acc,
+                                    const nb_norm_cfg *cfg);
 
 /* BatchNorm per channel over N x S values (statistics in double). training != 0: batch
  * statistics (biased variance) cached in mean/rstd (C), running_mean/running_var (C) updated
@@ -108,17 +108,16 @@ void NB_FN(nb_map_batchnorm_forward)(NB_REAL *out, NB_REAL *mean, NB_REAL *rstd,
                                      int C, int S, int training, NB_REAL alpha,
                                      const nb_norm_cfg *cfg);
 void NB_FN(nb_map_batchnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
-                                      double *dbd, const NB_REAL *dout,
-                                      const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
-                                      const NB_REAL *mean, const NB_REAL *rstd, int N, int C, int S,
-                                      int training, NB_REAL alpha, int acc);
+                                      double *dbd, const NB_REAL *dout, const NB_REAL *out,
+                                      const NB_REAL *inp, const NB_REAL *g, const NB_REAL *mean,
+                                      const NB_REAL *rstd, int N, int C, int S, int training,
+                                      NB_REAL alpha, int acc);
 /* Training backward over the global batch (cfg->bn_sum, data-parallel --bn-sync; the forward
  * took its statistics over it too): dg and db from these rows, the terms of dinp from the sums
  * over every process's rows (each image's sums in float, then over the images in double, as
  * nb_map_batchnorm_backward takes them). dinp may alias dout; written (not accumulated). */
 void NB_FN(nb_map_batchnorm_sync_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
-                                           double *dbd,
-                                           const NB_REAL *dout, const NB_REAL *out,
+                                           double *dbd, const NB_REAL *dout, const NB_REAL *out,
                                            const NB_REAL *inp, const NB_REAL *g,
                                            const NB_REAL *mean, const NB_REAL *rstd, int N, int C,
                                            int S, NB_REAL alpha, const nb_norm_cfg *cfg);
@@ -128,6 +127,6 @@ void NB_FN(nb_map_batchnorm_sync_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *
 void NB_FN(nb_map_affine_forward)(NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
                                   const NB_REAL *b, int N, int C, int S, NB_REAL alpha);
 void NB_FN(nb_map_affine_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
-                                   double *dbd, const NB_REAL *dout,
-                                   const NB_REAL *out, const NB_REAL *inp, const NB_REAL *g, int N,
-                                   int C, int S, NB_REAL alpha, int acc);
+                                   double *dbd, const NB_REAL *dout, const NB_REAL *out,
+                                   const NB_REAL *inp, const NB_REAL *g, int N, int C, int S,
+                                   NB_REAL alpha, int acc);

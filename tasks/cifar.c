@@ -49,7 +49,8 @@ typedef struct cifar_opts {
     int zca;       /* cifar10 input: 0 on (ZCA whitening), 1 off */
     int init_pass; /* data-dependent init: 0 train (noise, dropout on: the WN code), 1 deterministic
                     */
-    int grad_sums; /* 0 example: exact sums over images (nb_cnn_exact_grads); 1 batch: float gemms */
+    int grad_sums; /* 0 example: exact sums over images (nb_cnn_exact_grads); 1 batch: float gemms
+                    */
 } cifar_opts;
 
 static const char *const axes_choices[] = {"hw", "chw", NULL};

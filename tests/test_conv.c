@@ -111,8 +111,8 @@ static void conv_case(int N, int C, int H, int W, int OC, int KS, int pad) {
             dx[i] = 0.5;
         for (size_t i = 0; i < nw; i++)
             dw[i] = 0.5;
-        nb_conv2d_backward_f64(dx, dw, NULL, NULL, c.scratch, 2, c.dout, c.x, c.w, N, C, H, W, OC, KS, pad,
-                               acc);
+        nb_conv2d_backward_f64(dx, dw, NULL, NULL, c.scratch, 2, c.dout, c.x, c.w, N, C, H, W, OC,
+                               KS, pad, acc);
         for (size_t i = 0; i < nx; i++)
             dx[i] -= acc ? 0.5 : 0;
         for (size_t i = 0; i < nw; i++)
@@ -323,21 +323,21 @@ static void norm_case(nb_norm_kind kind, int gc_all, double alpha, int training,
             dg[i] = db[i] = 0.5;
         switch (kind) {
         case NB_NORM_LAYER:
-            nb_map_layernorm_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.mean, c.rstd, c.N,
-                                          c.C, c.S, c.gc, alpha, acc, &c.cfg);
+            nb_map_layernorm_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.mean,
+                                          c.rstd, c.N, c.C, c.S, c.gc, alpha, acc, &c.cfg);
             break;
         case NB_NORM_RMS:
         case NB_NORM_PRMS:
-            nb_map_rmsnorm_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.rstd, c.N, c.C, c.S,
-                                        c.gc, c.k, alpha, acc, &c.cfg);
+            nb_map_rmsnorm_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.rstd,
+                                        c.N, c.C, c.S, c.gc, c.k, alpha, acc, &c.cfg);
             break;
         case NB_NORM_BATCH:
-            nb_map_batchnorm_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.mean, c.rstd, c.N,
-                                          c.C, c.S, training, alpha, acc);
+            nb_map_batchnorm_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.mean,
+                                          c.rstd, c.N, c.C, c.S, training, alpha, acc);
             break;
         default:
-            nb_map_affine_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.N, c.C, c.S, alpha,
-                                       acc);
+            nb_map_affine_backward_f64(dx, dg, db, NULL, NULL, c.dout, c.out, c.x, c.g, c.N, c.C,
+                                       c.S, alpha, acc);
         }
         for (size_t i = 0; i < n; i++)
             dx[i] -= acc ? 0.5 : 0;
@@ -703,8 +703,8 @@ static void test_network_split(void **state) {
                 nb_cnn_zero_grad(&m);
                 m.row0 = lo;
                 m.grad_rows = SN;
-                double loss = nb_cnn_forward(&m, x + (size_t)lo * SC * SH * SH, y + lo, hi - lo, 1,
-                                             &drop);
+                double loss =
+                    nb_cnn_forward(&m, x + (size_t)lo * SC * SH * SH, y + lo, hi - lo, 1, &drop);
                 assert_true(isfinite(loss));
                 if (cv > 0)
                     for (int i = 0; i < (hi - lo) * 10; i++)
@@ -765,7 +765,8 @@ static void test_reference(void **state) {
     double *scr = malloc(sizeof(double) * (nb_conv2d_scratch_f64(3, 6, 6, 4, 3, 1) * 2 + 1));
     nb_conv2d_forward_f64(out, scr, 2, x->data, w->data, 2, 3, 6, 6, 4, 3, 1, 0);
     cmp(ref_get(&rf, "conv_out"), out, 2 * 4 * 36, 1e-10);
-    nb_conv2d_backward_f64(dx, dw, NULL, NULL, scr, 2, dout->data, x->data, w->data, 2, 3, 6, 6, 4, 3, 1, 1);
+    nb_conv2d_backward_f64(dx, dw, NULL, NULL, scr, 2, dout->data, x->data, w->data, 2, 3, 6, 6, 4,
+                           3, 1, 1);
     cmp(ref_get(&rf, "conv_dx"), dx, 2 * 3 * 36, 1e-10);
     cmp(ref_get(&rf, "conv_dw"), dw, 4 * 27, 1e-10);
     free(scr);
@@ -799,20 +800,20 @@ static void test_reference(void **state) {
         if (v < 2) {
             nb_map_layernorm_forward_f64(o, mean, rstd, nx->data, ng->data, nbias->data, N, C, S,
                                          gc, 0.1, &cfg);
-            nb_map_layernorm_backward_f64(d, dg, db, NULL, NULL, nd->data, o, nx->data, ng->data, mean, rstd, N,
-                                          C, S, gc, 0.1, 0, &cfg);
+            nb_map_layernorm_backward_f64(d, dg, db, NULL, NULL, nd->data, o, nx->data, ng->data,
+                                          mean, rstd, N, C, S, gc, 0.1, 0, &cfg);
         } else if (v < 5) {
             int k = v == 4 ? nb_prms_k(S, 0.125, 0) : gc * S;
             nb_map_rmsnorm_forward_f64(o, rstd, nx->data, ng->data, nbias->data, N, C, S, gc, k,
                                        0.1, &cfg);
-            nb_map_rmsnorm_backward_f64(d, dg, db, NULL, NULL, nd->data, o, nx->data, ng->data, rstd, N, C, S,
-                                        gc, k, 0.1, 0, &cfg);
+            nb_map_rmsnorm_backward_f64(d, dg, db, NULL, NULL, nd->data, o, nx->data, ng->data,
+                                        rstd, N, C, S, gc, k, 0.1, 0, &cfg);
         } else {
             int tr = v == 5;
             nb_map_batchnorm_forward_f64(o, mean, rstd, rm, rv, nx->data, ng->data, nbias->data, N,
                                          C, S, tr, 0.1, &cfg);
-            nb_map_batchnorm_backward_f64(d, dg, db, NULL, NULL, nd->data, o, nx->data, ng->data, mean, rstd, N,
-                                          C, S, tr, 0.1, 0);
+            nb_map_batchnorm_backward_f64(d, dg, db, NULL, NULL, nd->data, o, nx->data, ng->data,
+                                          mean, rstd, N, C, S, tr, 0.1, 0);
         }
         char nm[64];
         snprintf(nm, sizeof nm, "%s_out", names[v]);
