@@ -84,5 +84,22 @@ check "report --paper cites the papers' numbers" 0 "$NB" report --task cifar --p
 has "the RMS paper's table" "$tmp/out" "8.83%"
 has "citing the project's own paper notes" "$tmp/out" 'docs/papers\.md#cifar-reported'
 
+# exact gradient sums (--grad-sums example, the default): one process on 1 and on 2 threads takes
+# the same steps bit for bit (the convolutions at batch 30 run on both threads); weight covers
+# the W_eff gradient's reparameterization after the sums
+for nrm in layer weight; do
+    for th in 1 2; do
+        NORMBENCH_DUMP_PARAMS=$tmp/th$th.bin "$NB" run cifar --dataset synthetic --norm $nrm \
+            --width 0.125 --subset 300 --batch 30 --steps 20 --threads $th --quiet \
+            --db "$tmp/th.db" >/dev/null 2>&1
+    done
+    if [ -s "$tmp/th1.bin" ] && cmp -s "$tmp/th1.bin" "$tmp/th2.bin"; then
+        ok "$nrm: 1 and 2 threads give the same parameters bit for bit"
+    else
+        not_ok "$nrm: 1 and 2 threads, parameters bit for bit"
+    fi
+done
+check "a bad --grad-sums is a usage error" 2 "$NB" run cifar --grad-sums double
+
 echo "1..$n"
 [ $fails -eq 0 ]
