@@ -309,24 +309,30 @@ static void bnff_backward(FN(nb_reader) * m, real *dx, real dx_beta, int k, cons
                X);
 }
 
-/* Embedding rows of tok (n positions) times dropout keep masks into e; k receives the masks
- * (1/keep or 0), all 1 when not training. */
-static void embed(real *e, real *k, const real *emb, const int *tok, size_t n, int D, int training,
-                  double keep, nb_rng *noise) {
+/* Embedding rows of tok (B rows of T positions) times dropout keep masks into e; k receives the
+ * masks (1/keep or 0), all 1 when not training. Row b's masks come from its own stream, keyed
+ * by base and its index row0 + b in the whole batch, drawn position by position. */
+static void embed(real *e, real *k, const real *emb, const int *tok, int B, int T, int D,
+                  int training, double keep, uint64_t base, int row0) {
     const real scale = (real)(1.0 / keep);
-    for (size_t i = 0; i < n; i++) {
-        real *ki = k + i * D;
-        if (training && keep < 1)
-            for (int j = 0; j < D; j++)
-                ki[j] = nb_rng_uniform(noise) < keep ? scale : 0;
-        else
-            for (int j = 0; j < D; j++)
-                ki[j] = 1;
-        const real *row = emb + (size_t)tok[i] * D;
-        real *ei = e + i * D;
+    for (int b = 0; b < B; b++) {
+        nb_rng s;
+        if (training && keep < 1) nb_rng_seed(&s, base, (uint64_t)row0 + (uint64_t)b + 1);
+        for (int t = 0; t < T; t++) {
+            const size_t i = (size_t)b * T + t;
+            real *ki = k + i * D;
+            if (training && keep < 1)
+                for (int j = 0; j < D; j++)
+                    ki[j] = nb_rng_uniform(&s) < keep ? scale : 0;
+            else
+                for (int j = 0; j < D; j++)
+                    ki[j] = 1;
+            const real *row = emb + (size_t)tok[i] * D;
+            real *ei = e + i * D;
 #pragma omp simd
-        for (int j = 0; j < D; j++)
-            ei[j] = row[j] * ki[j];
+            for (int j = 0; j < D; j++)
+                ei[j] = row[j] * ki[j];
+        }
     }
 }
 
@@ -356,21 +362,18 @@ double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend
         m->lenq[b] = lenq[b] < 1 ? 1 : lenq[b] > TQ ? TQ : lenq[b];
         m->y[b] = y ? y[b] : 0;
     }
-    const size_t BD = (size_t)B * TD, BQ = (size_t)B * TQ;
-    /* embedding dropout: each direction's masks from a stream keyed by one draw of noise and
-     * the direction (nn/reader.h) */
+    const size_t BD = (size_t)B * TD;
+    /* dropout: every row's masks from streams keyed by these draws and the row (nn/reader.h) */
     const int drop = training && noise && m->cfg.keep < 1;
-    nb_rng dir[2];
-    if (drop) {
-        const uint64_t base = nb_rng_u64(noise);
-        nb_rng_seed(&dir[0], base, NB_READER_DIR_FORWARD);
-        nb_rng_seed(&dir[1], base, NB_READER_DIR_BACKWARD);
-    }
-    embed(m->ed, m->kd, p + m->emb, tokd, BD, D, drop, m->cfg.keep, &dir[0]);
-    embed(m->eq, m->kq, p + m->emb, tokq, BQ, D, drop, m->cfg.keep, &dir[0]);
+    uint64_t base[5] = {0, 0, 0, 0, 0};
+    if (drop)
+        for (int i = 0; i < 5; i++)
+            base[i] = nb_rng_u64(noise);
+    embed(m->ed, m->kd, p + m->emb, tokd, B, TD, D, drop, m->cfg.keep, base[0], m->row0);
+    embed(m->eq, m->kq, p + m->emb, tokq, B, TQ, D, drop, m->cfg.keep, base[1], m->row0);
     if (m->cfg.bidir) {
-        embed(m->edr, m->kdr, p + m->emb, tokd, BD, D, drop, m->cfg.keep, &dir[1]);
-        embed(m->eqr, m->kqr, p + m->emb, tokq, BQ, D, drop, m->cfg.keep, &dir[1]);
+        embed(m->edr, m->kdr, p + m->emb, tokd, B, TD, D, drop, m->cfg.keep, base[2], m->row0);
+        embed(m->eqr, m->kqr, p + m->emb, tokq, B, TQ, D, drop, m->cfg.keep, base[3], m->row0);
     }
 
     /* encoders */
@@ -477,11 +480,14 @@ double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend
                    1, m->gp, D);
     }
     const real scale = (real)(1.0 / m->cfg.keep);
-    for (size_t i = 0; i < (size_t)B * D; i++) {
-        m->gp[i] = REAL_TANH(m->gp[i]);
-        m->kg[i] =
-            training && m->cfg.keep < 1 ? (nb_rng_uniform(noise) < m->cfg.keep ? scale : 0) : 1;
-        m->gd[i] = m->gp[i] * m->kg[i];
+    for (int b = 0; b < B; b++) {
+        nb_rng s;
+        if (drop) nb_rng_seed(&s, base[4], (uint64_t)m->row0 + (uint64_t)b + 1);
+        for (size_t i = (size_t)b * D; i < (size_t)(b + 1) * D; i++) {
+            m->gp[i] = REAL_TANH(m->gp[i]);
+            m->kg[i] = drop ? (nb_rng_uniform(&s) < m->cfg.keep ? scale : 0) : 1;
+            m->gd[i] = m->gp[i] * m->kg[i];
+        }
     }
     for (int b = 0; b < B; b++)
         memcpy(m->dlogits + (size_t)b * V, p + m->bl, sizeof(real) * V);
@@ -509,7 +515,16 @@ void FN(nb_reader_backward)(FN(nb_reader) * m) {
 
     /* logits */
     memset(m->dlogits, 0, sizeof(real) * B * V);
-    FN(nb_softmax_xent_backward)(m->dlogits, m->probs, m->y, B, V);
+    if (m->grad_rows > 0 && m->grad_rows != B) {
+        /* a shard of a larger batch: (p - onehot)/grad_rows, as the whole batch's rows */
+        const real inv = (real)(1.0 / m->grad_rows);
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < V; j++)
+                m->dlogits[(size_t)b * V + j] =
+                    (m->probs[(size_t)b * V + j] - (j == m->y[b] ? (real)1 : (real)0)) * inv;
+    } else {
+        FN(nb_softmax_xent_backward)(m->dlogits, m->probs, m->y, B, V);
+    }
     CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, V, D, B, 1, m->dlogits, V, m->gd, D, 1,
                g + m->wl, D);
     for (int b = 0; b < B; b++)

@@ -18,9 +18,11 @@
  *
  * Dropout on the embeddings: the code embeds the passage (and the question) once per direction
  * (model.py build_bidir_model calls embed(inp) and embed(inpr)), so the forward and backward
- * encoders see independent masks. Here each direction's masks come from a stream keyed by one
- * draw of the noise stream and the direction (NB_READER_DIR_*), so they stay independent
- * whatever draws the other direction makes.
+ * encoders see independent masks. Here every row has its own streams, keyed by draws of the
+ * noise stream (one per direction and input: passage and question each, and one for the output
+ * dropout) and the row's index in the whole batch (row0 + b): the masks of an example do not
+ * depend on the other rows, so a batch split over processes draws what one process draws, and
+ * a forward takes the same five draws of noise whatever its number of rows.
  *
  * bn_everywhere (Cooijmans' --bn-everywhere; norm batch only): the five feed-forward layers of
  * the attention and the output become the code's `bnff` layers, BN(x·W^T; gamma, beta) with
@@ -47,7 +49,6 @@ typedef struct nb_reader_cfg {
 } nb_reader_cfg;
 
 /* The encoder directions, the key of each direction's embedding-dropout stream. */
-enum { NB_READER_DIR_FORWARD = 1, NB_READER_DIR_BACKWARD = 2 };
 
 /* The bnff layers of bn_everywhere, in the order of their gains and statistics. */
 enum { NB_RD_BN_AC, NB_RD_BN_AQ, NB_RD_BN_OC, NB_RD_BN_OQ, NB_RD_BN_OM, NB_RD_BN_COUNT };
@@ -63,6 +64,10 @@ typedef struct NB_FN(nb_reader) {
     size_t bng[NB_RD_BN_COUNT]; /* bn_everywhere: offsets of the gains; (size_t)-1 otherwise */
     /* last forward */
     int B, TD, TQ, training;
+    /* Data-parallel shards: the forward's rows are rows row0.. of the batch (their dropout
+     * streams), and with grad_rows > 0 the backward takes the gradient of the loss summed over
+     * the rows divided by grad_rows (the whole batch); 0: the mean loss. */
+    int row0, grad_rows;
     int *tokd, *tokq, *lend, *lenq, *y;
     NB_REAL *ed, *eq, *kd, *kq;       /* embeddings after dropout and their keep masks (B,T,D) */
     NB_REAL *edr, *eqr, *kdr, *kqr;   /* bidirectional: the backward encoders' own (else NULL) */

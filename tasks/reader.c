@@ -125,6 +125,24 @@ static double reader_step(void *self, int64_t bi, nb_rng *noise_rng) {
     return loss;
 }
 
+/* Data-parallel: rows [lo, hi) of batch bi (their own dropout streams; the entity permutation
+ * drawn as every rank draws it), gradients of their loss over the whole batch. The rows are
+ * padded to their own longest passage, which the masks make no difference to. */
+static double reader_step_shard(void *self, int64_t bi, int lo, int hi, nb_rng *noise_rng) {
+    reader_run *r = self;
+    const int B = r->cfg->batch;
+    int TD, TQ;
+    nb_cloze_entity_perm(&r->data, r->perm, noise_rng);
+    nb_cloze_batch(&r->data.train, (int)bi * B + lo, hi - lo, r->perm, r->tokd, r->lend, &TD,
+                   r->tokq, r->lenq, &TQ, r->ans);
+    r->model.row0 = lo;
+    r->model.grad_rows = B;
+    double loss = nb_reader_forward(&r->model, r->tokd, r->lend, TD, r->tokq, r->lenq, TQ, r->ans,
+                                    hi - lo, 1, noise_rng);
+    if (isfinite(loss)) nb_reader_backward(&r->model);
+    return loss;
+}
+
 /* Validation as the code does it: whole batches in file order (the remainder dropped), no
  * entity permutation, no dropout; BatchNorm with the statistics of the batch at hand. */
 static int reader_evaluate(void *self, int final, nb_metric *out, int max, nb_err *err) {
@@ -134,13 +152,23 @@ static int reader_evaluate(void *self, int final, nb_metric *out, int max, nb_er
     const int B = r->cfg->batch;
     long wrong = 0, n = 0;
     double nll = 0;
-    for (int i = 0; i + B <= s->n; i += B) {
+    /* data-parallel: every rank evaluates its share of the whole batches, then the sums */
+    const nb_dist *Dd = r->cfg->dist && r->cfg->dist->size > 1 ? r->cfg->dist : NULL;
+    for (int i = 0, k = 0; i + B <= s->n; i += B, k++) {
+        if (Dd && k % Dd->size != Dd->rank) continue;
         int TD, TQ;
         nb_cloze_batch(s, i, B, NULL, r->tokd, r->lend, &TD, r->tokq, r->lenq, &TQ, r->ans);
         nll += B * nb_reader_forward(&r->model, r->tokd, r->lend, TD, r->tokq, r->lenq, TQ, r->ans,
                                      B, 0, NULL);
         wrong += r->model.nwrong;
         n += B;
+    }
+    if (Dd) {
+        double sums[3] = {(double)wrong, nll, (double)n};
+        Dd->sum_d(Dd->ctx, sums, 3);
+        wrong = (long)sums[0];
+        nll = sums[1];
+        n = (long)sums[2];
     }
     if (n == 0) return nb_errf(err, "no complete validation batch of %d examples", B);
     nb_metric m[] = {{"val_error", 0, 0, (double)wrong / n}, {"val_nll", 0, 0, nll / n}};
@@ -171,6 +199,13 @@ static int reader_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status 
                         nb_err *err) {
     int rc = -1, have_data = 0, have_model = 0;
     reader_run r = {.cfg = cfg};
+    if (cfg->dist && cfg->dist->size > 1 && cfg->norm.bn_sum) {
+        /* the LSTMs take BN statistics per time step, and each rank's rows have their own
+         * number of steps: a sum over the ranks at every step would not line up */
+        nb_errf(err, "reader cannot take BatchNorm statistics over the ranks (--bn-sync)");
+        nb_hintf(err, "leave out --bn-sync (per-rank statistics), or run in one process");
+        return -1;
+    }
     if (nb_cloze_load(&r.data, cfg->dataset, cfg->data_dir, cfg->subset, cfg->seed, err) != 0)
         goto out;
     have_data = 1;
@@ -222,6 +257,7 @@ static int reader_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status 
                     .select_max = 0,
                     .clip_rule = clip_rule_of(cfg),
                     .step = reader_step,
+                    .step_shard = reader_step_shard,
                     .evaluate = reader_evaluate};
     rc = nb_train_loop(cfg, &t, sink, status, err);
 out:
