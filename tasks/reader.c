@@ -210,6 +210,9 @@ static int reader_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status 
         goto out;
     have_data = 1;
     if (sink->param && sink->param(sink->ctx, "data_source", r.data.source, err) != 0) goto out;
+    /* since stop 15 every row's dropout masks come from its own streams (nn/reader.h), so that
+     * a batch split over ranks draws what one process draws; earlier runs drew them in turn */
+    if (sink->param && sink->param(sink->ctx, "dropout_streams", "per-row", err) != 0) goto out;
     const int B = cfg->batch;
     if (B > r.data.train.n) {
         nb_errf(err, "batch size %d is larger than the %d training examples", B, r.data.train.n);

@@ -228,6 +228,19 @@ check "cifar, batch 10 on 3 ranks (4, 3, 3 images)" 0 env NORMBENCH_DUMP_PARAMS=
 agree "cifar: an uneven split agrees too" "$tmp/cu1.db" "$tmp/cu3.db" "$tmp/cu1.bin" "$tmp/cu3.bin"
 cmp -s "$tmp/cu1.bin" "$tmp/cu3.bin" && ok "cifar uneven split: parameters bit for bit" \
     || not_ok "cifar uneven split: parameters bit for bit"
+# reader: the attentive reader's dropout masks come from per-row streams and each rank pads its
+# rows to its own longest passage; float gemms of other shapes round differently (no exact sums
+# here), so the agreement is to rounding, not bit for bit
+rd="--dataset synthetic --subset 600 --batch 30 --steps 60 --log-every 1 --threads 1 --quiet"
+NORMBENCH_DUMP_PARAMS=$tmp/r1.bin "$NB" run reader --norm layer $rd --db "$tmp/r1.db" >/dev/null
+for np in 2 3; do
+    check "reader on $np ranks" 0 env NORMBENCH_DUMP_PARAMS=$tmp/r$np.bin $MPIRUN -np $np \
+        "$NB" run reader --norm layer $rd --db "$tmp/r$np.db"
+    agree "reader: $np ranks agree with one process for 60 steps" "$tmp/r1.db" "$tmp/r$np.db" "$tmp/r1.bin" "$tmp/r$np.bin"
+done
+check "reader refuses --bn-sync" 1 $MPIRUN -np 2 "$NB" run reader --norm batch --bn-sync $rd --db "$tmp/rb.db"
+grep -q "reader cannot take BatchNorm statistics over the ranks" "$tmp/err" \
+    && ok "reader --bn-sync: the message says why" || not_ok "reader --bn-sync message" "$(head -3 "$tmp/err")"
 c=$(sqlite3 "$tmp/c3.db" "select json_extract(config, '\$.grad_sums') from runs")
 [ "$c" = example ] && ok "cifar records how its gradients were summed" || not_ok "grad_sums recorded ($c)"
 # ---- a data-parallel run interrupted, then resumed ------------------------------------------------
