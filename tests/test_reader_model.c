@@ -305,8 +305,8 @@ static void test_shards(void **s) {
     static const int cuts[] = {0, 2, 6};
     const nb_norm_kind kinds[] = {NB_NORM_LAYER, NB_NORM_RMS, NB_NORM_NONE};
     for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
-        nb_reader_cfg cfg = {.V = SV, .D = SD, .bidir = 1, .Bmax = SB, .TDmax = ST, .TQmax = SQ,
-                             .keep = 0.5};
+        nb_reader_cfg cfg = {
+            .V = SV, .D = SD, .bidir = 1, .Bmax = SB, .TDmax = ST, .TQmax = SQ, .keep = 0.5};
         nb_norm_cfg_default(&cfg.norm, kinds[ki]);
         nb_reader_f64 m;
         nb_rng rng;
@@ -326,7 +326,8 @@ static void test_shards(void **s) {
         nb_rng noise;
         nb_rng_seed(&noise, 5, NB_STREAM_DROPOUT);
         memset(m.grads, 0, sizeof(double) * P);
-        const double whole = nb_reader_forward_f64(&m, td, lens, ST, tq, qlens, SQ, y, SB, 1, &noise);
+        const double whole =
+            nb_reader_forward_f64(&m, td, lens, ST, tq, qlens, SQ, y, SB, 1, &noise);
         nb_reader_backward_f64(&m);
         memcpy(g, m.grads, sizeof(double) * P);
         memcpy(kd, m.kd, sizeof(double) * SB * ST * SD);
@@ -345,8 +346,10 @@ static void test_shards(void **s) {
             nb_rng_seed(&noise, 5, NB_STREAM_DROPOUT);
             m.row0 = lo;
             m.grad_rows = SB;
-            sum += n * nb_reader_forward_f64(&m, sd, lens + lo, T, tq + lo * SQ, qlens + lo, SQ,
-                                             y + lo, n, 1, &noise) / SB;
+            sum += n *
+                   nb_reader_forward_f64(&m, sd, lens + lo, T, tq + lo * SQ, qlens + lo, SQ, y + lo,
+                                         n, 1, &noise) /
+                   SB;
             assert_true(nb_rng_u64(&noise) == after); /* the same draws whatever the rows */
             for (int b = 0; b < n; b++)
                 for (int t = 0; t < T; t++)
