@@ -405,17 +405,9 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
     const int B = m->last_B;
     real *cur = m->d0, *other = m->d1;
     memset(cur, 0, sizeof(real) * (size_t)B * m->classes);
-    if (m->grad_rows > 0 && m->grad_rows != B) {
-        /* a shard of a larger batch: (p - onehot)/grad_rows, the expression the whole batch's
-         * rows get in one process */
-        const real inv = (real)(1.0 / m->grad_rows);
-        for (int r = 0; r < B; r++)
-            for (int j = 0; j < m->classes; j++)
-                cur[(size_t)r * m->classes + j] =
-                    (m->probs[(size_t)r * m->classes + j] - (j == y[r] ? (real)1 : (real)0)) * inv;
-    } else {
-        FN(nb_softmax_xent_backward)(cur, m->probs, y, B, m->classes);
-    }
+    /* a shard of a larger batch: (p - onehot)/grad_rows, as the whole batch's rows get it */
+    FN(nb_softmax_xent_backward_over)
+    (cur, m->probs, y, B, m->classes, m->grad_rows > 0 ? m->grad_rows : B);
     double *ga = m->gacc;
     for (int l = m->nlayers - 1; l >= 0; l--) {
         layer *L = &m->L[l];

@@ -191,9 +191,14 @@ double FN(nb_softmax_xent_forward)(real *probs, real *losses, const real *logits
 
 void FN(nb_softmax_xent_backward)(real *dlogits, const real *probs, const int *targets, int B,
                                   int V) {
+    FN(nb_softmax_xent_backward_over)(dlogits, probs, targets, B, V, B);
+}
+
+void FN(nb_softmax_xent_backward_over)(real *dlogits, const real *probs, const int *targets, int B,
+                                       int V, int N) {
     /* dlogits (B,V), probs (B,V), targets (B) */
-    if (B <= 0 || V <= 0) return;
-    real invB = (real)(1.0 / B);
+    if (B <= 0 || V <= 0 || N <= 0) return;
+    real invB = (real)(1.0 / N);
 #pragma omp parallel for schedule(static) if ((size_t)B * (size_t)V >= PAR_CHEAP)
     for (int b = 0; b < B; b++) {
         real *d = dlogits + (size_t)b * V;

@@ -30,3 +30,6 @@ double NB_FN(nb_softmax_xent_forward)(NB_REAL *probs, NB_REAL *losses, const NB_
 /* Gradient of the MEAN loss: dlogits (B,V) += (probs - onehot(target)) / B. */
 void NB_FN(nb_softmax_xent_backward)(NB_REAL *dlogits, const NB_REAL *probs, const int *targets,
                                      int B, int V);
+/* The same for B rows of a batch of N (a data-parallel shard): += (probs - onehot) / N. */
+void NB_FN(nb_softmax_xent_backward_over)(NB_REAL *dlogits, const NB_REAL *probs,
+                                          const int *targets, int B, int V, int N);

@@ -515,16 +515,9 @@ void FN(nb_reader_backward)(FN(nb_reader) * m) {
 
     /* logits */
     memset(m->dlogits, 0, sizeof(real) * B * V);
-    if (m->grad_rows > 0 && m->grad_rows != B) {
-        /* a shard of a larger batch: (p - onehot)/grad_rows, as the whole batch's rows */
-        const real inv = (real)(1.0 / m->grad_rows);
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < V; j++)
-                m->dlogits[(size_t)b * V + j] =
-                    (m->probs[(size_t)b * V + j] - (j == m->y[b] ? (real)1 : (real)0)) * inv;
-    } else {
-        FN(nb_softmax_xent_backward)(m->dlogits, m->probs, m->y, B, V);
-    }
+    /* a shard of a larger batch: (p - onehot)/grad_rows, as the whole batch's rows get it */
+    FN(nb_softmax_xent_backward_over)
+    (m->dlogits, m->probs, m->y, B, V, m->grad_rows > 0 ? m->grad_rows : B);
     CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, V, D, B, 1, m->dlogits, V, m->gd, D, 1,
                g + m->wl, D);
     for (int b = 0; b < B; b++)
