@@ -17,6 +17,9 @@ wait_for() {
     return 1
 }
 rows() { [ "$(sqlite3 "$1" "select count(*) from runs" 2>/dev/null || echo 0)" -ge "$2" ]; }
+# resumable DB ID: run ID has its row and its recorded command line (what --resume rebuilds it
+# from; written just after the row, so a run killed between the two cannot be resumed)
+resumable() { [ "$(sqlite3 "$1" "select count(*) from params where run = $2 and key = 'argv'" 2>/dev/null || echo 0)" = 1 ]; }
 # kill_at_checkpoint DB ID PID: kills PID (-9) once run ID of DB has written a checkpoint
 kill_at_checkpoint() {
     wait_for "run $2's checkpoint" 300 test -e "$(ckpt "$1" "$2")"
@@ -33,7 +36,7 @@ kill_at_checkpoint "$db" 1 $!
 rm -f "$db" "$db-wal" "$db-shm"
 "$NB" run mnist $S --subset 2000 --epochs 20 --seed 5 --norm rms --batch 4 --db "$db" &
 pid=$!
-wait_for "the run row" 300 rows "$db" 1
+wait_for "run 1's command line" 300 resumable "$db" 1
 kill -KILL $pid
 wait $pid 2>/dev/null
 check "a foreign checkpoint is refused" 1 "$NB" run --resume 1 --db "$db"
@@ -47,7 +50,7 @@ c=$(sqlite3 "$db" "select count(*) from metrics where run = 1 and name = 'test_e
 kill_at_checkpoint "$db" 2 $!
 "$NB" run mnist $S --subset 2000 --epochs 20 --seed 2 --norm rms --batch 4 --db "$db" &
 pid=$!
-wait_for "run 3's row" 300 rows "$db" 3
+wait_for "run 3's command line" 300 resumable "$db" 3
 kill -KILL $pid
 wait $pid 2>/dev/null
 cp "$(ckpt "$db" 2)" "$(ckpt "$db" 3)"
@@ -81,7 +84,7 @@ c=$(sqlite3 "$db" "select count(*) from metrics where run = 2 and name = 'epoch'
 # under its id, checkpoint or not.
 "$NB" run mnist $S --subset 300 --batch 4 --epochs 6 --db "$db" >/dev/null 2>&1 &
 pid=$!
-wait_for "run 4's row" 300 rows "$db" 4
+wait_for "run 4's command line" 300 resumable "$db" 4
 kill -INT $pid
 wait $pid
 sqlite3 "$db" "update runs set status = 'running', pid = $$ where id = 4"
