@@ -254,11 +254,16 @@ double FN(nb_oe_forward)(FN(nb_oe) * m, const int *tok, const int *steps, int T,
 }
 
 void FN(nb_oe_backward)(FN(nb_oe) * m) {
-    const int B = m->B, H = m->H, W = m->W, T = m->T;
-    const size_t BH = (size_t)B * H;
+    const size_t BH = (size_t)m->B * m->H;
     memset(m->ds, 0, sizeof(real) * BH);
     memset(m->dc, 0, sizeof(real) * BH);
-    FN(nb_order_loss_backward)(m->ds, m->dc, m->G, m->s, m->c, B, H);
+    FN(nb_order_loss_backward)(m->ds, m->dc, m->G, m->s, m->c, m->B, m->H);
+    FN(nb_oe_backward_embeddings)(m);
+}
+
+void FN(nb_oe_backward_embeddings)(FN(nb_oe) * m) {
+    const int B = m->B, H = m->H, W = m->W, T = m->T;
+    const size_t BH = (size_t)B * H;
     /* image side */
     memset(m->dpre, 0, sizeof(real) * BH);
     FN(nb_l2abs_backward)(m->dpre, m->dc, m->ipre, m->cnrm, B, H);

@@ -67,3 +67,9 @@ double NB_FN(nb_oe_forward)(NB_FN(nb_oe) * m, const int *tok, const int *steps, 
                             const NB_REAL *img, int B);
 /* Backward of the last nb_oe_forward; ACCUMULATES into m->grads. */
 void NB_FN(nb_oe_backward)(NB_FN(nb_oe) * m);
+/* The part of the backward below the loss: from m->ds and m->dc (B rows of H each, the loss's
+ * gradients with respect to the caption and image embeddings s and c of the last
+ * nb_oe_encode_captions and nb_oe_encode_images of B rows, the images taken from m->img) into
+ * m->grads (ACCUMULATED). A process that holds some rows of a batch whose loss is taken over
+ * all of them (data-parallel) sets ds and dc of its rows and calls this. */
+void NB_FN(nb_oe_backward_embeddings)(NB_FN(nb_oe) * m);

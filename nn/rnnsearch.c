@@ -570,14 +570,25 @@ double FN(nb_rnnsearch_forward)(FN(nb_rnnsearch) * m, const int *src, const int 
             m->tgt[row] = in ? tgt[row] : 0;
             m->wdt[row] = 1;
         }
-    if (training && noise) {
-        const double ps = m->cfg.dropout_source, pt = m->cfg.dropout_target;
-        if (ps > 0)
-            for (size_t i = 0; i < (size_t)Tx * B; i++)
-                m->wds[i] = nb_rng_uniform(noise) < ps ? 0 : (real)(1 / (1 - ps));
-        if (pt > 0)
-            for (size_t i = 0; i < (size_t)Ty * B; i++)
-                m->wdt[i] = nb_rng_uniform(noise) < pt ? 0 : (real)(1 / (1 - pt));
+    const double ps = m->cfg.dropout_source, pt = m->cfg.dropout_target;
+    if (training && noise && (ps > 0 || pt > 0)) {
+        /* every sentence's own streams (source, target), keyed by one draw of noise and the
+         * sentence's index row0 + b in the whole batch, drawn position by position: its masks
+         * do not depend on the other sentences or the padding, so a batch split over processes
+         * draws what one process draws */
+        const uint64_t base = nb_rng_u64(noise);
+        for (int b = 0; b < B; b++) {
+            const uint64_t id = 2 * ((uint64_t)m->row0 + (uint64_t)b);
+            nb_rng rs, rt;
+            nb_rng_seed(&rs, base, id + 1);
+            nb_rng_seed(&rt, base, id + 2);
+            if (ps > 0)
+                for (int t = 0; t < Tx; t++)
+                    m->wds[(size_t)t * B + b] = nb_rng_uniform(&rs) < ps ? 0 : (real)(1 / (1 - ps));
+            if (pt > 0)
+                for (int t = 0; t < Ty; t++)
+                    m->wdt[(size_t)t * B + b] = nb_rng_uniform(&rt) < pt ? 0 : (real)(1 / (1 - pt));
+        }
     }
     begin_dense(m);
     encode(m, training);
@@ -665,7 +676,7 @@ double FN(nb_rnnsearch_forward)(FN(nb_rnnsearch) * m, const int *src, const int 
     }
     m->nll = nll;
     m->ntok = ntok;
-    return loss / B;
+    return loss / (m->grad_rows > 0 ? m->grad_rows : B);
 }
 
 /* ---- backward ------------------------------------------------------------------------------ */
@@ -745,6 +756,7 @@ static void attend_back(FN(nb_rnnsearch) * m, int t, const real *dct_t, real *dh
 void FN(nb_rnnsearch_backward)(FN(nb_rnnsearch) * m) {
     const int E = m->cfg.E, H = m->cfg.H, C = m->C, A = m->A, Vt = m->cfg.Vt;
     const int B = m->B, Tx = m->Tx, Ty = m->Ty, rows = Ty * B, tr = m->training;
+    const int GB = m->grad_rows > 0 ? m->grad_rows : B; /* the loss's divisor */
     real *P = m->params, *G = m->grads;
     const double ls = m->cfg.label_smoothing;
     /* dlogits = (p - q)/B on real positions */
@@ -755,10 +767,10 @@ void FN(nb_rnnsearch_backward)(FN(nb_rnnsearch) * m) {
             memset(p, 0, sizeof(real) * Vt);
             continue;
         }
-        const real u = (real)(ls / Vt), sc = (real)(1.0 / B);
+        const real u = (real)(ls / Vt), sc = (real)(1.0 / GB);
         for (int k = 0; k < Vt; k++)
             p[k] = (p[k] - u) * sc;
-        p[m->tgt[r]] -= (real)((1 - ls) / B);
+        p[m->tgt[r]] -= (real)((1 - ls) / GB);
     }
     const size_t RE = (size_t)rows * E;
     memset(m->dhid, 0, sizeof(real) * RE);

@@ -31,7 +31,9 @@
  *   GRUs' recurrent blocks orthogonal; biases 0; then init_center added to every weight entry
  *   (embeddings included; the RMS paper's Fig. 4 uses 0.2).
  * Dropout implemented: dropout_source and dropout_target only (whole embeddings of tokens, scaled
- *   by 1/(1-p) as tf.layers.dropout; Nematus' dropout_embedding/dropout_hidden are not).
+ *   by 1/(1-p) as tf.layers.dropout; Nematus' dropout_embedding/dropout_hidden are not). Every
+ *   sentence draws its masks from streams of its own keyed by one draw of the noise stream and
+ *   its index in the whole batch (row0 + b), so a batch split over processes draws the same.
  * Sources in nn/rnnsearch.c. */
 
 #ifndef NB_NN_RNNSEARCH_CFG
@@ -82,6 +84,10 @@ typedef struct NB_FN(nb_rnnsearch) {
     NB_FN(nb_gru) encf, encb, dec1, dec2;
     NB_FN(nb_rs_dense) init, ac, as, pe, ps, pc, out;
     NB_FN(nb_rs_norm) ninit, nac, nas, npe, nps, npc;
+    /* Data-parallel shards: the forward's sentences are sentences row0.. of the batch (their
+     * word-dropout streams), and with grad_rows > 0 the loss (and so its gradient) is the sum
+     * of the sentences' losses divided by grad_rows (the whole batch's sentences), not by B. */
+    int row0, grad_rows;
     /* last forward */
     int B, Tx, Ty, training;
     int *src, *tgt;                    /* (Tx,B), (Ty,B); padding replaced by 0 */

@@ -114,6 +114,7 @@ struct FN(nb_tf) {
     const int *src, *tgt;
     int B, S, T, training, want_grad;
     uint64_t seed;
+    int row0, grad_rows; /* nb_tf_set_shard */
     int *slen, *tlen, *vsrc, *vtgt, nvs, nvt;
     real *logits; /* (maxr, V) */
     real *rowl;   /* (2, maxr): per-row losses, then per-row -log p(target) */
@@ -163,28 +164,52 @@ static inline uint32_t drop_thr(double rate) {
     return t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
 }
 
-/* out = in ⊙ mask / (1 - rate) (out may be in); rate <= 0: a copy. */
-static void drop_apply(real *out, const real *in, size_t n, double rate, uint64_t key) {
+/* The dropout index of element 0 of position t of sentence b, in rows of width w: keyed by the
+ * sentence's index in the whole batch (m->row0 + b) and the position, never by the layout of the
+ * batch at hand, so a batch split over processes, or padded to other lengths, draws the same
+ * masks as one process. */
+static inline uint64_t drop_base(const model *m, int b, int t, int w) {
+    return ((uint64_t)(m->row0 + b) * (uint64_t)m->maxl + (uint64_t)t) * (uint64_t)w;
+}
+
+/* The dropout index of attention weight (query i, key 0) of head h of sentence b. */
+static inline uint64_t drop_base_att(const model *m, int b, int h, int i) {
+    return (((uint64_t)(m->row0 + b) * (uint64_t)m->H + (uint64_t)h) * (uint64_t)m->maxl +
+            (uint64_t)i) *
+           (uint64_t)m->maxl;
+}
+
+/* out = in ⊙ mask / (1 - rate) over B*L rows (sentence b, position t: row b*L + t) of width w
+ * (out may be in); rate <= 0: a copy. */
+static void drop_apply(const model *m, real *out, const real *in, int B, int L, int w, double rate,
+                       uint64_t key) {
+    const size_t n = (size_t)B * L * w;
     if (!(rate > 0)) {
         if (out != in) memcpy(out, in, n * sizeof(real));
         return;
     }
     const uint32_t thr = drop_thr(rate);
     const real sc = (real)(1.0 / (1.0 - rate));
-    /* blocks of 256: the hashes in one vectorizable loop, then the select (keep_at's values;
-     * hashing inside the select kept the loop scalar, 11% of the Transformer's step) */
+    /* blocks of up to 256: the hashes in one vectorizable loop, then the select (keep_at's
+     * values; hashing inside the select kept the loop scalar, 11% of the Transformer's step) */
     enum { BLK = 256 };
-    const size_t nblk = (n + BLK - 1) / BLK;
+    const int rows = B * L;
 #pragma omp parallel for schedule(static) if (n >= 65536)
-    for (size_t bk = 0; bk < nblk; bk++) {
-        const size_t i0 = bk * BLK, len = n - i0 < BLK ? n - i0 : BLK;
-        uint32_t h[BLK];
+    for (int r = 0; r < rows; r++) {
+        const uint64_t g0 = drop_base(m, r / L, r % L, w);
+        real *o = out + (size_t)r * w;
+        const real *x = in + (size_t)r * w;
+        for (int j0 = 0; j0 < w; j0 += BLK) {
+            const int len = w - j0 < BLK ? w - j0 : BLK;
+            uint32_t h[BLK];
 #pragma omp simd
-        for (size_t j = 0; j < len; j++)
-            h[j] = (uint32_t)(mix64(key + (uint64_t)(i0 + j) * 0xd1b54a32d192ed03ull) >> 32);
+            for (int j = 0; j < len; j++)
+                h[j] = (uint32_t)(mix64(key + (g0 + (uint64_t)(j0 + j)) * 0xd1b54a32d192ed03ull) >>
+                                  32);
 #pragma omp simd
-        for (size_t j = 0; j < len; j++)
-            out[i0 + j] = h[j] >= thr ? in[i0 + j] * sc : (real)0;
+            for (int j = 0; j < len; j++)
+                o[j0 + j] = h[j] >= thr ? x[j0 + j] * sc : (real)0;
+        }
     }
 }
 
@@ -335,8 +360,13 @@ static void attn_fwd(model *m, real *P, real *ctx, const real *q, int ldq, const
         const real *pd = Pb;
         if (rate > 0) {
             real *scr = m->ascr + (size_t)omp_get_thread_num() * m->ascr_n;
-            for (size_t i = 0; i < (size_t)Tq * Tk; i++)
-                scr[i] = keep_at(key, base + i, thr) ? Pb[i] * dsc : (real)0;
+            for (int i = 0; i < Tq; i++) {
+                const uint64_t a0 = drop_base_att(m, b, h, i);
+                for (int j = 0; j < Tk; j++) {
+                    const size_t o = (size_t)i * Tk + j;
+                    scr[o] = keep_at(key, a0 + (uint64_t)j, thr) ? Pb[o] * dsc : (real)0;
+                }
+            }
             pd = scr;
         }
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, dh, Tk, (real)1, pd, Tk, vb, ldk,
@@ -363,8 +393,13 @@ static void attn_bwd(model *m, const real *P, const real *dctx, const real *q, i
         real *pd = scr, *dp = scr + n;
         const real *pdr = Pb;
         if (rate > 0) {
-            for (size_t i = 0; i < n; i++)
-                pd[i] = keep_at(key, base + i, thr) ? Pb[i] * dsc : (real)0;
+            for (int i = 0; i < Tq; i++) {
+                const uint64_t a0 = drop_base_att(m, b, h, i);
+                for (int j = 0; j < Tk; j++) {
+                    const size_t o = (size_t)i * Tk + j;
+                    pd[o] = keep_at(key, a0 + (uint64_t)j, thr) ? Pb[o] * dsc : (real)0;
+                }
+            }
             pdr = pd;
         }
         /* d drop(P) = dctx vᵀ; dv += drop(P)ᵀ dctx */
@@ -373,8 +408,13 @@ static void attn_bwd(model *m, const real *P, const real *dctx, const real *q, i
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, dh, Tq, (real)1, pdr, Tk, dc, d,
                    (real)1, dv + ko, ldk);
         if (rate > 0)
-            for (size_t i = 0; i < n; i++)
-                dp[i] = keep_at(key, base + i, thr) ? dp[i] * dsc : (real)0;
+            for (int i = 0; i < Tq; i++) {
+                const uint64_t a0 = drop_base_att(m, b, h, i);
+                for (int j = 0; j < Tk; j++) {
+                    const size_t o = (size_t)i * Tk + j;
+                    dp[o] = keep_at(key, a0 + (uint64_t)j, thr) ? dp[o] * dsc : (real)0;
+                }
+            }
         /* softmax backward, the scale folded in: dS = P ⊙ (dP - Σ P dP) / sqrt(dh) */
         for (int i = 0; i < Tq; i++) {
             const real *p = Pb + (size_t)i * Tk;
@@ -430,14 +470,14 @@ static void sub_fwd(model *m, real *P, sub *s, const real *x, real *xo, const ge
     } else {
         lin_fwd(m, P, &s->a, s->a_out, u, rows);
         FN(nb_relu_forward)(s->a_out, s->a_out, (size_t)rows * m->F);
-        drop_apply(m->hd, s->a_out, (size_t)rows * m->F, rrelu,
+        drop_apply(m, m->hd, s->a_out, g->B, g->Tq, m->F, rrelu,
                    site_key(m->seed, s->site + SITE_RELU));
         lin_fwd(m, P, &s->o, s->y, m->hd, rows);
     }
     /* residual */
     const size_t n = (size_t)rows * d;
     real *z = pre ? xo : s->z;
-    drop_apply(z, s->y, n, rres, site_key(m->seed, s->site + SITE_RES));
+    drop_apply(m, z, s->y, g->B, g->Tq, d, rres, site_key(m->seed, s->site + SITE_RES));
 #pragma omp parallel for simd schedule(static) if (n >= 65536)
     for (size_t i = 0; i < n; i++)
         z[i] += x[i];
@@ -459,7 +499,7 @@ static real *sub_bwd(model *m, real *G, const real *P, sub *s, const real *x, re
     const int tr = m->training;
     const double rres = tr ? m->c.dropout : 0, ratt = tr ? m->c.attn_dropout : 0,
                  rrelu = tr ? m->c.relu_dropout : 0;
-    drop_apply(m->dy, gx, n, rres, site_key(m->seed, s->site + SITE_RES));
+    drop_apply(m, m->dy, gx, g->B, g->Tq, d, rres, site_key(m->seed, s->site + SITE_RES));
     const real *u = pre ? s->u : x;
     memset(m->du, 0, n * sizeof(real));
     if (s->kind == 0) {
@@ -483,10 +523,10 @@ static real *sub_bwd(model *m, real *G, const real *P, sub *s, const real *x, re
     } else {
         const size_t nf = (size_t)rows * m->F;
         const uint64_t kr = site_key(m->seed, s->site + SITE_RELU);
-        drop_apply(m->hd, s->a_out, nf, rrelu, kr);
+        drop_apply(m, m->hd, s->a_out, g->B, g->Tq, m->F, rrelu, kr);
         memset(m->dhb, 0, nf * sizeof(real));
         lin_bwd(m, G, P, &s->o, m->dhb, m->dy, m->hd, rows);
-        drop_apply(m->dhb, m->dhb, nf, rrelu, kr);
+        drop_apply(m, m->dhb, m->dhb, g->B, g->Tq, m->F, rrelu, kr);
         const real *h = s->a_out;
         real *dh = m->dhb;
 #pragma omp parallel for simd schedule(static) if (nf >= 65536)
@@ -528,7 +568,7 @@ static void embed_fwd(model *m, const real *P, real *x, const int *tok, int B, i
         for (int c = 0; c < d; c++)
             o[c] = e[c] * sc + eb[c] + pe[c];
     }
-    drop_apply(x, x, (size_t)B * L * d, rate, key);
+    drop_apply(m, x, x, B, L, d, rate, key);
 }
 
 /* gx: dL/d(dropout output); overwritten. */
@@ -536,7 +576,7 @@ static void embed_bwd(model *m, real *G, real *gx, const int *tok, int B, int L,
                       size_t E, double rate, uint64_t key) {
     const int d = m->d;
     const real sc = (real)sqrt((double)d);
-    drop_apply(gx, gx, (size_t)B * L * d, rate, key);
+    drop_apply(m, gx, gx, B, L, d, rate, key);
     real *gb = G + m->emb_b;
     for (int r = 0; r < B * L; r++) {
         const int t = r % L;
@@ -928,7 +968,7 @@ double FN(nb_tf_forward)(model *m, real *P, const int *src, const int *tgt, int 
                  training);
         m->dec_out = dc->fin_out;
     }
-    const int M = B * T;
+    const int M = B * T, GB = m->grad_rows > 0 ? m->grad_rows : B; /* GB: the loss's divisor */
     CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, M, V, d, (real)1, m->dec_out, d,
                P + m->out_w, d, (real)0, m->logits, V);
     /* zero's label smoothing: target 1-eps, others eps/(V-1), less that distribution's entropy */
@@ -969,7 +1009,7 @@ double FN(nb_tf_forward)(model *m, real *P, const int *src, const int *tgt, int 
         m->rowl[r] = (real)ce; /* the row's loss */
         if (am == y) ncor++;
         if (want_grad) {
-            const double w = 1.0 / ((double)B * m->tlen[b]);
+            const double w = 1.0 / ((double)GB * m->tlen[b]);
             for (int j = 0; j < V; j++) {
                 double p = exp((double)z[j] - lse);
                 z[j] = (real)(w * (p - (j == y ? pt : q)));
@@ -986,7 +1026,7 @@ double FN(nb_tf_forward)(model *m, real *P, const int *src, const int *tgt, int 
         }
         if (m->tlen[b] > 0) loss += s / m->tlen[b];
     }
-    loss /= B;
+    loss /= GB;
     if (st) {
         st->loss = loss;
         st->nll_sum = nll;
@@ -994,6 +1034,11 @@ double FN(nb_tf_forward)(model *m, real *P, const int *src, const int *tgt, int 
         st->ncorrect = ncor;
     }
     return loss;
+}
+
+void FN(nb_tf_set_shard)(model *m, int row0, int grad_rows) {
+    m->row0 = row0;
+    m->grad_rows = grad_rows;
 }
 
 const real *FN(nb_tf_logits)(const model *m) {

@@ -129,6 +129,12 @@ void NB_FN(nb_tf_init_params)(NB_FN(nb_tf) * m, NB_REAL *params, nb_rng *rng);
 double NB_FN(nb_tf_forward)(NB_FN(nb_tf) * m, NB_REAL *params, const int *src, const int *tgt,
                             int B, int S, int T, int training, int want_grad, uint64_t dropout_seed,
                             nb_tf_stats *st);
+/* Data-parallel shards: the next forwards' B sentences are sentences row0.. of a batch of
+ * grad_rows (> 0; 0: B) sentences. row0 keys their dropout masks (so that a split batch draws
+ * the masks one process draws); the loss, and so its gradient, is the sum of the sentences'
+ * losses divided by grad_rows instead of B. Both 0 until set. */
+void NB_FN(nb_tf_set_shard)(NB_FN(nb_tf) * m, int row0, int grad_rows);
+
 /* Backward of the last forward (which had want_grad): ACCUMULATES into grads. */
 void NB_FN(nb_tf_backward)(NB_FN(nb_tf) * m, NB_REAL *grads, const NB_REAL *params);
 /* The logits (M, V) of the last forward without want_grad. */

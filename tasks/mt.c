@@ -41,14 +41,16 @@ typedef struct mt_opts {
     int warmup;        /* transformer: steps of the noam schedule's warm-up (0: the preset's) */
     int batch_tokens;  /* transformer: token batches of at most this many tokens (0: --batch) */
     int dim_word;      /* embedding width (512) */
-    int dim;           /* GRU state width (1024) */
-    int bpe_merges;    /* joint BPE merges (multi30k 8,000, wmt14 32,000) */
-    int max_len;       /* training pairs longer than this many pieces are dropped, counted (80) */
-    int maxibatch;     /* batches sorted together by length (20) */
-    int beam;          /* beam width of test_bleu and translate (5) */
-    int eval_every;    /* training steps between validations */
-    int val_bleu_max;  /* validation sentences translated for val_bleu (0: all) */
-    int test_max;      /* sentences of each test set translated for its BLEU (0: all) */
+    int dim;           /* GRU state width (1024); transformer: d (0: the preset's) */
+    int layers, enc_layers, dec_layers, heads, ffn; /* transformer: 0, the preset's */
+    double dropout;   /* transformer: every dropout (< 0: the preset's) */
+    int bpe_merges;   /* joint BPE merges (multi30k 8,000, wmt14 32,000) */
+    int max_len;      /* training pairs longer than this many pieces are dropped, counted (80) */
+    int maxibatch;    /* batches sorted together by length (20) */
+    int beam;         /* beam width of test_bleu and translate (5) */
+    int eval_every;   /* training steps between validations */
+    int val_bleu_max; /* validation sentences translated for val_bleu (0: all) */
+    int test_max;     /* sentences of each test set translated for its BLEU (0: all) */
     double label_smoothing;                /* 0.1 */
     double dropout_source, dropout_target; /* word dropout */
     double init_scale, init_center;        /* N(center, scale^2) weights; Fig. 4: center 0.2 */
@@ -65,12 +67,28 @@ static const nb_task_opt mt_opts_decl[] = {
      model_choices, .selector = 1, .group = 1},
     {"dim-word", NB_TOPT_INT, offsetof(mt_opts, dim_word), "N", "embedding width", NULL, 1, 8192,
      512, .models = "rnnsearch"},
-    {"dim", NB_TOPT_INT, offsetof(mt_opts, dim), "N", "GRU state width", NULL, 1, 8192, 1024,
-     .models = "rnnsearch"},
+    {"dim", NB_TOPT_INT, offsetof(mt_opts, dim), "N",
+     "rnnsearch: GRU state width; transformer: model width d, a multiple of --heads (0: the "
+     "preset's)",
+     NULL, 0, 8192, 1024},
     {"preset", NB_TOPT_CHOICE, offsetof(mt_opts, preset), "P",
      "layers, width, heads, feed-forward and dropout: small (3+3, d 256, 4 heads, ff 1024, "
      "dropout 0.3: Multi30k) or base (6+6, d 512, 8 heads, ff 2048, dropout 0.1: the paper's)",
      preset_choices, .models = "transformer", .group = 1},
+    {"layers", NB_TOPT_INT, offsetof(mt_opts, layers), "N",
+     "encoder and decoder layers each (0: the preset's)", NULL, 0, 64, 0, .models = "transformer"},
+    {"enc-layers", NB_TOPT_INT, offsetof(mt_opts, enc_layers), "N",
+     "encoder layers (0: --layers, else the preset's)", NULL, 0, 64, 0, .models = "transformer"},
+    {"dec-layers", NB_TOPT_INT, offsetof(mt_opts, dec_layers), "N",
+     "decoder layers (0: --layers, else the preset's)", NULL, 0, 64, 0, .models = "transformer"},
+    {"heads", NB_TOPT_INT, offsetof(mt_opts, heads), "N", "attention heads (0: the preset's)", NULL,
+     0, 256, 0, .models = "transformer"},
+    {"ffn", NB_TOPT_INT, offsetof(mt_opts, ffn), "N", "feed-forward hidden width (0: the preset's)",
+     NULL, 0, 65536, 0, .models = "transformer"},
+    {"dropout", NB_TOPT_DOUBLE, offsetof(mt_opts, dropout), "P",
+     "dropout on the embeddings, residual branches, attention weights and feed-forward hidden "
+     "layer (-1: the preset's)",
+     NULL, -1, 0.99, -1, .models = "transformer"},
     {"norm-position", NB_TOPT_CHOICE, offsetof(mt_opts, norm_position), "W",
      "where the norm sits: post (x = N(x + F(x)), zero's and the original Transformer's) or "
      "pre (x = x + F(N(x)), with a final norm)",
@@ -138,7 +156,21 @@ static void mt_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
         cfg->clip = 5; /* zero's clip_grad_norm */
         cfg->act = NB_ACT_RELU;
         o->beam = 4; /* zero's beam, with the GNMT length penalty alpha 0.6 */
+        o->dim = 0;  /* the preset's */
     }
+}
+
+/* The Transformer's configuration: the preset, then the dimensions given. */
+static void tf_config(nb_tf_cfg *tc, const nb_tf_preset *pr, const mt_opts *o, int V,
+                      nb_norm_kind kind) {
+    nb_tf_cfg_from_preset(tc, pr, V, kind);
+    if (o->layers > 0) tc->enc_layers = tc->dec_layers = o->layers;
+    if (o->enc_layers > 0) tc->enc_layers = o->enc_layers;
+    if (o->dec_layers > 0) tc->dec_layers = o->dec_layers;
+    if (o->dim > 0) tc->dim = o->dim;
+    if (o->heads > 0) tc->heads = o->heads;
+    if (o->ffn > 0) tc->ffn = o->ffn;
+    if (o->dropout >= 0) tc->dropout = tc->attn_dropout = tc->relu_dropout = o->dropout;
 }
 
 /* ---- the model: RNNSearch or the Transformer behind one set of calls ----------------------- */
@@ -201,7 +233,7 @@ static int model_open(mt_model *mm, const nb_train_cfg *cfg, int Vs, int Vt, int
     nb_tf_cfg tc;
     /* one vocabulary size for both sides, the embeddings not shared: normbench's BPE keeps a
      * vocabulary per language (zero shares one joint vocabulary; docs/papers.md#mt) */
-    nb_tf_cfg_from_preset(&tc, pr, Vs > Vt ? Vs : Vt, cfg->norm.kind);
+    tf_config(&tc, pr, o, Vs > Vt ? Vs : Vt, cfg->norm.kind);
     tc.norm = cfg->norm;
     tc.pad = NB_PAD;
     tc.bos = -1; /* zero's shift: the decoder starts from the zero vector */
@@ -367,15 +399,79 @@ static double mt_step(void *self, int64_t bi, nb_rng *noise) {
                       NULL);
 }
 
+/* What model_loss draws from the noise stream in training, drawn without a forward: a process
+ * with no sentence of a batch keeps its stream in step with the others. */
+static void skip_noise(const mt_model *mm, nb_rng *noise) {
+    if (mm->kind == 1 || mm->rs.cfg.dropout_source > 0 || mm->rs.cfg.dropout_target > 0)
+        (void)nb_rng_u64(noise);
+}
+
+/* The shard of a data-parallel run: sentences row0.. of a batch of n (their dropout streams, and
+ * the loss divided by n); row0 0 and n 0 restore the single-process model. */
+static void set_shard(mt_model *mm, int row0, int n) {
+    if (mm->kind == 0) {
+        mm->rs.row0 = row0;
+        mm->rs.grad_rows = n;
+    } else {
+        nb_tf_set_shard(mm->tf, row0, n);
+    }
+}
+
+/* Data-parallel: the batcher draws the same batch of n sentences on every process (the data
+ * stream is the same everywhere), and this process trains on sentences [n*rank/size,
+ * n*(rank+1)/size) of it, padded to their own longest, with their own dropout streams and the
+ * loss divided by n; it returns its share of the batch's loss (the shares add up to it). The
+ * loop's lo and hi (a split of --batch) are not used: a batch of tokens holds a varying number
+ * of sentences. */
+static double mt_step_shard(void *self, int64_t bi, int lo, int hi, nb_rng *noise) {
+    mt_run *r = self;
+    const nb_dist *D = r->cfg->dist;
+    (void)bi, (void)lo, (void)hi;
+    if (!r->have_bt) return NAN;
+    int n = nb_mt_batcher_next(&r->bt, r->idx);
+    if (n <= 0) return NAN;
+    /* tokens_per_s: the whole batch's target tokens (every process counts the same) */
+    for (int k = 0; k < n; k++) {
+        int lt = nb_mt_tgt_len(&r->d.train, r->idx[k]) + 1;
+        r->tokens += lt < r->Tymax ? lt : r->Tymax;
+    }
+    const int a = (int)((int64_t)n * D->rank / D->size),
+              b = (int)((int64_t)n * (D->rank + 1) / D->size);
+    if (b == a) {
+        skip_noise(&r->m, noise);
+        return 0;
+    }
+    int Tx, Ty;
+    fill_batch(r, &r->d.train, r->idx + a, b - a, &Tx, &Ty);
+    set_shard(&r->m, a, n);
+    double loss = model_loss(&r->m, r->src, r->srclen, Tx, r->tgt, r->tgtlen, Ty, b - a, 1, noise,
+                             NULL, NULL, NULL);
+    set_shard(&r->m, 0, 0);
+    return loss;
+}
+
 static double mt_tokens(void *self) {
     return ((mt_run *)self)->tokens;
 }
 
 /* Translates sentences first..first+n of split s (greedy when K == 0, else beam K) into
  * r->hyp[first..] (detokenized, newly allocated). */
+/* The processes of a data-parallel run, or NULL in one process. */
+static const nb_dist *dist_of(const mt_run *r) {
+    return r->cfg->dist && r->cfg->dist->size > 1 ? r->cfg->dist : NULL;
+}
+
+/* Data-parallel evaluation: chunk k (of --eval-batch sentences, the chunks one process makes)
+ * is this process's to evaluate. */
+static int my_chunk(const mt_run *r, int k) {
+    const nb_dist *D = dist_of(r);
+    return !D || k % D->size == D->rank;
+}
+
 static int translate_split(mt_run *r, const nb_mt_split *s, int n, int K, nb_err *err) {
     const int E = r->cfg->eval_batch < r->Bmax ? r->cfg->eval_batch : r->Bmax;
-    for (int i0 = 0; i0 < n; i0 += E) {
+    for (int i0 = 0, chunk = 0; i0 < n; i0 += E) {
+        if (!my_chunk(r, chunk++)) continue;
         int b = n - i0 < E ? n - i0 : E;
         for (int k = 0; k < b; k++)
             r->idx[k] = i0 + k;
@@ -396,8 +492,34 @@ static int translate_split(mt_run *r, const nb_mt_split *s, int n, int K, nb_err
 
 static int bleu_of(mt_run *r, const nb_mt_split *s, int n, double *score, nb_err *err) {
     nb_bleu b;
-    const char *const *refs[1] = {(const char *const *)s->tgt_text};
-    if (nb_bleu_corpus((const char *const *)r->hyp, n, refs, 1, NULL, &b, err) != 0) return -1;
+    const nb_dist *D = dist_of(r);
+    if (!D) {
+        const char *const *refs[1] = {(const char *const *)s->tgt_text};
+        if (nb_bleu_corpus((const char *const *)r->hyp, n, refs, 1, NULL, &b, err) != 0) return -1;
+        *score = b.score;
+        return 0;
+    }
+    /* data-parallel: the sufficient statistics of this process's chunks (translate_split's),
+     * summed over the processes; BLEU from the sums is the corpus BLEU of all the chunks */
+    const int E = r->cfg->eval_batch < r->Bmax ? r->cfg->eval_batch : r->Bmax;
+    double st[2 * NB_BLEU_MAX_ORDER + 2] = {0};
+    const nb_bleu_opts o = nb_bleu_defaults();
+    for (int i0 = 0, chunk = 0; i0 < n; i0 += E) {
+        if (!my_chunk(r, chunk++)) continue;
+        int c = n - i0 < E ? n - i0 : E;
+        const char *const *refs[1] = {(const char *const *)s->tgt_text + i0};
+        if (nb_bleu_corpus((const char *const *)r->hyp + i0, c, refs, 1, &o, &b, err) != 0)
+            return -1;
+        for (int k = 0; k < o.max_order; k++) {
+            st[k] += b.correct[k];
+            st[NB_BLEU_MAX_ORDER + k] += b.total[k];
+        }
+        st[2 * NB_BLEU_MAX_ORDER] += (double)b.sys_len;
+        st[2 * NB_BLEU_MAX_ORDER + 1] += (double)b.ref_len;
+    }
+    D->sum_d(D->ctx, st, sizeof st / sizeof st[0]);
+    b = nb_bleu_compute(st, st + NB_BLEU_MAX_ORDER, (long)st[2 * NB_BLEU_MAX_ORDER],
+                        (long)st[2 * NB_BLEU_MAX_ORDER + 1], &o);
     *score = b.score;
     return 0;
 }
@@ -413,7 +535,8 @@ static int mt_evaluate(void *self, int final, nb_metric *out, int max, nb_err *e
         double nll = 0;
         long ntok = 0;
         const int E = r->cfg->eval_batch < r->Bmax ? r->cfg->eval_batch : r->Bmax;
-        for (int i0 = 0; i0 < v->n; i0 += E) {
+        for (int i0 = 0, chunk = 0; i0 < v->n; i0 += E) {
+            if (!my_chunk(r, chunk++)) continue;
             int b = v->n - i0 < E ? v->n - i0 : E;
             for (int j = 0; j < b; j++)
                 r->idx[j] = i0 + j;
@@ -421,6 +544,19 @@ static int mt_evaluate(void *self, int final, nb_metric *out, int max, nb_err *e
             fill_batch(r, v, r->idx, b, &Tx, &Ty);
             model_loss(&r->m, r->src, r->srclen, Tx, r->tgt, r->tgtlen, Ty, b, 0, NULL, &nll, &ntok,
                        &st);
+        }
+        const nb_dist *D = dist_of(r);
+        if (D) { /* every process's chunks: the sums over the processes */
+            double sums[17] = {nll, (double)ntok};
+            memcpy(sums + 2, st.sum, sizeof st.sum);
+            memcpy(sums + 7, st.sumsq, sizeof st.sumsq);
+            memcpy(sums + 12, st.n, sizeof st.n);
+            D->sum_d(D->ctx, sums, 17);
+            nll = sums[0];
+            ntok = (long)sums[1];
+            memcpy(st.sum, sums + 2, sizeof st.sum);
+            memcpy(st.sumsq, sums + 7, sizeof st.sumsq);
+            memcpy(st.n, sums + 12, sizeof st.n);
         }
         out[k++] = (nb_metric){"val_xent", 0, 0, ntok ? nll / (double)ntok : NAN};
         int nv = r->o->val_bleu_max > 0 && r->o->val_bleu_max < v->n ? r->o->val_bleu_max : v->n;
@@ -613,6 +749,13 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
     mt_run r;
     memset(&r, 0, sizeof r);
     int rc = -1;
+    if (cfg->dist && cfg->dist->size > 1 && cfg->norm.bn_sum) {
+        /* the GRUs and the Transformer's batch norm take statistics over each process's own
+         * sentences and positions: sums over the ranks would not line up */
+        nb_errf(err, "mt cannot take BatchNorm statistics over the ranks (--bn-sync)");
+        nb_hintf(err, "leave out --bn-sync (per-rank statistics), or run in one process");
+        return -1;
+    }
     if (run_open(&r, cfg, 0, err) != 0) goto out;
     if (r.o->batch_tokens == 0 && cfg->batch > r.d.train.n) {
         nb_errf(err, "batch size %d is larger than the %d training pairs", cfg->batch, r.d.train.n);
@@ -634,6 +777,10 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
         nb_bleu_opts bo = nb_bleu_defaults();
         nb_bleu_signature(&bo, 1, sig, sizeof sig);
         if (sink->param(sink->ctx, "bleu_signature", sig, err) != 0) goto out;
+        /* since stop 16 every sentence's dropout masks come from its own streams (its index in
+         * the batch and its positions), so that a batch split over ranks draws what one
+         * process draws; earlier runs drew them by the batch's layout */
+        if (sink->param(sink->ctx, "dropout_streams", "per-sentence", err) != 0) goto out;
     }
     nb_flush_denormals(cfg->flush_denormals);
     size_t P = r.m.layout->total;
@@ -675,6 +822,8 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
                     .select_max = 0,
                     .epoch_begin = mt_epoch_begin,
                     .step = mt_step,
+                    .step_shard = mt_step_shard,
+                    .shard_loss_share = 1,
                     .schedule = mt_schedule,
                     .tokens = mt_tokens,
                     .evaluate = mt_evaluate};
@@ -817,7 +966,7 @@ static void *mt_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     if (o->model == 1) {
         nb_tf_cfg tc;
         const nb_tf_preset *pr = nb_tf_preset_find(preset_choices[o->preset]);
-        nb_tf_cfg_from_preset(&tc, pr, BENCH_V, cfg->norm.kind);
+        tf_config(&tc, pr, o, BENCH_V, cfg->norm.kind);
         tc.norm = cfg->norm;
         tc.pre_norm = o->norm_position == 1;
         tc.label_smooth = o->label_smoothing;

@@ -145,7 +145,13 @@ typedef struct order_run {
     float *es, *ec; /* (5*fold, H) caption and (fold, H) image embeddings */
     float *E;       /* (5*fold, fold) */
     int *rk;        /* (5*fold) */
+    float *all;     /* data-parallel: (4, batch, H) every rank's s, c, then ds, dc */
 } order_run;
+
+/* The processes of a data-parallel run, or NULL in one process. */
+static const nb_dist *dist_of(const order_run *r) {
+    return r->cfg->dist && r->cfg->dist->size > 1 ? r->cfg->dist : NULL;
+}
 
 /* Caption c of split s into column r of a (T, B) token matrix (words, then the end token 0 and
  * padding 0); returns its steps (words + 1). */
@@ -156,11 +162,20 @@ static int put_caption(int *tok, int T, int B, int r, const nb_oe_split *s, int 
     return len + 1;
 }
 
-/* Embeds captions [c0, c0+nc) and images [i0, i0+ni) of split s into r->es, r->ec. */
+/* Embeds captions [c0, c0+nc) and images [i0, i0+ni) of split s into r->es, r->ec. Data-
+ * parallel, every rank embeds its share of the chunks (round robin; the same chunks as one
+ * process) and the sums over the ranks of the zero-filled rest gather them. */
 static void embed(order_run *r, const nb_oe_split *s, int c0, int nc, int i0, int ni) {
     nb_oe *m = &r->model;
     const int H = m->H, EB = m->Bmax;
+    const nb_dist *D = dist_of(r);
+    if (D) {
+        memset(r->es, 0, sizeof(float) * (size_t)nc * H);
+        memset(r->ec, 0, sizeof(float) * (size_t)ni * H);
+    }
+    int chunk = 0;
     for (int a = 0; a < nc; a += EB) {
+        if (D && chunk++ % D->size != D->rank) continue;
         int B = nc - a < EB ? nc - a : EB, T = 1;
         for (int k = 0; k < B; k++) {
             int len = s->start[c0 + a + k + 1] - s->start[c0 + a + k];
@@ -172,9 +187,14 @@ static void embed(order_run *r, const nb_oe_split *s, int c0, int nc, int i0, in
         memcpy(r->es + (size_t)a * H, m->s, sizeof(float) * (size_t)B * H);
     }
     for (int a = 0; a < ni; a += EB) {
+        if (D && chunk++ % D->size != D->rank) continue;
         int B = ni - a < EB ? ni - a : EB;
         nb_oe_encode_images(m, s->img + (size_t)(i0 + a) * s->dim, B);
         memcpy(r->ec + (size_t)a * H, m->c, sizeof(float) * (size_t)B * H);
+    }
+    if (D) {
+        D->sum_f(D->ctx, r->es, (size_t)nc * H);
+        D->sum_f(D->ctx, r->ec, (size_t)ni * H);
     }
 }
 
@@ -255,6 +275,51 @@ static double order_step(void *self, int64_t bi, nb_rng *noise_rng) {
     return loss;
 }
 
+/* Data-parallel: rows [lo, hi) of batch bi. Each rank embeds its rows; the sums over the ranks
+ * of zero-filled (batch, H) buffers gather every rank's embeddings (adding zeros is exact), so
+ * every rank forms the whole batch's loss, as one process does, and its gradients with respect
+ * to all the embeddings; each then backpropagates its own rows. The loss is the batch's (a sum
+ * over its pairs) on every rank: the loop's sum weighted by rows/batch gives it back. */
+static double order_step_shard(void *self, int64_t bi, int lo, int hi, nb_rng *noise_rng) {
+    order_run *r = self;
+    nb_oe *m = &r->model;
+    const nb_oe_split *s = &r->data.train;
+    const nb_dist *D = dist_of(r);
+    const int B = r->cfg->batch, n = hi - lo, H = m->H;
+    const size_t BH = (size_t)B * H;
+    float *as = r->all, *ac = as + BH, *ads = ac + BH, *adc = ads + BH;
+    (void)noise_rng;
+    memset(as, 0, sizeof(float) * 2 * BH);
+    if (n > 0) {
+        int T = 1;
+        for (int k = 0; k < n; k++) {
+            int i = r->perm[bi * B + lo + k], c = 5 * i + r->pick[i];
+            int len = s->start[c + 1] - s->start[c];
+            if (len + 1 > T) T = len + 1;
+        }
+        for (int k = 0; k < n; k++) {
+            int i = r->perm[bi * B + lo + k];
+            r->steps[k] = put_caption(r->tok, T, n, k, s, 5 * i + r->pick[i]);
+            memcpy(m->img + (size_t)k * s->dim, s->img + (size_t)i * s->dim,
+                   sizeof(float) * s->dim);
+        }
+        nb_oe_encode_captions(m, r->tok, r->steps, T, n, 1);
+        nb_oe_encode_images(m, m->img, n);
+        memcpy(as + (size_t)lo * H, m->s, sizeof(float) * (size_t)n * H);
+        memcpy(ac + (size_t)lo * H, m->c, sizeof(float) * (size_t)n * H);
+    }
+    D->sum_f(D->ctx, as, 2 * BH);
+    nb_order_errors(m->E, as, ac, B, B, H);
+    double loss = nb_order_loss(m->G, m->E, B, m->margin);
+    if (!isfinite(loss) || n == 0) return loss;
+    memset(ads, 0, sizeof(float) * 2 * BH);
+    nb_order_loss_backward(ads, adc, m->G, as, ac, B, H);
+    memcpy(m->ds, ads + (size_t)lo * H, sizeof(float) * (size_t)n * H);
+    memcpy(m->dc, adc + (size_t)lo * H, sizeof(float) * (size_t)n * H);
+    nb_oe_backward_embeddings(m);
+    return loss;
+}
+
 static void order_run_free(order_run *r, int have_model) {
     if (have_model) nb_oe_free(&r->model);
     nb_oe_data_free(&r->data);
@@ -267,6 +332,7 @@ static void order_run_free(order_run *r, int have_model) {
     free(r->ec);
     free(r->E);
     free(r->rk);
+    free(r->all);
 }
 
 /* For nb_check_batch_memory: the model and a batch's captions and images at B rows. */
@@ -294,6 +360,13 @@ static int order_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     order_run r;
     memset(&r, 0, sizeof r);
     r.cfg = cfg;
+    if (dist_of(&r) && cfg->norm.bn_sum) {
+        /* the GRU takes BN statistics per time step, and each rank's captions have their own
+         * number of steps: a sum over the ranks at every step would not line up */
+        nb_errf(err, "order cannot take BatchNorm statistics over the ranks (--bn-sync)");
+        nb_hintf(err, "leave out --bn-sync (per-rank statistics), or run in one process");
+        return -1;
+    }
     if (nb_oe_data_load(&r.data, cfg->dataset, cfg->data_dir, cfg->subset, err) != 0) goto out;
     if (sink->param) {
         char v[32];
@@ -337,7 +410,9 @@ static int order_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
     r.ec = malloc(sizeof(float) * (size_t)F * H);
     r.E = malloc(sizeof(float) * (size_t)5 * F * F);
     r.rk = malloc(sizeof(int) * (size_t)5 * F);
-    if (!r.perm || !r.pick || !r.tok || !r.steps || !r.img || !r.es || !r.ec || !r.E || !r.rk) {
+    if (dist_of(&r)) r.all = malloc(sizeof(float) * 4 * (size_t)cfg->batch * H);
+    if (!r.perm || !r.pick || !r.tok || !r.steps || !r.img || !r.es || !r.ec || !r.E || !r.rk ||
+        (dist_of(&r) && !r.all)) {
         nb_errf(err, "out of memory for the order task's buffers");
         goto out;
     }
@@ -359,6 +434,7 @@ static int order_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                     .nextra = 2,
                     .epoch_begin = order_epoch_begin,
                     .step = order_step,
+                    .step_shard = order_step_shard,
                     .evaluate = order_evaluate};
     rc = nb_train_loop(cfg, &t, sink, status, err);
 out:

@@ -280,7 +280,11 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
                  * rows) with the stop request, and every gradient in one fused buffer */
                 loss = t->step_shard(t->self, bi, shard_lo, shard_hi, &noise_rng);
                 stop_all = cfg->stop && *cfg->stop;
-                loss = nb_train_dist_sum(D, t, loss, shard_hi - shard_lo, cfg->batch, &stop_all);
+                if (t->shard_loss_share)
+                    loss = nb_train_dist_sum(D, t, loss, 1, 1, &stop_all);
+                else
+                    loss =
+                        nb_train_dist_sum(D, t, loss, shard_hi - shard_lo, cfg->batch, &stop_all);
             } else {
                 loss = t->step(t->self, bi, &noise_rng);
                 if (t->grads_d) t->grads_finish(t->self);

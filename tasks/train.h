@@ -88,6 +88,10 @@ typedef struct nb_trainer {
      * (one fused buffer) and keeps the update identical everywhere. NULL: the task trains only
      * in one process. */
     double (*step_shard)(void *self, int64_t bi, int lo, int hi, nb_rng *noise_rng);
+    /* 1: step_shard returns its share of the batch's loss (the processes' values add up to it)
+     * and splits the batch itself, ignoring lo and hi (translation, whose batches hold varying
+     * numbers of sentences); 0: the mean loss of rows [lo, hi), which the loop weights. */
+    int shard_loss_share;
 
     /* Exact gradient sums (may be NULL): the step adds its gradients to grads_d (ngrads_d
      * doubles, zeroed by the loop with grads) instead of grads; the loop sums grads_d over the

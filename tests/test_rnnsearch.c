@@ -1,7 +1,8 @@
 /* tests/test_rnnsearch.c — nn/rnnsearch.c, RNNSearch as Nematus v0.3: every gradient of the whole
  * model (embeddings, bidirectional encoder, initial state, attention, conditional GRU, deep output,
  * label-smoothed loss, word dropout) against central finite differences in double for every norm;
- * padding changes nothing; beam search equals exhaustive search on a tiny vocabulary and beam 1
+ * padding changes nothing; a batch split into shards (word dropout on) gives the batch's loss
+ * and gradients; beam search equals exhaustive search on a tiny vocabulary and beam 1
  * equals greedy; Table 5's statistic; and PyTorch's autograd (tests/ref/ref_rnnsearch.py). */
 #include "tests/testutil.h"
 #include "nn/nn.h"
@@ -163,6 +164,62 @@ static void test_padding(void **s) {
                             i, gb[i], m.grads[i]);
                 fail();
             }
+        free(gb);
+        nb_rnnsearch_free_f64(&m);
+    }
+}
+
+/* Data-parallel shards with word dropout on: sentence 0, then sentences 1 and 2, each at its own
+ * length, as shards of the batch of 3 (row0, grad_rows): the losses add up to the batch's and the
+ * gradients to its gradients (every sentence's masks come from its own streams). */
+static void test_shards(void **s) {
+    (void)s;
+    const nb_norm_kind kinds[] = {NB_NORM_NONE, NB_NORM_WEIGHT, NB_NORM_LAYER, NB_NORM_RMS,
+                                  NB_NORM_PRMS};
+    for (int ki = 0; ki < 5; ki++) {
+        nb_rnnsearch_cfg cfg = test_cfg(kinds[ki]);
+        cfg.dropout_source = cfg.dropout_target = 0.3;
+        nb_rnnsearch_f64 m;
+        init_perturbed(&m, &cfg, 7);
+        const size_t P = m.layout.total;
+        memset(m.grads, 0, sizeof(double) * P);
+        double lb = loss_at(&m, 9);
+        nb_rnnsearch_backward_f64(&m);
+        double *gb = malloc(sizeof(double) * P);
+        assert_non_null(gb);
+        memcpy(gb, m.grads, sizeof(double) * P);
+        memset(m.grads, 0, sizeof(double) * P);
+        m.grad_rows = B;
+        double ls = 0;
+        for (int part = 0; part < 2; part++) {
+            const int b0 = part ? 1 : 0, nb = part ? 2 : 1;
+            int s1[TX * 2], t1[TY * 2], sl[2], tl[2], tx = 1, ty = 1;
+            for (int b = 0; b < nb; b++) {
+                sl[b] = slen[b0 + b], tl[b] = tlen[b0 + b];
+                tx = sl[b] > tx ? sl[b] : tx, ty = tl[b] > ty ? tl[b] : ty;
+            }
+            for (int t = 0; t < tx; t++)
+                for (int b = 0; b < nb; b++)
+                    s1[t * nb + b] = src[t * B + b0 + b];
+            for (int t = 0; t < ty; t++)
+                for (int b = 0; b < nb; b++)
+                    t1[t * nb + b] = tgt[t * B + b0 + b];
+            m.row0 = b0;
+            nb_rng noise;
+            nb_rng_seed(&noise, 9, NB_STREAM_DROPOUT);
+            ls += nb_rnnsearch_forward_f64(&m, s1, sl, tx, t1, tl, ty, nb, 1, &noise, NULL);
+            nb_rnnsearch_backward_f64(&m);
+        }
+        assert_true(fabs(lb - ls) < 1e-12 * fabs(lb));
+        for (size_t i = 0; i < P; i++)
+            if (!(fabs(gb[i] - m.grads[i]) <= 1e-12 + 1e-10 * fabs(gb[i]))) {
+                print_error("%s: gradient %zu batch %.12g shards %.12g\n", nb_norm_name(kinds[ki]),
+                            i, gb[i], m.grads[i]);
+                fail();
+            }
+        /* the masks are real: another draw gives another loss */
+        m.row0 = m.grad_rows = 0;
+        assert_true(fabs(loss_at(&m, 10) - lb) > 1e-9);
         free(gb);
         nb_rnnsearch_free_f64(&m);
     }
@@ -343,17 +400,12 @@ static void test_ref(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fd_none),
-        cmocka_unit_test(test_fd_layer),
-        cmocka_unit_test(test_fd_rms),
-        cmocka_unit_test(test_fd_prms),
-        cmocka_unit_test(test_fd_batch),
-        cmocka_unit_test(test_fd_weight),
-        cmocka_unit_test(test_padding),
-        cmocka_unit_test(test_beam_exhaustive),
-        cmocka_unit_test(test_step_matches_forward),
-        cmocka_unit_test(test_stats),
-        cmocka_unit_test(test_ref),
+        cmocka_unit_test(test_fd_none),         cmocka_unit_test(test_fd_layer),
+        cmocka_unit_test(test_fd_rms),          cmocka_unit_test(test_fd_prms),
+        cmocka_unit_test(test_fd_batch),        cmocka_unit_test(test_fd_weight),
+        cmocka_unit_test(test_padding),         cmocka_unit_test(test_shards),
+        cmocka_unit_test(test_beam_exhaustive), cmocka_unit_test(test_step_matches_forward),
+        cmocka_unit_test(test_stats),           cmocka_unit_test(test_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

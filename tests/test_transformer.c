@@ -1,6 +1,7 @@
 /* tests/test_transformer.c — nn/transformer.c: central finite differences in double of the whole
  * model for every norm, post and pre, with padding, causal masks and dropout on; padding
- * changes nothing; incremental decoding equals full decoding; beam search equals exhaustive
+ * changes nothing (dropout on too); a batch split into shards gives the batch's loss and
+ * gradients; incremental decoding equals full decoding; beam search equals exhaustive
  * search on a tiny vocabulary and greedy follows the argmax; PyTorch reference tensors
  * (tests/ref/transformer.bin, written by tests/ref/ref_transformer.py). */
 #include "tests/testutil.h"
@@ -153,6 +154,77 @@ static void test_padding_changes_nothing(void **s) {
             assert_close(l2, l1, 1e-12, 1e-12);
             for (size_t i = 0; i < f.lay.total; i++)
                 assert_close(f.g[i], g1[i], 1e-12, 1e-10);
+            free(g1);
+            fx_free(&f);
+        }
+}
+
+/* With dropout on, the masks are keyed by each sentence and position: more padding changes
+ * nothing either. */
+static void test_padding_with_dropout(void **s) {
+    (void)s;
+    int src2[B * (S + 2)], tgt2[B * (T + 2)];
+    for (int b = 0; b < B; b++) {
+        for (int i = 0; i < S + 2; i++)
+            src2[b * (S + 2) + i] = i < S ? SRC[b * S + i] : 0;
+        for (int t = 0; t < T + 2; t++)
+            tgt2[b * (T + 2) + t] = t < T ? TGT[b * T + t] : 0;
+    }
+    for (int pre = 0; pre < 2; pre++) {
+        nb_tf_cfg c;
+        tiny_cfg(&c, NB_NORM_LAYER, pre, 7);
+        c.dropout = c.attn_dropout = c.relu_dropout = 0.3;
+        fx f;
+        fx_new(&f, &c, B * (T + 2), 5);
+        double *g1 = calloc(f.lay.total, sizeof(double));
+        double l1 = nb_tf_forward_f64(f.m, f.p, SRC, TGT, B, S, T, 1, 1, 7, NULL);
+        nb_tf_backward_f64(f.m, g1, f.p);
+        double l2 = nb_tf_forward_f64(f.m, f.p, src2, tgt2, B, S + 2, T + 2, 1, 1, 7, NULL);
+        nb_tf_backward_f64(f.m, f.g, f.p);
+        assert_close(l2, l1, 1e-12, 1e-12);
+        for (size_t i = 0; i < f.lay.total; i++)
+            assert_close(f.g[i], g1[i], 1e-12, 1e-10);
+        /* and the masks are real: another seed gives another loss */
+        double l3 = nb_tf_forward_f64(f.m, f.p, SRC, TGT, B, S, T, 1, 0, 8, NULL);
+        assert_true(fabs(l3 - l1) > 1e-6);
+        free(g1);
+        fx_free(&f);
+    }
+}
+
+/* Data-parallel shards: sentence 0 and sentences 1..2, each padded to its own longest, as shards
+ * of the batch of 3 (nb_tf_set_shard), dropout on: their losses add up to the batch's and their
+ * gradients to its gradients, for every norm but batch (whose statistics are the shard's). */
+static void test_shards(void **s) {
+    (void)s;
+    /* sentence 0: source 4, target 5; sentences 1, 2: sources 2 and 1, targets 3 and 2 */
+    static const int src_a[1 * 4] = {3, 4, 5, 6}, tgt_a[1 * 5] = {4, 3, 6, 5, 2};
+    static const int src_b[2 * 2] = {5, 3, 6, 0}, tgt_b[2 * 3] = {6, 6, 2, 3, 2, 0};
+    for (int pre = 0; pre < 2; pre++)
+        for (size_t k = 0; k < 6; k++) {
+            if (ALL[k] == NB_NORM_BATCH) continue;
+            nb_tf_cfg c;
+            tiny_cfg(&c, ALL[k], pre, 7);
+            c.dropout = c.attn_dropout = c.relu_dropout = 0.25;
+            fx f;
+            fx_new(&f, &c, B * T, 3);
+            double *g1 = calloc(f.lay.total, sizeof(double));
+            double l1 = nb_tf_forward_f64(f.m, f.p, SRC, TGT, B, S, T, 1, 1, 42, NULL);
+            nb_tf_backward_f64(f.m, g1, f.p);
+            nb_tf_set_shard_f64(f.m, 0, B);
+            double la = nb_tf_forward_f64(f.m, f.p, src_a, tgt_a, 1, 4, 5, 1, 1, 42, NULL);
+            nb_tf_backward_f64(f.m, f.g, f.p);
+            nb_tf_set_shard_f64(f.m, 1, B);
+            double lb = nb_tf_forward_f64(f.m, f.p, src_b, tgt_b, 2, 2, 3, 1, 1, 42, NULL);
+            nb_tf_backward_f64(f.m, f.g, f.p);
+            nb_tf_set_shard_f64(f.m, 0, 0);
+            assert_close(la + lb, l1, 1e-12, 1e-12);
+            for (size_t i = 0; i < f.lay.total; i++)
+                if (!(fabs(f.g[i] - g1[i]) <= 1e-12 + 1e-10 * fabs(g1[i]))) {
+                    print_error("%s %s: gradient %zu of the shards %.12g, of the batch %.12g\n",
+                                nb_norm_name(ALL[k]), pre ? "pre" : "post", i, f.g[i], g1[i]);
+                    fail();
+                }
             free(g1);
             fx_free(&f);
         }
@@ -402,6 +474,8 @@ int main(void) {
         cmocka_unit_test(test_fd_pre),
         cmocka_unit_test(test_fd_dropout),
         cmocka_unit_test(test_padding_changes_nothing),
+        cmocka_unit_test(test_padding_with_dropout),
+        cmocka_unit_test(test_shards),
         cmocka_unit_test(test_incremental_equals_full),
         cmocka_unit_test(test_beam_is_exhaustive),
         cmocka_unit_test(test_greedy_is_argmax),

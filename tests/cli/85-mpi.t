@@ -241,6 +241,66 @@ done
 check "reader refuses --bn-sync" 1 $MPIRUN -np 2 "$NB" run reader --norm batch --bn-sync $rd --db "$tmp/rb.db"
 grep -q "reader cannot take BatchNorm statistics over the ranks" "$tmp/err" \
     && ok "reader --bn-sync: the message says why" || not_ok "reader --bn-sync message" "$(head -3 "$tmp/err")"
+# order: every rank embeds its rows, the sums over the ranks of zero-filled buffers gather the
+# whole batch's embeddings (exactly), and each rank backpropagates the whole batch's contrastive
+# loss through its own rows. The gradients are summed in float, so the runs agree to rounding;
+# once the loss nears zero (step ~30 here) its hinges switch on last-bit differences and the
+# runs drift apart (1e-4 at step 30, 0.1 at step 60: README, "What agrees").
+ord="--dataset synthetic --subset 600 --batch 30 --steps 25 --lr 1e-4 --eval-batch 64 --log-every 1 --threads 1 --quiet"
+NORMBENCH_DUMP_PARAMS=$tmp/o1.bin "$NB" run order --norm layer $ord --db "$tmp/o1.db" >/dev/null
+for np in 2 3; do
+    check "order on $np ranks" 0 env NORMBENCH_DUMP_PARAMS=$tmp/o$np.bin $MPIRUN -np $np \
+        "$NB" run order --norm layer $ord --db "$tmp/o$np.db"
+    agree "order: $np ranks agree with one process for 25 steps" "$tmp/o1.db" "$tmp/o$np.db" "$tmp/o1.bin" "$tmp/o$np.bin"
+done
+cmp -s "$tmp/o3.bin" "$tmp/o3.bin.rank2" && ok "order: every rank holds the same parameters" \
+    || not_ok "order: the ranks' parameters differ"
+# evaluation is split over the ranks by whole chunks of --eval-batch rows: with parameters that
+# do not move (lr 1e-12), every validation and test metric is one process's
+oz="--dataset synthetic --subset 600 --batch 30 --steps 2 --lr 1e-12 --eval-batch 64 --threads 1 --quiet"
+"$NB" run order --norm rms $oz --db "$tmp/oz1.db" >/dev/null
+check "order evaluated on 3 ranks" 0 $MPIRUN -np 3 "$NB" run order --norm rms $oz --db "$tmp/oz3.db"
+q="select name, quote(value) from metrics where name like 'val%' or name like 'test%' order by name"
+if [ "$(sqlite3 "$tmp/oz1.db" "$q" | wc -l)" -ge 20 ] && [ "$(sqlite3 "$tmp/oz1.db" "$q")" = "$(sqlite3 "$tmp/oz3.db" "$q")" ]; then
+    ok "order: the split evaluation gives one process's metrics"
+else
+    not_ok "order: the split evaluation gives one process's metrics" "$(diff <(sqlite3 "$tmp/oz1.db" "$q") <(sqlite3 "$tmp/oz3.db" "$q") | head -5)"
+fi
+check "order refuses --bn-sync" 1 $MPIRUN -np 2 "$NB" run order --norm batch --bn-sync $ord --db "$tmp/ob.db"
+grep -q "order cannot take BatchNorm statistics over the ranks" "$tmp/err" \
+    && ok "order --bn-sync: the message says why" || not_ok "order --bn-sync message" "$(head -3 "$tmp/err")"
+# mt: the batcher draws the same batch everywhere, each rank trains on its share of the batch's
+# sentences (each padded to its own longest) with their own dropout streams, and the loss is
+# divided by the whole batch's sentences. RNNSearch with word dropout; the Transformer with its
+# dropout (0.3) and token batches (a varying number of sentences per batch).
+mtr="--dataset synthetic --subset 600 --dim-word 32 --dim 64 --batch 30 --steps 30 --lr 1e-4 --dropout-source 0.2 --dropout-target 0.2 --eval-every 30 --val-bleu-max 40 --test-max 40 --eval-batch 16 --log-every 1 --threads 1 --quiet"
+mtt="--model transformer --dataset synthetic --subset 600 --layers 2 --dim 32 --heads 2 --ffn 64 --batch-tokens 300 --steps 30 --lr 0.5 --eval-every 30 --val-bleu-max 40 --test-max 40 --eval-batch 16 --log-every 1 --threads 1 --quiet"
+for m in r t; do
+    a=$mtr; [ $m = t ] && a=$mtt
+    name=rnnsearch; [ $m = t ] && name=transformer
+    NORMBENCH_DUMP_PARAMS=$tmp/mt${m}1.bin "$NB" run mt --norm layer $a --db "$tmp/mt${m}1.db" >/dev/null
+    for np in 2 3; do
+        check "mt $name on $np ranks" 0 env NORMBENCH_DUMP_PARAMS=$tmp/mt$m$np.bin $MPIRUN -np $np \
+            "$NB" run mt --norm layer $a --db "$tmp/mt$m$np.db"
+        agree "mt $name: $np ranks agree with one process for 30 steps" "$tmp/mt${m}1.db" "$tmp/mt$m$np.db" "$tmp/mt${m}1.bin" "$tmp/mt$m$np.bin"
+    done
+done
+c=$(sqlite3 "$tmp/mtt3.db" "select value from params where key = 'dropout_streams'")
+[ "$c" = per-sentence ] && ok "mt records its per-sentence dropout streams" || not_ok "dropout_streams recorded ($c)"
+# evaluation is split over the ranks (val_xent, and BLEU from the sums of its statistics): with
+# parameters that do not move, every metric is one process's
+mz="--dataset synthetic --subset 600 --dim-word 32 --dim 64 --batch 30 --steps 2 --lr 1e-12 --eval-every 2 --val-bleu-max 40 --test-max 40 --eval-batch 8 --threads 1 --quiet"
+"$NB" run mt --norm rms $mz --db "$tmp/mz1.db" >/dev/null
+check "mt evaluated on 3 ranks" 0 $MPIRUN -np 3 "$NB" run mt --norm rms $mz --db "$tmp/mz3.db"
+q="select name, printf('%.9g', value) from metrics where name like '%bleu' or name = 'val_xent' order by name, step"
+if [ "$(sqlite3 "$tmp/mz1.db" "$q" | grep -c 'bleu')" -ge 2 ] && [ "$(sqlite3 "$tmp/mz1.db" "$q")" = "$(sqlite3 "$tmp/mz3.db" "$q")" ]; then
+    ok "mt: the split evaluation gives one process's metrics"
+else
+    not_ok "mt: the split evaluation gives one process's metrics" "$(diff <(sqlite3 "$tmp/mz1.db" "$q") <(sqlite3 "$tmp/mz3.db" "$q") | head -5)"
+fi
+check "mt refuses --bn-sync" 1 $MPIRUN -np 2 "$NB" run mt --norm batch --bn-sync $mtr --db "$tmp/mb.db"
+grep -q "mt cannot take BatchNorm statistics over the ranks" "$tmp/err" \
+    && ok "mt --bn-sync: the message says why" || not_ok "mt --bn-sync message" "$(head -3 "$tmp/err")"
 c=$(sqlite3 "$tmp/c3.db" "select json_extract(config, '\$.grad_sums') from runs")
 [ "$c" = example ] && ok "cifar records how its gradients were summed" || not_ok "grad_sums recorded ($c)"
 # ---- a data-parallel run interrupted, then resumed ------------------------------------------------
