@@ -1590,9 +1590,10 @@ int cmd_bench(int argc, const char **argv) {
         return nb_die("task '%s' has no step benchmark", task->name);
     if (g_dp && !task->data_parallel) {
         fprintf(stderr,
-                "error: task '%s' has no data-parallel step: 'bench step %s' cannot run over %d "
-                "ranks\nhint: run it without mpirun; the tasks that train over ranks are:",
-                task->name, task->name, nb_mpi_size());
+                "error: task '%s' has no data-parallel step benchmark: 'bench step %s' cannot run "
+                "over %d ranks\nhint: run it without mpirun ('mpirun normbench run %s' trains "
+                "it over ranks); the tasks whose step benchmark runs over ranks are:",
+                task->name, task->name, nb_mpi_size(), task->name);
         for (int i = 0; nb_task_at(i); i++)
             if (nb_task_at(i)->data_parallel) fprintf(stderr, " %s", nb_task_at(i)->name);
         fputc('\n', stderr);

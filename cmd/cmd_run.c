@@ -36,9 +36,9 @@ static const char run_usage[] =
     "epoch (beside the store, in DB-checkpoints/); 'normbench run --resume RUN' continues an\n"
     "interrupted or crashed run from it, bit-exactly (a checkpoint of another store or run is\n"
     "refused; one run is resumed by one process at a time); --from-scratch starts it over under\n"
-    "its id instead. Under 'mpirun -np N' (mnist, cifar, reader) the run trains over N ranks,\n"
-    "each on its rows of every batch (data-parallel; --bn-sync for BatchNorm over the global\n"
-    "batch, not for reader), and\n"
+    "its id instead. Under 'mpirun -np N' the run trains over N ranks, each on its rows (mt:\n"
+    "its sentences) of every batch (data-parallel; --bn-sync for BatchNorm over the global\n"
+    "batch: mnist and cifar), and\n"
     "'mpirun -np N normbench run --resume RUN' resumes it (rank 0 sends the checkpoint).\n"
     "Exit status: 0 finished, 1 failed, interrupted or diverged, 2 usage error.\n";
 

@@ -173,6 +173,26 @@ static void tf_config(nb_tf_cfg *tc, const nb_tf_preset *pr, const mt_opts *o, i
     if (o->dropout >= 0) tc->dropout = tc->attn_dropout = tc->relu_dropout = o->dropout;
 }
 
+/* The Transformer's dimensions checked with the options in place (a usage error, before any
+ * data is read): the preset's, then those given. */
+static int mt_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_err *err) {
+    const mt_opts *o = opts_of(cfg);
+    (void)given, (void)ngiven;
+    if (o->model == 0) {
+        if (o->dim < 1) return nb_errf(err, "--dim must be at least 1 for --model rnnsearch");
+        return 0;
+    }
+    const nb_tf_preset *pr = nb_tf_preset_find(preset_choices[o->preset]);
+    if (!pr) return nb_errf(err, "no Transformer preset '%s'", preset_choices[o->preset]);
+    int d = o->dim > 0 ? o->dim : pr->dim, h = o->heads > 0 ? o->heads : pr->heads;
+    if (d % 2 != 0 || d % h != 0)
+        return nb_errf(err,
+                       "the Transformer's width d %d must be even and a multiple of its %d heads "
+                       "(--dim, --heads)",
+                       d, h);
+    return 0;
+}
+
 /* ---- the model: RNNSearch or the Transformer behind one set of calls ----------------------- */
 
 typedef struct mt_model {
@@ -1201,6 +1221,7 @@ const nb_task nb_task_mt = {
     .opts = mt_opts_decl,
     .opts_size = sizeof(mt_opts),
     .defaults = mt_defaults,
+    .finish = mt_finish,
     .train = mt_train,
     .translate = mt_translate,
     .bench_open = mt_bench_open,

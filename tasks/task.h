@@ -147,9 +147,10 @@ typedef struct nb_task {
     const nb_task_opt *opts;
     size_t opts_size;
     int cuda; /* the task trains and benchmarks on a GPU too (--device cuda) */
-    /* the task trains data-parallel (its trainer has step_shard) and its step benchmark
-     * (bench_open) takes cfg->dist: each process runs its rows of the batch and the step sums
-     * the gradients with nb_train_dist_sum (tasks/train.h) */
+    /* the task's step benchmark (bench_open) takes cfg->dist: each process runs its rows of
+     * the batch and the step sums the gradients with nb_train_dist_sum (tasks/train.h). (Every
+     * task trains data-parallel: its trainer's step_shard; reader, order and mt benchmark
+     * their step in one process only.) */
     int data_parallel;
     /* Fills cfg with the task's (paper's) defaults for the given norm: the common options, and
      * the task's own where they differ by norm, model or dataset (cfg->task_opts holds the rows'

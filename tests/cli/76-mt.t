@@ -71,12 +71,41 @@ a=$(metrics "$ref"); b=$(metrics "$id")
 $b"
 
 # The Transformer through the same pipeline (a few steps: it runs, records, keeps, translates)
-check "--dim is RNNSearch's, not the Transformer's" 2 "$NB" run mt --model transformer --dim 8
-has "it says which model takes it" "$tmp/err" '--dim is an option of mt --model rnnsearch, not of --model transformer'
+check "--dim-word is RNNSearch's, not the Transformer's" 2 "$NB" run mt --model transformer --dim-word 8
+has "it says which model takes it" "$tmp/err" '--dim-word is an option of mt --model rnnsearch, not of --model transformer'
+check "--heads is the Transformer's" 2 "$NB" run mt --heads 2
+has "it says so" "$tmp/err" '--heads is an option of mt --model transformer, not of --model rnnsearch'
+check "a width that is not a multiple of the heads is a usage error" 2 "$NB" run mt --model transformer --dim 30 --heads 4
+has "it names both" "$tmp/err" "width d 30 must be even and a multiple of its 4 heads \(--dim, --heads\)"
+check "so is an odd width over the preset's heads" 2 "$NB" run mt --model transformer --dim 254
+check "--dropout above 0.99 is a usage error" 2 "$NB" run mt --model transformer --dropout 1
+check "a Transformer of its own dimensions" 0 env NORMBENCH_DUMP_PARAMS=$tmp/tfd.bin "$NB" run mt --model transformer --layers 1 --dec-layers 2 --dim 16 --heads 2 --ffn 24 --dropout 0.1 --dataset synthetic --batch 8 --steps 2 --eval-every 2 --val-bleu-max 4 --test-max 4 --threads 2 --quiet
+cfg=$(sqlite3 "$NORMBENCH_DB" "select config from runs where id = (select max(id) from runs)")
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(not (d["layers"] == 1 and d["dec_layers"] == 2 and d["dim"] == 16 and d["heads"] == 2 and d["ffn"] == 24 and d["dropout"] == 0.1))' "$cfg" \
+    && ok "its configuration records them" || not_ok "its configuration records them" "$cfg"
+# the parameters of 1 encoder and 2 decoder layers at d 16, ff 24 (each tensor aligned to 64 bytes)
+v=$(sqlite3 "$NORMBENCH_DB" "select value from params where key = 'vocabulary' and run = (select max(id) from runs)")
+python3 - "$tmp/tfd.bin" "$v" <<'PY' >"$tmp/py.out" && ok "the model has those dimensions ($(cat "$tmp/py.out"))" || not_ok "the model has those dimensions" "$(cat "$tmp/py.out")"
+import os, sys
+V = max(int(x) for x in sys.argv[2].split()[0].split('/'))
+d, f = 16, 24
+al = lambda n: (n + 15) // 16 * 16
+ln = 2 * al(d)                                        # a LayerNorm's gain and bias
+att = al(3 * d * d) + al(3 * d) + al(d * d) + al(d)   # q,k,v and output maps
+cross = al(d * d) + al(d) + al(2 * d * d) + al(2 * d) + al(d * d) + al(d)
+ffn = al(f * d) + al(f) + al(d * f) + al(d)
+enc = att + ffn + 2 * ln
+dec = att + cross + ffn + 3 * ln
+emb = 2 * al(V * d) + al(d)                           # source, target (tied output), the bias
+n = os.path.getsize(sys.argv[1]) // 4
+want = emb + enc + 2 * dec
+print("%d floats, want %d" % (n, want))
+sys.exit(0 if n == want else 1)
+PY
 check "a short Transformer run (pre-norm, rms)" 0 "$NB" run mt --model transformer --norm rms --norm-position pre --dataset synthetic --batch 8 --steps 4 --eval-every 2 --val-bleu-max 8 --test-max 8 --threads 2 --quiet
 tid=$(sqlite3 "$NORMBENCH_DB" "select max(id) from runs")
 cfg=$(sqlite3 "$NORMBENCH_DB" "select config from runs where id = $tid")
-if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["model"] == "transformer" and d["norm_position"] == "pre" and d["preset"] == "small" and d["beam"] == 4 and "dim" not in d, d' "$cfg"; then
+if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["model"] == "transformer" and d["norm_position"] == "pre" and d["preset"] == "small" and d["beam"] == 4 and d["dim"] == 0 and "dim_word" not in d, d' "$cfg"; then
     ok "its configuration has the Transformer's options"; else not_ok "its configuration has the Transformer's options" "$cfg"; fi
 check "--batch-tokens is the Transformer's" 2 "$NB" run mt --model rnnsearch --batch-tokens 400 --dataset synthetic --steps 1
 has "it says so" "$tmp/err" '--batch-tokens is an option of mt --model transformer'

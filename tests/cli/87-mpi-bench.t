@@ -123,8 +123,9 @@ check "without mpirun: one process (json)" 0 "$NB" bench step mnist --norms laye
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d["ranks"] == 1 and "allreduce_share" not in d["results"][0]))' "$tmp/out" \
     && ok "without mpirun: ranks 1, no allreduce fields" || not_ok "one process json" "$(cat "$tmp/out")"
 
-check "a task without a data-parallel step is a usage error" 2 $MPIRUN -np 2 "$NB" bench step reader $quick
-has "it names the tasks that have one" "$tmp/err" 'the tasks that train over ranks are: .*mnist'
+check "a task without a data-parallel step benchmark is a usage error" 2 $MPIRUN -np 2 "$NB" bench step reader $quick
+has "it names the tasks that have one" "$tmp/err" 'the tasks whose step benchmark runs over ranks are: .*mnist'
+has "and says that the task itself trains over ranks" "$tmp/err" "'mpirun normbench run reader' trains it over ranks"
 check "bench kernels under mpirun is a usage error" 2 $MPIRUN -np 2 "$NB" bench kernels --threads 1
 has "it says to run it without mpirun" "$tmp/err" 'without mpirun'
 check "a batch smaller than the ranks is a usage error" 2 $MPIRUN -np 3 "$NB" bench step mnist --batch 2 $quick
