@@ -1589,6 +1589,27 @@ double nb_tf_bench_step(nb_tf_bench *b) {
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 
+double nb_tf_bench_step_shard(nb_tf_bench *b, int lo, int hi,
+                              void (*sum)(void *ctx, float *params, float *grads,
+                                          const nb_layout *lay, double loss),
+                              void *ctx) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memset(b->g, 0, b->lay.total * sizeof(float));
+    double loss = 0;
+    if (hi > lo) {
+        nb_tf_set_shard(b->m, lo, b->B);
+        loss = nb_tf_forward(b->m, b->p, b->src + (size_t)lo * b->S, b->tgt + (size_t)lo * b->T,
+                             hi - lo, b->S, b->T, 1, 1, (uint64_t)b->step, NULL);
+        nb_tf_backward(b->m, b->g, b->p);
+        nb_tf_set_shard(b->m, 0, 0);
+    }
+    sum(ctx, b->p, b->g, &b->lay, loss);
+    nb_adam_step_layout(b->p, b->g, b->m1, b->v1, &b->lay, ++b->step, &b->adam);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
 int nb_tf_bench_gemms(const nb_tf_bench *b, int *mnk_count, int max) {
     return nb_tf_gemm_shapes(b->m, mnk_count, max);
 }

@@ -101,6 +101,13 @@ typedef struct nb_tf_bench nb_tf_bench;
 nb_tf_bench *nb_tf_bench_open(const nb_tf_cfg *cfg, int batch_tokens, int seq_len, uint64_t seed,
                               nb_err *err);
 double nb_tf_bench_step(nb_tf_bench *b);
+/* Data-parallel: the step on sentences [lo, hi) of the benchmark's batch as a shard of it
+ * (nb_tf_set_shard), then sum(ctx, params, grads, layout, the shard's loss share) — the sums
+ * over the processes, in place — then Adam. Returns the step's seconds. */
+double nb_tf_bench_step_shard(nb_tf_bench *b, int lo, int hi,
+                              void (*sum)(void *ctx, float *params, float *grads,
+                                          const nb_layout *lay, double loss),
+                              void *ctx);
 void nb_tf_bench_close(nb_tf_bench *b);
 /* The GEMMs of one step (after a step: the shapes of its batch), as nb_tf_gemm_shapes. */
 int nb_tf_bench_gemms(const nb_tf_bench *b, int *mnk_count, int max);

@@ -970,9 +970,53 @@ typedef struct mt_bench {
     int *src, *srclen, *tgt, *tgtlen;
     nb_rng noise;
     nb_layout *layout;
+    /* data-parallel (mpirun): this rank's sentences lo..hi of the batch (RNNSearch: their
+     * time-major copies) */
+    nb_dist *dist;
+    int lo, hi, *ssrc, *stgt;
 } mt_bench;
 
+/* Data-parallel: the sums over the ranks of a shard's gradients and loss share (one fused
+ * buffer, as the training loop sums them), and rank 0's BatchNorm running averages. */
+static void bench_dist_sum(void *ctx, float *params, float *grads, const nb_layout *lay,
+                           double loss) {
+    nb_dist *D = ctx;
+    nb_trainer t = {.params = params, .grads = grads, .layout = lay};
+    nb_train_dist_sum(D, &t, loss, 1, 1, NULL);
+    nb_train_dist_buffers(D, &t);
+}
+
 enum { BENCH_V = 8000, BENCH_LEN = 30 };
+
+static void mt_bench_close(void *p);
+
+/* Data-parallel (cfg->dist over several ranks): this rank's sentences of the batch; NULL (the
+ * bench closed) with err set for --bn-sync or when out of memory. */
+static void *bench_dist_open(mt_bench *b, const nb_train_cfg *cfg, nb_err *err) {
+    if (!cfg->dist || cfg->dist->size < 2) return b;
+    const nb_dist *D = b->dist = cfg->dist;
+    if (cfg->norm.bn_sum) {
+        mt_bench_close(b);
+        return nb_errf(err, "mt cannot take BatchNorm statistics over the ranks (--bn-sync)"), NULL;
+    }
+    b->lo = (int)((int64_t)b->B * D->rank / D->size);
+    b->hi = (int)((int64_t)b->B * (D->rank + 1) / D->size);
+    if (b->tf) return b;
+    const int n = b->hi - b->lo > 0 ? b->hi - b->lo : 1;
+    b->ssrc = malloc(sizeof(int) * (size_t)b->Tx * n);
+    b->stgt = malloc(sizeof(int) * (size_t)b->Ty * n);
+    if (!b->ssrc || !b->stgt) {
+        mt_bench_close(b);
+        return nb_errf(err, "out of memory"), NULL;
+    }
+    for (int k = 0; k < b->hi - b->lo; k++) {
+        for (int t = 0; t < b->Tx; t++)
+            b->ssrc[(size_t)t * n + k] = b->src[(size_t)t * b->B + b->lo + k];
+        for (int t = 0; t < b->Ty; t++)
+            b->stgt[(size_t)t * n + k] = b->tgt[(size_t)t * b->B + b->lo + k];
+    }
+    return b;
+}
 
 static void *mt_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     mt_bench *b = calloc(1, sizeof *b);
@@ -995,7 +1039,7 @@ static void *mt_bench_open(const nb_train_cfg *cfg, nb_err *err) {
             return NULL;
         }
         nb_flush_denormals(cfg->flush_denormals); /* as a run trains (and as RNNSearch's below) */
-        return b;
+        return bench_dist_open(b, cfg, err);
     }
     b->adam = cfg->adam;
     b->clip = cfg->clip;
@@ -1039,28 +1083,46 @@ static void *mt_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     }
     nb_rng_seed(&b->noise, cfg->seed, NB_STREAM_DROPOUT);
     nb_flush_denormals(cfg->flush_denormals);
-    return b;
+    return bench_dist_open(b, cfg, err);
 }
 
 static double mt_bench_step(void *p) {
     mt_bench *b = p;
+    if (b->tf && b->dist)
+        return nb_tf_bench_step_shard(b->tf, b->lo, b->hi, bench_dist_sum, b->dist);
     if (b->tf) return nb_tf_bench_step(b->tf);
     double t0 = nb_now();
     memset(b->m.grads, 0, sizeof(float) * b->m.layout.total);
-    nb_rnnsearch_forward(&b->m, b->src, b->srclen, b->Tx, b->tgt, b->tgtlen, b->Ty, b->B, 1,
-                         &b->noise, NULL);
-    nb_rnnsearch_backward(&b->m);
     nb_trainer t = {.params = b->m.params,
                     .grads = b->m.grads,
                     .adam_m = b->adam_m,
                     .adam_v = b->adam_v,
                     .layout = &b->m.layout};
+    if (b->dist) { /* this rank's sentences as a shard of the batch, then the sums */
+        const int n = b->hi - b->lo;
+        double loss = 0;
+        if (n > 0) {
+            b->m.row0 = b->lo;
+            b->m.grad_rows = b->B;
+            loss = nb_rnnsearch_forward(&b->m, b->ssrc, b->srclen + b->lo, b->Tx, b->stgt,
+                                        b->tgtlen + b->lo, b->Ty, n, 1, &b->noise, NULL);
+            nb_rnnsearch_backward(&b->m);
+            b->m.row0 = b->m.grad_rows = 0;
+        }
+        nb_train_dist_sum(b->dist, &t, loss, 1, 1, NULL);
+    } else {
+        nb_rnnsearch_forward(&b->m, b->src, b->srclen, b->Tx, b->tgt, b->tgtlen, b->Ty, b->B, 1,
+                             &b->noise, NULL);
+        nb_rnnsearch_backward(&b->m);
+    }
     nb_train_update(&t, b->clip, &b->adam, 1, 1000);
+    if (b->dist) nb_train_dist_buffers(b->dist, &t);
     return nb_now() - t0;
 }
 
 static void mt_bench_close(void *p) {
     mt_bench *b = p;
+    free(b->ssrc), free(b->stgt);
     if (b->tf) {
         nb_tf_bench_close(b->tf);
         free(b);
@@ -1226,6 +1288,7 @@ const nb_task nb_task_mt = {
     .translate = mt_translate,
     .bench_open = mt_bench_open,
     .bench_step = mt_bench_step,
+    .data_parallel = 1,
     .bench_close = mt_bench_close,
     .bench_batches = mt_bench_batches,
     .bench_gemms = mt_bench_gemms,

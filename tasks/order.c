@@ -275,40 +275,29 @@ static double order_step(void *self, int64_t bi, nb_rng *noise_rng) {
     return loss;
 }
 
-/* Data-parallel: rows [lo, hi) of batch bi. Each rank embeds its rows; the sums over the ranks
- * of zero-filled (batch, H) buffers gather every rank's embeddings (adding zeros is exact), so
- * every rank forms the whole batch's loss, as one process does, and its gradients with respect
- * to all the embeddings; each then backpropagates its own rows. The loss is the batch's (a sum
- * over its pairs) on every rank: the loop's sum weighted by rows/batch gives it back. */
-static double order_step_shard(void *self, int64_t bi, int lo, int hi, nb_rng *noise_rng) {
-    order_run *r = self;
-    nb_oe *m = &r->model;
-    const nb_oe_split *s = &r->data.train;
-    const nb_dist *D = dist_of(r);
-    const int B = r->cfg->batch, n = hi - lo, H = m->H;
+/* Data-parallel, the forward and backward of rows [lo, hi) of a batch of B: tok (T, hi - lo)
+ * time-major, steps and img (hi - lo, F) of those rows; all (4, B, H) scratch. Each rank embeds
+ * its rows; the sums over the ranks of zero-filled (B, H) buffers gather the whole batch's
+ * embeddings (adding zeros is exact), so every rank forms the whole batch's loss, as one process
+ * does, and its gradients with respect to all the embeddings; each then backpropagates its own
+ * rows (gradients ACCUMULATED). Returns the batch's loss (a sum over its pairs) on every rank:
+ * the loop's sum weighted by rows/batch gives it back. */
+static double shard_pass(nb_oe *m, nb_dist *D, float *all, const int *tok, const int *steps, int T,
+                         const float *img, int B, int lo, int hi) {
+    const int n = hi - lo, H = m->H;
     const size_t BH = (size_t)B * H;
-    float *as = r->all, *ac = as + BH, *ads = ac + BH, *adc = ads + BH;
-    (void)noise_rng;
+    float *as = all, *ac = as + BH, *ads = ac + BH, *adc = ads + BH;
     memset(as, 0, sizeof(float) * 2 * BH);
     if (n > 0) {
-        int T = 1;
-        for (int k = 0; k < n; k++) {
-            int i = r->perm[bi * B + lo + k], c = 5 * i + r->pick[i];
-            int len = s->start[c + 1] - s->start[c];
-            if (len + 1 > T) T = len + 1;
-        }
-        for (int k = 0; k < n; k++) {
-            int i = r->perm[bi * B + lo + k];
-            r->steps[k] = put_caption(r->tok, T, n, k, s, 5 * i + r->pick[i]);
-            memcpy(m->img + (size_t)k * s->dim, s->img + (size_t)i * s->dim,
-                   sizeof(float) * s->dim);
-        }
-        nb_oe_encode_captions(m, r->tok, r->steps, T, n, 1);
+        memcpy(m->img, img, sizeof(float) * (size_t)n * m->F);
+        nb_oe_encode_captions(m, tok, steps, T, n, 1);
         nb_oe_encode_images(m, m->img, n);
         memcpy(as + (size_t)lo * H, m->s, sizeof(float) * (size_t)n * H);
         memcpy(ac + (size_t)lo * H, m->c, sizeof(float) * (size_t)n * H);
     }
+    double tc = nb_now(); /* the gather is communication too (allreduce_ms_per_step) */
     D->sum_f(D->ctx, as, 2 * BH);
+    D->comm_seconds += nb_now() - tc;
     nb_order_errors(m->E, as, ac, B, B, H);
     double loss = nb_order_loss(m->G, m->E, B, m->margin);
     if (!isfinite(loss) || n == 0) return loss;
@@ -318,6 +307,26 @@ static double order_step_shard(void *self, int64_t bi, int lo, int hi, nb_rng *n
     memcpy(m->dc, adc + (size_t)lo * H, sizeof(float) * (size_t)n * H);
     nb_oe_backward_embeddings(m);
     return loss;
+}
+
+/* Data-parallel: rows [lo, hi) of batch bi (shard_pass). */
+static double order_step_shard(void *self, int64_t bi, int lo, int hi, nb_rng *noise_rng) {
+    order_run *r = self;
+    const nb_oe_split *s = &r->data.train;
+    const int B = r->cfg->batch, n = hi - lo;
+    (void)noise_rng;
+    int T = 1;
+    for (int k = 0; k < n; k++) {
+        int i = r->perm[bi * B + lo + k], c = 5 * i + r->pick[i];
+        int len = s->start[c + 1] - s->start[c];
+        if (len + 1 > T) T = len + 1;
+    }
+    for (int k = 0; k < n; k++) {
+        int i = r->perm[bi * B + lo + k];
+        r->steps[k] = put_caption(r->tok, T, n, k, s, 5 * i + r->pick[i]);
+        memcpy(r->img + (size_t)k * s->dim, s->img + (size_t)i * s->dim, sizeof(float) * s->dim);
+    }
+    return shard_pass(&r->model, r->cfg->dist, r->all, r->tok, r->steps, T, r->img, B, lo, hi);
 }
 
 static void order_run_free(order_run *r, int have_model) {
@@ -455,6 +464,11 @@ typedef struct order_bench {
     long t;
     nb_adam_cfg adam;
     double clip;
+    /* data-parallel (mpirun): this rank's rows lo..hi of the batch, their tokens (T, hi - lo),
+     * and shard_pass's scratch */
+    nb_dist *dist;
+    int lo, hi, *stok;
+    float *all;
 } order_bench;
 
 static void order_bench_close(void *p) {
@@ -464,6 +478,8 @@ static void order_bench_close(void *p) {
     free(b->tok);
     free(b->steps);
     free(b->img);
+    free(b->stok);
+    free(b->all);
     free(b);
 }
 
@@ -512,6 +528,27 @@ static void *order_bench_open(const nb_train_cfg *cfg, nb_err *err) {
         for (int j = 0; j < BENCH_DIM; j++)
             x[j] = (float)(x[j] / sqrt(ss));
     }
+    if (cfg->dist && cfg->dist->size > 1) {
+        const nb_dist *D = b->dist = cfg->dist;
+        if (cfg->norm.bn_sum) {
+            order_bench_close(b);
+            return nb_errf(err, "order cannot take BatchNorm statistics over the ranks "
+                                "(--bn-sync)"),
+                   NULL;
+        }
+        b->lo = (int)((int64_t)b->B * D->rank / D->size);
+        b->hi = (int)((int64_t)b->B * (D->rank + 1) / D->size);
+        const int n = b->hi - b->lo;
+        b->stok = malloc(sizeof(int) * (size_t)T * (n > 0 ? n : 1));
+        b->all = malloc(sizeof(float) * 4 * (size_t)b->B * b->model.H);
+        if (!b->stok || !b->all) {
+            order_bench_close(b);
+            return nb_errf(err, "out of memory"), NULL;
+        }
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < n; k++)
+                b->stok[(size_t)t * n + k] = b->tok[(size_t)t * b->B + b->lo + k];
+    }
     return b;
 }
 
@@ -520,16 +557,24 @@ static double order_bench_step(void *p) {
     nb_oe *m = &b->model;
     double ts = nb_now();
     memset(m->grads, 0, sizeof(float) * m->layout.total);
-    nb_oe_forward(m, b->tok, b->steps, BENCH_LEN + 1, b->img, b->B);
-    nb_oe_backward(m);
     nb_trainer tr = {.params = m->params,
                      .grads = m->grads,
                      .adam_m = m->adam_m,
                      .adam_v = m->adam_v,
                      .layout = &m->layout,
                      .clip_per_tensor = b->clip};
+    if (b->dist) { /* this rank's rows, then the loop's sums over the ranks */
+        nb_dist *D = b->dist;
+        double loss = shard_pass(m, D, b->all, b->stok, b->steps + b->lo, BENCH_LEN + 1,
+                                 b->img + (size_t)b->lo * BENCH_DIM, b->B, b->lo, b->hi);
+        nb_train_dist_sum(D, &tr, loss, b->hi - b->lo, b->B, NULL);
+    } else {
+        nb_oe_forward(m, b->tok, b->steps, BENCH_LEN + 1, b->img, b->B);
+        nb_oe_backward(m);
+    }
     b->t++;
     nb_train_update(&tr, 0, &b->adam, b->t, b->t);
+    if (b->dist) nb_train_dist_buffers(b->dist, &tr);
     return nb_now() - ts;
 }
 
@@ -565,6 +610,7 @@ const nb_task nb_task_order = {
     .train = order_train,
     .bench_open = order_bench_open,
     .bench_step = order_bench_step,
+    .data_parallel = 1,
     .bench_close = order_bench_close,
     .bench_batches = order_bench_batches,
     .target = {"val_img_rsum", 150, 1},

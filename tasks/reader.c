@@ -288,6 +288,8 @@ typedef struct reader_bench {
     double clip;
     nb_clip_rule clip_rule;
     nb_rng noise;
+    nb_dist *dist; /* data-parallel (mpirun): this rank's rows lo..hi of the batch */
+    int lo, hi;
 } reader_bench;
 
 static void reader_bench_close(void *p) {
@@ -345,6 +347,17 @@ static void *reader_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     }
     nb_rng_seed(&b->noise, cfg->seed, NB_STREAM_DROPOUT);
     nb_flush_denormals(cfg->flush_denormals);
+    if (cfg->dist && cfg->dist->size > 1) {
+        const nb_dist *D = b->dist = cfg->dist;
+        if (cfg->norm.bn_sum) {
+            reader_bench_close(b);
+            return nb_errf(err, "reader cannot take BatchNorm statistics over the ranks "
+                                "(--bn-sync)"),
+                   NULL;
+        }
+        b->lo = (int)((int64_t)b->B * D->rank / D->size);
+        b->hi = (int)((int64_t)b->B * (D->rank + 1) / D->size);
+    }
     return b;
 }
 
@@ -355,17 +368,29 @@ static double reader_bench_step(void *p) {
     double ts = nb_now();
     nb_reader *m = &b->model;
     memset(m->grads, 0, sizeof(float) * m->layout.total);
-    nb_reader_forward(m, b->tokd, b->lend, BENCH_TD, b->tokq, b->lenq, BENCH_TQ, b->ans, b->B, 1,
-                      &b->noise);
-    nb_reader_backward(m);
     nb_trainer tr = {.params = m->params,
                      .grads = m->grads,
                      .adam_m = m->adam_m,
                      .adam_v = m->adam_v,
                      .layout = &m->layout,
                      .clip_rule = b->clip_rule};
+    if (b->dist) { /* this rank's rows (their dropout streams), then the loop's sums */
+        const int lo = b->lo, n = b->hi - b->lo;
+        m->row0 = lo;
+        m->grad_rows = b->B;
+        double loss = nb_reader_forward(m, b->tokd + (size_t)lo * BENCH_TD, b->lend + lo, BENCH_TD,
+                                        b->tokq + (size_t)lo * BENCH_TQ, b->lenq + lo, BENCH_TQ,
+                                        b->ans + lo, n, 1, &b->noise);
+        nb_reader_backward(m);
+        nb_train_dist_sum(b->dist, &tr, loss, n, b->B, NULL);
+    } else {
+        nb_reader_forward(m, b->tokd, b->lend, BENCH_TD, b->tokq, b->lenq, BENCH_TQ, b->ans, b->B,
+                          1, &b->noise);
+        nb_reader_backward(m);
+    }
     b->t++;
     nb_train_update(&tr, b->clip, &b->adam, b->t, b->t);
+    if (b->dist) nb_train_dist_buffers(b->dist, &tr);
     return nb_now() - ts;
 }
 
@@ -393,6 +418,7 @@ const nb_task nb_task_reader = {
     .train = reader_train,
     .bench_open = reader_bench_open,
     .bench_step = reader_bench_step,
+    .data_parallel = 1,
     .bench_close = reader_bench_close,
     .bench_batches = reader_bench_batches,
     .target = {"val_error", 0.5, 0},

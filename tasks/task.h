@@ -148,9 +148,8 @@ typedef struct nb_task {
     size_t opts_size;
     int cuda; /* the task trains and benchmarks on a GPU too (--device cuda) */
     /* the task's step benchmark (bench_open) takes cfg->dist: each process runs its rows of
-     * the batch and the step sums the gradients with nb_train_dist_sum (tasks/train.h). (Every
-     * task trains data-parallel: its trainer's step_shard; reader, order and mt benchmark
-     * their step in one process only.) */
+     * the batch and the step sums the gradients with nb_train_dist_sum (tasks/train.h), as its
+     * trainer's step_shard does in training */
     int data_parallel;
     /* Fills cfg with the task's (paper's) defaults for the given norm: the common options, and
      * the task's own where they differ by norm, model or dataset (cfg->task_opts holds the rows'

@@ -123,9 +123,18 @@ check "without mpirun: one process (json)" 0 "$NB" bench step mnist --norms laye
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d["ranks"] == 1 and "allreduce_share" not in d["results"][0]))' "$tmp/out" \
     && ok "without mpirun: ranks 1, no allreduce fields" || not_ok "one process json" "$(cat "$tmp/out")"
 
-check "a task without a data-parallel step benchmark is a usage error" 2 $MPIRUN -np 2 "$NB" bench step reader $quick
-has "it names the tasks that have one" "$tmp/err" 'the tasks whose step benchmark runs over ranks are: .*mnist'
-has "and says that the task itself trains over ranks" "$tmp/err" "'mpirun normbench run reader' trains it over ranks"
+# every task's step benchmark runs over ranks: order (its embeddings gathered), the reader, and
+# mt's two models (each rank's sentences as a shard of the batch)
+for t in "order --dim 64 --dim-word 32 --batch 8" "reader --dim 32 --batch 8" \
+    "mt --dim 64 --dim-word 32 --batch 8" "mt --model transformer --layers 1 --dim 32 --heads 2 --ffn 64 --batch 8"; do
+    name=${t%% --batch*}
+    check "mpirun -np 2 bench step $name" 0 $MPIRUN -np 2 "$NB" bench step $t --norms layer $quick
+    mb=$(awk '$1 != "task" && $2 == "layer" && $3 == 8 {print $NF}' "$tmp/out")
+    python3 -c 'import sys; sys.exit(not float(sys.argv[1]) > 0)' "${mb:-0}" 2>/dev/null \
+        && ok "$name: the allreduce's bytes ($mb MB)" || not_ok "$name: the allreduce's bytes" "$(cat "$tmp/out" "$tmp/err")"
+done
+check "bench step mt --bn-sync over ranks is refused" 1 $MPIRUN -np 2 "$NB" bench step mt --norms batch --bn-sync --dim 64 --dim-word 32 --batch 8 $quick
+has "it says why" "$tmp/err" 'mt cannot take BatchNorm statistics over the ranks'
 check "bench kernels under mpirun is a usage error" 2 $MPIRUN -np 2 "$NB" bench kernels --threads 1
 has "it says to run it without mpirun" "$tmp/err" 'without mpirun'
 check "a batch smaller than the ranks is a usage error" 2 $MPIRUN -np 3 "$NB" bench step mnist --batch 2 $quick
