@@ -154,11 +154,6 @@ static inline uint64_t site_key(uint64_t seed, uint64_t site) {
     return mix64(seed ^ mix64(site * 0x2545f4914f6cdd1dull));
 }
 
-/* 1 when element i survives (probability 1 - rate). */
-static inline int keep_at(uint64_t key, size_t i, uint32_t thr) {
-    return (uint32_t)(mix64(key + (uint64_t)i * 0xd1b54a32d192ed03ull) >> 32) >= thr;
-}
-
 static inline uint32_t drop_thr(double rate) {
     double t = rate * 4294967296.0;
     return t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
@@ -179,6 +174,30 @@ static inline uint64_t drop_base_att(const model *m, int b, int h, int i) {
            (uint64_t)m->maxl;
 }
 
+/* The dropout hashes of n consecutive indices from i0 (an element survives when its hash is at
+ * least drop_thr(rate)), in one vectorizable loop: hashing inside the select leaves it scalar. */
+static inline void drop_hashes(uint32_t *h, uint64_t key, uint64_t i0, int n) {
+#pragma omp simd
+    for (int j = 0; j < n; j++)
+        h[j] = (uint32_t)(mix64(key + (i0 + (uint64_t)j) * 0xd1b54a32d192ed03ull) >> 32);
+}
+
+enum { DROP_BLK = 256 };
+
+/* out[j] = in[j] * sc where kept, else 0, for the Tk attention weights of one query row (their
+ * dropout indices a0 on); out may be in. */
+static inline void drop_att_row(real *out, const real *in, int Tk, uint64_t key, uint64_t a0,
+                                uint32_t thr, real sc) {
+    uint32_t h[DROP_BLK];
+    for (int j0 = 0; j0 < Tk; j0 += DROP_BLK) {
+        const int len = Tk - j0 < DROP_BLK ? Tk - j0 : DROP_BLK;
+        drop_hashes(h, key, a0 + (uint64_t)j0, len);
+#pragma omp simd
+        for (int j = 0; j < len; j++)
+            out[j0 + j] = h[j] >= thr ? in[j0 + j] * sc : (real)0;
+    }
+}
+
 /* out = in ⊙ mask / (1 - rate) over B*L rows (sentence b, position t: row b*L + t) of width w
  * (out may be in); rate <= 0: a copy. */
 static void drop_apply(const model *m, real *out, const real *in, int B, int L, int w, double rate,
@@ -190,9 +209,9 @@ static void drop_apply(const model *m, real *out, const real *in, int B, int L, 
     }
     const uint32_t thr = drop_thr(rate);
     const real sc = (real)(1.0 / (1.0 - rate));
-    /* blocks of up to 256: the hashes in one vectorizable loop, then the select (keep_at's
+    /* blocks of up to 256: the hashes in one vectorizable loop, then the select (the mask's
      * values; hashing inside the select kept the loop scalar, 11% of the Transformer's step) */
-    enum { BLK = 256 };
+    enum { BLK = DROP_BLK };
     const int rows = B * L;
 #pragma omp parallel for schedule(static) if (n >= 65536)
     for (int r = 0; r < rows; r++) {
@@ -202,10 +221,7 @@ static void drop_apply(const model *m, real *out, const real *in, int B, int L, 
         for (int j0 = 0; j0 < w; j0 += BLK) {
             const int len = w - j0 < BLK ? w - j0 : BLK;
             uint32_t h[BLK];
-#pragma omp simd
-            for (int j = 0; j < len; j++)
-                h[j] = (uint32_t)(mix64(key + (g0 + (uint64_t)(j0 + j)) * 0xd1b54a32d192ed03ull) >>
-                                  32);
+            drop_hashes(h, key, g0 + (uint64_t)j0, len);
 #pragma omp simd
             for (int j = 0; j < len; j++)
                 o[j0 + j] = h[j] >= thr ? x[j0 + j] * sc : (real)0;
@@ -360,13 +376,9 @@ static void attn_fwd(model *m, real *P, real *ctx, const real *q, int ldq, const
         const real *pd = Pb;
         if (rate > 0) {
             real *scr = m->ascr + (size_t)omp_get_thread_num() * m->ascr_n;
-            for (int i = 0; i < Tq; i++) {
-                const uint64_t a0 = drop_base_att(m, b, h, i);
-                for (int j = 0; j < Tk; j++) {
-                    const size_t o = (size_t)i * Tk + j;
-                    scr[o] = keep_at(key, a0 + (uint64_t)j, thr) ? Pb[o] * dsc : (real)0;
-                }
-            }
+            for (int i = 0; i < Tq; i++)
+                drop_att_row(scr + (size_t)i * Tk, Pb + (size_t)i * Tk, Tk, key,
+                             drop_base_att(m, b, h, i), thr, dsc);
             pd = scr;
         }
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, dh, Tk, (real)1, pd, Tk, vb, ldk,
@@ -393,13 +405,9 @@ static void attn_bwd(model *m, const real *P, const real *dctx, const real *q, i
         real *pd = scr, *dp = scr + n;
         const real *pdr = Pb;
         if (rate > 0) {
-            for (int i = 0; i < Tq; i++) {
-                const uint64_t a0 = drop_base_att(m, b, h, i);
-                for (int j = 0; j < Tk; j++) {
-                    const size_t o = (size_t)i * Tk + j;
-                    pd[o] = keep_at(key, a0 + (uint64_t)j, thr) ? Pb[o] * dsc : (real)0;
-                }
-            }
+            for (int i = 0; i < Tq; i++)
+                drop_att_row(pd + (size_t)i * Tk, Pb + (size_t)i * Tk, Tk, key,
+                             drop_base_att(m, b, h, i), thr, dsc);
             pdr = pd;
         }
         /* d drop(P) = dctx vᵀ; dv += drop(P)ᵀ dctx */
@@ -408,13 +416,9 @@ static void attn_bwd(model *m, const real *P, const real *dctx, const real *q, i
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, dh, Tq, (real)1, pdr, Tk, dc, d,
                    (real)1, dv + ko, ldk);
         if (rate > 0)
-            for (int i = 0; i < Tq; i++) {
-                const uint64_t a0 = drop_base_att(m, b, h, i);
-                for (int j = 0; j < Tk; j++) {
-                    const size_t o = (size_t)i * Tk + j;
-                    dp[o] = keep_at(key, a0 + (uint64_t)j, thr) ? dp[o] * dsc : (real)0;
-                }
-            }
+            for (int i = 0; i < Tq; i++)
+                drop_att_row(dp + (size_t)i * Tk, dp + (size_t)i * Tk, Tk, key,
+                             drop_base_att(m, b, h, i), thr, dsc);
         /* softmax backward, the scale folded in: dS = P ⊙ (dP - Σ P dP) / sqrt(dh) */
         for (int i = 0; i < Tq; i++) {
             const real *p = Pb + (size_t)i * Tk;
