@@ -802,8 +802,10 @@ static int resume_prepare(nb_store *open, const char *db, int64_t id, int from_s
         goto out;
     }
     if (strcmp(d->info.status, "running") == 0) {
-        nb_die("run %lld is still running (process %lld on %s)", (long long)id,
-               (long long)d->info.pid, d->info.host);
+        /* the words of the store's claim (results/store.c), which a resume racing this one
+         * meets instead when it reads the run's status first */
+        nb_die("run %lld is running in process %lld on %s: it cannot be resumed twice",
+               (long long)id, (long long)d->info.pid, d->info.host);
         goto out;
     }
     const char *rec = NULL;
