@@ -129,17 +129,22 @@ static void test_fd_dropout(void **s) {
     check_fd(NB_NORM_RMS, 1, 0.2);
 }
 
-/* The batch padded further (S+2, T+2) gives the same loss and gradients; a padded source token
- * changed to another id changes nothing either. */
-static void test_padding_changes_nothing(void **s) {
-    (void)s;
-    int src2[B * (S + 2)], tgt2[B * (T + 2)];
+/* SRC and TGT padded by two more positions each: src2 (B, S+2), tgt2 (B, T+2). */
+static void pad_batch(int *src2, int *tgt2) {
     for (int b = 0; b < B; b++) {
         for (int i = 0; i < S + 2; i++)
             src2[b * (S + 2) + i] = i < S ? SRC[b * S + i] : 0;
         for (int t = 0; t < T + 2; t++)
             tgt2[b * (T + 2) + t] = t < T ? TGT[b * T + t] : 0;
     }
+}
+
+/* The batch padded further (S+2, T+2) gives the same loss and gradients; a padded source token
+ * changed to another id changes nothing either. */
+static void test_padding_changes_nothing(void **s) {
+    (void)s;
+    int src2[B * (S + 2)], tgt2[B * (T + 2)];
+    pad_batch(src2, tgt2);
     for (int pre = 0; pre < 2; pre++)
         for (size_t k = 0; k < 6; k++) {
             nb_tf_cfg c;
@@ -164,12 +169,7 @@ static void test_padding_changes_nothing(void **s) {
 static void test_padding_with_dropout(void **s) {
     (void)s;
     int src2[B * (S + 2)], tgt2[B * (T + 2)];
-    for (int b = 0; b < B; b++) {
-        for (int i = 0; i < S + 2; i++)
-            src2[b * (S + 2) + i] = i < S ? SRC[b * S + i] : 0;
-        for (int t = 0; t < T + 2; t++)
-            tgt2[b * (T + 2) + t] = t < T ? TGT[b * T + t] : 0;
-    }
+    pad_batch(src2, tgt2);
     for (int pre = 0; pre < 2; pre++) {
         nb_tf_cfg c;
         tiny_cfg(&c, NB_NORM_LAYER, pre, 7);
