@@ -49,7 +49,7 @@ static const char bench_usage[] =
     "  its 95% interval, and both sides' settings (threads, BLAS, oneDNN). Where PyTorch has a\n"
     "  fused form (nn.GRU, nn.LSTM) it gets its own row beside the task's norm. The task's\n"
     "  own options (mt's --model, --dim) go to both sides.\n"
-    "step TASK under mpirun -np N (N > 1; mnist, cifar): the data-parallel step of 'run' over\n"
+    "step TASK under mpirun -np N (N > 1; every task): the data-parallel step of 'run' over\n"
     "  the ranks: each rank steps on its rows of the batch, the gradients are summed in one\n"
     "  MPI_Allreduce, every rank updates. Rank 0 prints (the others print nothing) the step time\n"
     "  on its clock, allreduce_share (time in the sums over the ranks / step time, median over\n"

@@ -134,29 +134,51 @@ static inline void row_bwd(const FN(nb_gru) * g, real *dx, const real *dy, const
     seg_bwd(layer, dx + 2 * H, dy + 2 * H, x + 2 * H, gn + 2 * H, st + 2, H, g->k1, &g->norm);
 }
 
+/* Rows whose terms are summed in float before the group's sum is added to the double
+ * accumulators of gain_grads and col_sums (converting every term to double was most of their
+ * time). */
+#define GG_GRP 8
+
 /* Gain and bias gradients of a row-norm side over `rows` rows of 3H: dgain[c] += sum dy xhat,
- * dbias[c] += sum dy (dbias may be NULL). Column blocks per thread, double accumulators. */
+ * dbias[c] += sum dy (dbias may be NULL). Column blocks per thread (each column's sum in the
+ * same order whatever the thread count), groups of GG_GRP rows in float, double accumulators. */
 static void gain_grads(const FN(nb_gru) * g, real *dgain, real *dbias, const real *dy,
                        const real *x, const real *st, int rows) {
     const int H3 = 3 * g->H, H2 = 2 * g->H, layer = g->norm.kind == NB_NORM_LAYER;
     const int nblk = (H3 + 63) / 64;
 #pragma omp parallel for schedule(static) if ((size_t)rows * H3 >= GRU_PAR_MIN)
     for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * 64, c1 = c0 + 64 < H3 ? c0 + 64 : H3;
+        const int c0 = blk * 64, c1 = c0 + 64 < H3 ? c0 + 64 : H3, w = c1 - c0;
         double ag[64], ab[64];
+        real fg[64], fb[64];
         memset(ag, 0, sizeof ag);
         memset(ab, 0, sizeof ab);
-        for (int row = 0; row < rows; row++) {
-            const real *dyr = dy + (size_t)row * H3, *xr = x + (size_t)row * H3;
-            const real *s = st + (size_t)row * 4;
-            for (int seg = 0; seg < 2; seg++) {
-                int a = seg ? (c0 > H2 ? c0 : H2) : c0, b = seg ? c1 : (c1 < H2 ? c1 : H2);
-                const real mu = layer ? s[2 * seg] : 0, r = s[2 * seg + 1];
+        for (int r0 = 0; r0 < rows; r0 += GG_GRP) {
+            const int r1 = r0 + GG_GRP < rows ? r0 + GG_GRP : rows;
+            for (int c = 0; c < w; c++)
+                fg[c] = fb[c] = 0;
+            for (int row = r0; row < r1; row++) {
+                const real *dyr = dy + (size_t)row * H3 + c0, *xr = x + (size_t)row * H3 + c0;
+                const real *s = st + (size_t)row * 4;
+                /* the columns of this block in segment 0 ([0, 2H)) and in segment 1 */
+                const int split = c0 >= H2 ? 0 : c1 <= H2 ? w : H2 - c0;
+                const real mu0 = layer ? s[0] : 0, r0s = s[1];
+                const real mu1 = layer ? s[2] : 0, r1s = s[3];
 #pragma omp simd
-                for (int c = a; c < b; c++) {
-                    ag[c - c0] += (double)dyr[c] * (double)((xr[c] - mu) * r);
-                    ab[c - c0] += (double)dyr[c];
+                for (int c = 0; c < split; c++) {
+                    fg[c] += dyr[c] * ((xr[c] - mu0) * r0s);
+                    fb[c] += dyr[c];
                 }
+#pragma omp simd
+                for (int c = split; c < w; c++) {
+                    fg[c] += dyr[c] * ((xr[c] - mu1) * r1s);
+                    fb[c] += dyr[c];
+                }
+            }
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                ag[c] += (double)fg[c];
+                ab[c] += (double)fb[c];
             }
         }
         for (int c = c0; c < c1; c++) {
@@ -166,19 +188,29 @@ static void gain_grads(const FN(nb_gru) * g, real *dgain, real *dbias, const rea
     }
 }
 
-/* db[c] += sum over rows of dy[row, c] (C columns), in double. */
+/* db[c] += sum over rows of dy[row, c] (C columns): groups of GG_GRP rows in float, double
+ * accumulators. */
 static void col_sums(real *db, const real *dy, int rows, int C) {
     const int nblk = (C + 63) / 64;
 #pragma omp parallel for schedule(static) if ((size_t)rows * C >= GRU_PAR_MIN)
     for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
+        const int c0 = blk * 64, c1 = c0 + 64 < C ? c0 + 64 : C, w = c1 - c0;
         double a[64];
+        real f[64];
         memset(a, 0, sizeof a);
-        for (int row = 0; row < rows; row++) {
-            const real *d = dy + (size_t)row * C;
+        for (int r0 = 0; r0 < rows; r0 += GG_GRP) {
+            const int r1 = r0 + GG_GRP < rows ? r0 + GG_GRP : rows;
+            for (int c = 0; c < w; c++)
+                f[c] = 0;
+            for (int row = r0; row < r1; row++) {
+                const real *d = dy + (size_t)row * C + c0;
 #pragma omp simd
-            for (int c = c0; c < c1; c++)
-                a[c - c0] += (double)d[c];
+                for (int c = 0; c < w; c++)
+                    f[c] += d[c];
+            }
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                a[c] += (double)f[c];
         }
         for (int c = c0; c < c1; c++)
             db[c] += (real)a[c - c0];

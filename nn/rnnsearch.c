@@ -519,6 +519,9 @@ static void attend(FN(nb_rnnsearch) * m, int R, const int *srow, const real *hs,
     }
 }
 
+/* Words of the output softmax whose exponentials are summed in float before the double sum. */
+#define SM_GRP 128
+
 /* Deep output for rows: o = tanh(Npe(ye) + Nps(s) + Npc(ct)), logits into lg (rows, Vt). */
 static void deep_out(FN(nb_rnnsearch) * m, int rows, const real *ye, const real *s, const real *ct,
                      real *lg, int training) {
@@ -531,8 +534,9 @@ static void deep_out(FN(nb_rnnsearch) * m, int rows, const real *ye, const real 
     dense_fwd(m, &m->pc, m->pcp, ct, rows);
     norm_fwd(m, &m->npc, m->pcn, m->stp + 2 * half, m->pcp, rows, training);
     const size_t n = (size_t)rows * E;
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
-        m->o[i] = REAL_TANH(m->pen[i] + m->psn[i] + m->pcn[i]);
+        m->o[i] = vm_tanh(m->pen[i] + m->psn[i] + m->pcn[i]);
     dense_fwd(m, &m->out, lg, m->o, rows);
 }
 
@@ -644,31 +648,56 @@ double FN(nb_rnnsearch_forward)(FN(nb_rnnsearch) * m, const int *src, const int 
     }
     const int rows = Ty * B;
     deep_out(m, rows, m->ye, m->s, m->ct, m->probs, training);
-    /* softmax and the label-smoothed loss */
+    /* softmax and the label-smoothed loss; when training, each row's loss gradient
+     * (p - q) / GB is written over its probabilities in the same pass (the backward's
+     * input), so the 8,000-word rows are read from memory once */
     const double ls = m->cfg.label_smoothing;
+    const int GB = m->grad_rows > 0 ? m->grad_rows : B;
     double loss = 0, nll = 0;
     long ntok = 0;
 #pragma omp parallel for schedule(static) reduction(+ : loss, nll, ntok) if ((size_t)rows * Vt >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
         real *p = m->probs + (size_t)r * Vt;
-        if (!m->ym[r]) continue;
+        if (!m->ym[r]) {
+            if (training) memset(p, 0, sizeof(real) * Vt);
+            continue;
+        }
         real mxv = p[0];
-        for (int k = 1; k < Vt; k++)
-            if (p[k] > mxv) mxv = p[k];
+#pragma omp simd reduction(max : mxv)
+        for (int k = 0; k < Vt; k++)
+            mxv = p[k] > mxv ? p[k] : mxv;
         const int y = m->tgt[r];
         const double ly = (double)(p[y] - mxv);
+        /* the sums in float over groups of SM_GRP words, each group's added in double */
         double z = 0, sl = 0;
-        for (int k = 0; k < Vt; k++) {
-            sl += (double)(p[k] - mxv);
-            real e = REAL_EXP(p[k] - mxv);
-            p[k] = e;
-            z += e;
+        for (int k0 = 0; k0 < Vt; k0 += SM_GRP) {
+            const int k1 = k0 + SM_GRP < Vt ? k0 + SM_GRP : Vt;
+            real zg = 0, slg = 0;
+#pragma omp simd reduction(+ : zg, slg)
+            for (int k = k0; k < k1; k++) {
+                const real d = p[k] - mxv, e = vm_exp(d);
+                slg += d;
+                p[k] = e;
+                zg += e;
+            }
+            z += zg;
+            sl += slg;
         }
         /* z >= 1: the largest logit contributes exp(0) */
         // cppcheck-suppress invalidFunctionArg
         const double lz = log(z);
-        for (int k = 0; k < Vt; k++)
-            p[k] = (real)(p[k] / z);
+        if (training) {
+            const real iz = (real)(1.0 / z), u = (real)(ls / Vt), sc = (real)(1.0 / GB);
+#pragma omp simd
+            for (int k = 0; k < Vt; k++)
+                p[k] = (p[k] * iz - u) * sc;
+            p[y] -= (real)((1 - ls) / GB);
+        } else {
+            const real iz = (real)(1.0 / z);
+#pragma omp simd
+            for (int k = 0; k < Vt; k++)
+                p[k] *= iz;
+        }
         const double lp_y = ly - lz, lsum = sl - (double)Vt * lz; /* sum_k log p_k */
         nll += -lp_y;
         loss += -((1 - ls) * lp_y + ls / Vt * lsum);
@@ -676,7 +705,7 @@ double FN(nb_rnnsearch_forward)(FN(nb_rnnsearch) * m, const int *src, const int 
     }
     m->nll = nll;
     m->ntok = ntok;
-    return loss / (m->grad_rows > 0 ? m->grad_rows : B);
+    return loss / GB;
 }
 
 /* ---- backward ------------------------------------------------------------------------------ */
@@ -759,18 +788,21 @@ void FN(nb_rnnsearch_backward)(FN(nb_rnnsearch) * m) {
     const int GB = m->grad_rows > 0 ? m->grad_rows : B; /* the loss's divisor */
     real *P = m->params, *G = m->grads;
     const double ls = m->cfg.label_smoothing;
-    /* dlogits = (p - q)/B on real positions */
+    /* dlogits = (p - q)/GB on real positions: a training forward wrote them over the
+     * probabilities; after one that did not train, they are formed here */
+    if (!tr) {
 #pragma omp parallel for schedule(static) if ((size_t)rows * Vt >= PAR_MIN)
-    for (int r = 0; r < rows; r++) {
-        real *p = m->probs + (size_t)r * Vt;
-        if (!m->ym[r]) {
-            memset(p, 0, sizeof(real) * Vt);
-            continue;
+        for (int r = 0; r < rows; r++) {
+            real *p = m->probs + (size_t)r * Vt;
+            if (!m->ym[r]) {
+                memset(p, 0, sizeof(real) * Vt);
+                continue;
+            }
+            const real u = (real)(ls / Vt), sc = (real)(1.0 / GB);
+            for (int k = 0; k < Vt; k++)
+                p[k] = (p[k] - u) * sc;
+            p[m->tgt[r]] -= (real)((1 - ls) / GB);
         }
-        const real u = (real)(ls / Vt), sc = (real)(1.0 / GB);
-        for (int k = 0; k < Vt; k++)
-            p[k] = (p[k] - u) * sc;
-        p[m->tgt[r]] -= (real)((1 - ls) / GB);
     }
     const size_t RE = (size_t)rows * E;
     memset(m->dhid, 0, sizeof(real) * RE);

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vmath.h"
+
 #define NO_OFF ((size_t)-1)
 
 /* ---- configurations ------------------------------------------------------------------------- */
@@ -943,6 +945,9 @@ static void encode(model *m, real *P, const int *src, int B, int S, int training
     }
 }
 
+/* Words of the output layer whose exponentials are summed in float before the double sum. */
+#define LOSS_GRP 128
+
 double FN(nb_tf_forward)(model *m, real *P, const int *src, const int *tgt, int B, int S, int T,
                          int training, int want_grad, uint64_t dropout_seed, nb_tf_stats *st) {
     const int d = m->d, V = m->V;
@@ -993,31 +998,55 @@ double FN(nb_tf_forward)(model *m, real *P, const int *src, const int *tgt, int 
             continue;
         }
         const int y = tgt[r];
-        int am = 0;
-        double mx = z[0];
-        for (int j = 1; j < V; j++)
-            if (z[j] > mx) {
-                mx = z[j];
-                am = j;
-            }
+        const double zy = (double)z[y];
+        /* the largest logit and the first word that has it */
+        real mx = z[0];
+#pragma omp simd reduction(max : mx)
+        for (int j = 0; j < V; j++)
+            mx = z[j] > mx ? z[j] : mx;
+        int am = V;
+#pragma omp simd reduction(min : am)
+        for (int j = 0; j < V; j++)
+            am = z[j] == mx && j < am ? j : am;
+        /* sum exp(z - mx) and sum z: in float over groups of LOSS_GRP words, each group's sum
+         * added in double; with a gradient wanted, the exponentials are kept in z */
         double se = 0, sz = 0;
-        for (int j = 0; j < V; j++) {
-            se += exp((double)z[j] - mx);
-            sz += z[j];
+        for (int j0 = 0; j0 < V; j0 += LOSS_GRP) {
+            const int j1 = j0 + LOSS_GRP < V ? j0 + LOSS_GRP : V;
+            real seg = 0, szg = 0;
+            if (want_grad) {
+#pragma omp simd reduction(+ : seg, szg)
+                for (int j = j0; j < j1; j++) {
+                    const real e = vm_exp(z[j] - mx);
+                    szg += z[j];
+                    z[j] = e;
+                    seg += e;
+                }
+            } else {
+#pragma omp simd reduction(+ : seg, szg)
+                for (int j = j0; j < j1; j++) {
+                    szg += z[j];
+                    seg += vm_exp(z[j] - mx);
+                }
+            }
+            se += seg;
+            sz += szg;
         }
         /* se >= 1: the maximum's own term */
         // cppcheck-suppress invalidFunctionArg
-        const double lse = mx + log(se), lpy = (double)z[y] - lse;
+        const double lse = (double)mx + log(se);
+        const double lpy = zy - lse;
         const double sum_lp = sz - (double)V * lse;
         const double ce = -pt * lpy - q * (sum_lp - lpy) - ent;
         m->rowl[r] = (real)ce; /* the row's loss */
         if (am == y) ncor++;
         if (want_grad) {
             const double w = 1.0 / ((double)GB * m->tlen[b]);
-            for (int j = 0; j < V; j++) {
-                double p = exp((double)z[j] - lse);
-                z[j] = (real)(w * (p - (j == y ? pt : q)));
-            }
+            const real ws = (real)(w / se), wq = (real)(w * q);
+#pragma omp simd
+            for (int j = 0; j < V; j++)
+                z[j] = z[j] * ws - wq;
+            z[y] -= (real)(w * (pt - q));
         }
         m->rowl[m->maxr + r] = (real)(-lpy);
     }

@@ -17,6 +17,9 @@
 #include <string.h>
 
 #ifdef NB_F64
+static inline double vm_exp(double x) {
+    return exp(x);
+}
 static inline double vm_sigmoid(double x) {
     return 1.0 / (1.0 + exp(-x));
 }
