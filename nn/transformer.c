@@ -1007,7 +1007,7 @@ double FN(nb_tf_forward)(model *m, real *P, const int *src, const int *tgt, int 
         int am = V;
 #pragma omp simd reduction(min : am)
         for (int j = 0; j < V; j++)
-            am = z[j] == mx && j < am ? j : am;
+            am = j < am && z[j] == mx ? j : am;
         /* sum exp(z - mx) and sum z: in float over groups of LOSS_GRP words, each group's sum
          * added in double; with a gradient wanted, the exponentials are kept in z */
         double se = 0, sz = 0;
