@@ -40,9 +40,19 @@ static int format_line(char *buf, size_t n, const nb_progress *p) {
      * not "nan", which reads as divergence (a NaN training loss ends the run before this). */
     char loss[32] = "-";
     if (isfinite(p->loss)) snprintf(loss, sizeof loss, "%.4f", p->loss);
-    return snprintf(buf, n, "epoch %d/%d  step %lld/%lld  loss %s  %.0f steps/s  %s  ETA %s%s",
-                    p->epoch, p->epochs, (long long)p->step, (long long)p->steps, loss,
-                    p->steps_per_s, el, eta, strcmp(p->phase, "eval") == 0 ? "  (evaluating)" : "");
+    /* the rate with its digits: a slow task (a translation step takes seconds) reads in s/step,
+     * not as "0 steps/s" */
+    char rate[32] = "- steps/s";
+    const double r = p->steps_per_s;
+    if (r >= 10)
+        snprintf(rate, sizeof rate, "%.0f steps/s", r);
+    else if (r >= 1)
+        snprintf(rate, sizeof rate, "%.1f steps/s", r);
+    else if (r > 0)
+        snprintf(rate, sizeof rate, "%.2f s/step", 1 / r);
+    return snprintf(buf, n, "epoch %d/%d  step %lld/%lld  loss %s  %s  %s  ETA %s%s", p->epoch,
+                    p->epochs, (long long)p->step, (long long)p->steps, loss, rate, el, eta,
+                    strcmp(p->phase, "eval") == 0 ? "  (evaluating)" : "");
 }
 
 void nb_progress_draw(nb_progress_line *pl, const nb_progress *p) {
