@@ -522,6 +522,16 @@ static void attend(FN(nb_rnnsearch) * m, int R, const int *srow, const real *hs,
 /* Words of the output softmax whose exponentials are summed in float before the double sum. */
 #define SM_GRP 128
 
+/* The label-smoothed loss's gradient over a row of Vt: p <- (p s - ls/Vt) / GB, and the target
+ * y's -(1 - ls)/GB; s scales exponentials to probabilities (1 when p holds probabilities). */
+static void xent_grad_row(real *p, real s, int Vt, int y, double ls, int GB) {
+    const real u = (real)(ls / Vt), sc = (real)(1.0 / GB);
+#pragma omp simd
+    for (int k = 0; k < Vt; k++)
+        p[k] = (p[k] * s - u) * sc;
+    p[y] -= (real)((1 - ls) / GB);
+}
+
 /* Deep output for rows: o = tanh(Npe(ye) + Nps(s) + Npc(ct)), logits into lg (rows, Vt). */
 static void deep_out(FN(nb_rnnsearch) * m, int rows, const real *ye, const real *s, const real *ct,
                      real *lg, int training) {
@@ -687,11 +697,7 @@ double FN(nb_rnnsearch_forward)(FN(nb_rnnsearch) * m, const int *src, const int 
         // cppcheck-suppress invalidFunctionArg
         const double lz = log(z);
         if (training) {
-            const real iz = (real)(1.0 / z), u = (real)(ls / Vt), sc = (real)(1.0 / GB);
-#pragma omp simd
-            for (int k = 0; k < Vt; k++)
-                p[k] = (p[k] * iz - u) * sc;
-            p[y] -= (real)((1 - ls) / GB);
+            xent_grad_row(p, (real)(1.0 / z), Vt, y, ls, GB);
         } else {
             const real iz = (real)(1.0 / z);
 #pragma omp simd
@@ -798,10 +804,7 @@ void FN(nb_rnnsearch_backward)(FN(nb_rnnsearch) * m) {
                 memset(p, 0, sizeof(real) * Vt);
                 continue;
             }
-            const real u = (real)(ls / Vt), sc = (real)(1.0 / GB);
-            for (int k = 0; k < Vt; k++)
-                p[k] = (p[k] - u) * sc;
-            p[m->tgt[r]] -= (real)((1 - ls) / GB);
+            xent_grad_row(p, 1, Vt, m->tgt[r], ls, GB);
         }
     }
     const size_t RE = (size_t)rows * E;
