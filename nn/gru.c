@@ -9,8 +9,8 @@
  * (T*B, 3H, E), the recurrent projection one gemm per step (B, 3H, H), and backward gathers the
  * recurrent weight gradient of all steps in one gemm (3H, H, T*B). Per step, the four row norms
  * and the gates of a row run in one fused pass, rows split over threads. Gain and bias gradients
- * are column sums in double, taken after the time loop over all T*B rows (deterministic for any
- * thread count). Nothing is allocated in forward or backward.
+ * are column sums (groups of rows in float, double accumulators), taken after the time loop over
+ * all T*B rows (deterministic for any thread count). Nothing is allocated in forward or backward.
  *
  * Norm math as docs/numerics.md / nn/norm.c (two-pass statistics, explicitly vectorized reductions,
  * eps inside or outside the sqrt per cfg, backward keeps the r-depends-on-x term). */
@@ -135,8 +135,8 @@ static inline void row_bwd(const FN(nb_gru) * g, real *dx, const real *dy, const
 }
 
 /* Rows whose terms are summed in float before the group's sum is added to the double
- * accumulators of gain_grads and col_sums (converting every term to double was most of their
- * time). */
+ * accumulators of gain_grads (converting every term to double was most of its time; the bias
+ * column sums are nn/ops.c's nb_col_sums, summed the same way). */
 #define GG_GRP 8
 
 /* Gain and bias gradients of a row-norm side over `rows` rows of 3H: dgain[c] += sum dy xhat,
@@ -185,35 +185,6 @@ static void gain_grads(const FN(nb_gru) * g, real *dgain, real *dbias, const rea
             dgain[c] += (real)ag[c - c0];
             if (dbias) dbias[c] += (real)ab[c - c0];
         }
-    }
-}
-
-/* db[c] += sum over rows of dy[row, c] (C columns): groups of GG_GRP rows in float, double
- * accumulators. */
-static void col_sums(real *db, const real *dy, int rows, int C) {
-    const int nblk = (C + 63) / 64;
-#pragma omp parallel for schedule(static) if ((size_t)rows * C >= GRU_PAR_MIN)
-    for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * 64, c1 = c0 + 64 < C ? c0 + 64 : C, w = c1 - c0;
-        double a[64];
-        real f[64];
-        memset(a, 0, sizeof a);
-        for (int r0 = 0; r0 < rows; r0 += GG_GRP) {
-            const int r1 = r0 + GG_GRP < rows ? r0 + GG_GRP : rows;
-            for (int c = 0; c < w; c++)
-                f[c] = 0;
-            for (int row = r0; row < r1; row++) {
-                const real *d = dy + (size_t)row * C + c0;
-#pragma omp simd
-                for (int c = 0; c < w; c++)
-                    f[c] += d[c];
-            }
-#pragma omp simd
-            for (int c = 0; c < w; c++)
-                a[c] += (double)f[c];
-        }
-        for (int c = c0; c < c1; c++)
-            db[c] += (real)a[c - c0];
     }
 }
 
@@ -675,7 +646,7 @@ void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *p
              g->brx + (size_t)t * H3, B, H3, g->training, &g->norm);
         }
     }
-    col_sums(grads + g->bc, g->bias_state ? g->dhp : g->dxp, TB, H3);
+    FN(nb_col_sums)(grads + g->bc, g->bias_state ? g->dhp : g->dxp, TB, H3);
     if (kind == NB_NORM_WEIGHT) {
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, E, TB, 1, g->dxp, H3, g->x, E, 0,
                    g->dwce, E);

@@ -69,6 +69,38 @@ void FN(nb_dense_backward)(real *dinp, real *dw, real *dbias, const real *dout, 
     }
 }
 
+/* Rows summed in float before each group's sum meets the double accumulator (converting every
+ * term to double cost most of the time), and the work below which one thread does it all. */
+#define CS_GRP 8
+#define CS_PAR_MIN 16384
+
+void FN(nb_col_sums)(real *db, const real *dy, int rows, int C) {
+    const int nblk = (C + 63) / 64;
+#pragma omp parallel for schedule(static) if ((size_t)rows * (size_t)C >= CS_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * 64, c1 = c0 + 64 < C ? c0 + 64 : C, w = c1 - c0;
+        double a[64];
+        real f[64];
+        memset(a, 0, sizeof a);
+        for (int r0 = 0; r0 < rows; r0 += CS_GRP) {
+            const int r1 = r0 + CS_GRP < rows ? r0 + CS_GRP : rows;
+            for (int c = 0; c < w; c++)
+                f[c] = 0;
+            for (int row = r0; row < r1; row++) {
+                const real *d = dy + (size_t)row * C + c0;
+#pragma omp simd
+                for (int c = 0; c < w; c++)
+                    f[c] += d[c];
+            }
+#pragma omp simd
+            for (int c = 0; c < w; c++)
+                a[c] += (double)f[c];
+        }
+        for (int c = c0; c < c1; c++)
+            db[c] += (real)a[c - c0];
+    }
+}
+
 /* ---- activations ------------------------------------------------------------------------ */
 
 /* relu: x < 0 ? 0 : x, written so that NaN propagates (NaN < 0 is false). */

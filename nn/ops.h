@@ -9,6 +9,11 @@ void NB_FN(nb_dense_forward)(NB_REAL *out, const NB_REAL *inp, const NB_REAL *w,
 void NB_FN(nb_dense_backward)(NB_REAL *dinp, NB_REAL *dw, NB_REAL *dbias, const NB_REAL *dout,
                               const NB_REAL *inp, const NB_REAL *w, int B, int C, int OC);
 
+/* Accumulates db[c] += the sum over `rows` rows of dy[row, c] (dy is rows x C): a bias's
+ * gradient. Rows are added in groups of 8 in float, each group's sum into a double accumulator;
+ * column blocks per thread, so the result does not depend on the thread count. */
+void NB_FN(nb_col_sums)(NB_REAL *db, const NB_REAL *dy, int rows, int C);
+
 /* Elementwise activations over N values. Forward may run in place (out == inp). Backward
  * takes the forward OUTPUT `out` (all four are expressible through it: relu/leaky use its
  * sign, tanh 1-out^2, sigmoid out(1-out)) and accumulates into dinp. */

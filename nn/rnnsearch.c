@@ -8,7 +8,8 @@
  * its two GRUs step-wise (nb_gru_step) because each step's GRU2 input is the attention's output.
  * The attention scores recompute tanh(Hc + Hs) in backward instead of keeping (Ty, Tx, B, A)
  * values. Weight gradients of the per-step layers are gathered in one gemm over all steps.
- * Column sums and the attention vector's gradient are summed in double in a fixed order. */
+ * Bias gradients are nn/ops.c's nb_col_sums; the attention vector's gradient is summed in float
+ * groups of positions and double accumulators, in a fixed order. */
 
 #include <float.h>
 #include <math.h>
@@ -70,24 +71,6 @@ static void dense_fwd(const FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d, rea
                wmat(m, d), d->in, d->b != NO_OFF ? 1 : 0, y, d->out);
 }
 
-/* db[c] += sum_rows dy[r, c], in double, 64 columns at a time (rows read in order) */
-static void col_sums(real *db, const real *dy, int rows, int C) {
-    const int nblk = (C + 63) / 64;
-#pragma omp parallel for schedule(static) if ((size_t)rows * C >= PAR_MIN)
-    for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
-        double a[64] = {0};
-        for (int r = 0; r < rows; r++) {
-            const real *d = dy + (size_t)r * C;
-#pragma omp simd
-            for (int c = c0; c < c1; c++)
-                a[c - c0] += (double)d[c];
-        }
-        for (int c = c0; c < c1; c++)
-            db[c] += (real)a[c - c0];
-    }
-}
-
 /* From dy (rows, out): ACCUMULATES dW, db and (dx not NULL) dx (rows, in) += dy W. */
 static void dense_bwd(FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d, const real *dy,
                       const real *x, int rows, real *dx) {
@@ -101,7 +84,7 @@ static void dense_bwd(FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d, const rea
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d->out, d->in, rows, 1, dy, d->out, x,
                    d->in, 1, m->grads + d->w, d->in);
     }
-    if (d->b != NO_OFF) col_sums(m->grads + d->b, dy, rows, d->out);
+    if (d->b != NO_OFF) FN(nb_col_sums)(m->grads + d->b, dy, rows, d->out);
     if (dx)
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d->in, d->out, 1, dy, d->out,
                    wmat(m, d), d->in, 1, dx, d->in);

@@ -332,6 +332,47 @@ static void test_adam_parallel_exact(void **state) {
     free(p), free(g), free(m), free(v), free(p2), free(m2), free(v2);
 }
 
+/* nb_col_sums: in double equal to the exact column sums (to rounding); in float within a few
+ * float roundings of them over rows that are not a multiple of its 8-row groups and columns that
+ * are not a multiple of its 64-column blocks; accumulating onto what db held; 1 thread bit for
+ * bit equal to 2 (above the parallel threshold). */
+static void test_col_sums(void **state) {
+    (void)state;
+    const int shapes[][2] = {{1, 1}, {7, 3}, {13, 65}, {333, 200}, {1001, 130}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int R = shapes[k][0], C = shapes[k][1];
+        double *y = malloc((size_t)R * C * 8), *db = malloc((size_t)C * 8);
+        float *yf = malloc((size_t)R * C * 4), *f1 = malloc((size_t)C * 4),
+              *f2 = malloc((size_t)C * 4);
+        assert_non_null(y && db && yf && f1 && f2);
+        fill_normal(y, (size_t)R * C, 1.0, 40 + k);
+        for (size_t i = 0; i < (size_t)R * C; i++)
+            yf[i] = (float)y[i];
+        for (int c = 0; c < C; c++) {
+            db[c] = 0.5 * c;
+            f1[c] = f2[c] = (float)(0.5 * c);
+        }
+        nb_col_sums_f64(db, y, R, C);
+        omp_set_num_threads(1);
+        nb_col_sums(f1, yf, R, C);
+        omp_set_num_threads(2);
+        nb_col_sums(f2, yf, R, C);
+        for (int c = 0; c < C; c++) {
+            double want = 0.5 * c, wantf = 0.5 * c, mag = fabs(0.5 * c);
+            for (int r = 0; r < R; r++) {
+                want += y[(size_t)r * C + c];
+                wantf += yf[(size_t)r * C + c];
+                mag += fabs(yf[(size_t)r * C + c]);
+            }
+            assert_close(db[c], want, 1e-12, 1e-12);
+            /* float groups of 8 rows: each term meets at most ~8 float roundings */
+            assert_true(fabs(f1[c] - wantf) <= 1e-6 * mag + 1e-7);
+        }
+        assert_memory_equal(f1, f2, (size_t)C * 4);
+        free(y), free(db), free(yf), free(f1), free(f2);
+    }
+}
+
 /* ---- layouts: Adam, clipping ----------------------------------------------------------------- */
 
 static void test_adam_layout(void **state) {
@@ -661,6 +702,7 @@ int main(void) {
         cmocka_unit_test(test_xent_large_logits),
         cmocka_unit_test(test_adam_hand),
         cmocka_unit_test(test_adam_parallel_exact),
+        cmocka_unit_test(test_col_sums),
         cmocka_unit_test(test_adam_layout),
         cmocka_unit_test(test_clip),
         cmocka_unit_test(test_l2norm),
