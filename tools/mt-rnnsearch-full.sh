@@ -8,7 +8,8 @@
 # Usage: tools/mt-rnnsearch-full.sh DIR-WITH-THE-8-MULTI30K-GZ-FILES [OUT-DIR]
 # Environment: NB (the normbench binary, default ./normbench), JOBS, THREADS, RUNS (a list of
 # "norm seed" pairs separated by commas, default "layer 1,rms 1,none 1,prms 1,layer 2,rms 2"),
-# and for a quick try of the script DIMS (default "--dim-word 256 --dim 512"), LENGTH (default
+# DROPOUT (word dropout on both sides, default 0.1), FIG (the figure's name in OUT-DIR, default
+# mt-rnnsearch-multi30k), and for a quick try of the script DIMS (default "--dim-word 256 --dim 512"), LENGTH (default
 # "--epochs 10 --eval-every 363") and EXTRA (more options), e.g.
 # DIMS="--dim-word 16 --dim 32" LENGTH="--steps 4 --eval-every 2" EXTRA="--test-max 3".
 # A run that was interrupted (Ctrl-C) continues with
@@ -29,8 +30,9 @@ D=$O/data
 "$NB" fetch multi30k --from "$SRC" --data-dir "$D" 2>&1 | tail -1 | tee -a "$O/log"
 DIMS=${DIMS:---dim-word 256 --dim 512}
 LENGTH=${LENGTH:---epochs 10 --eval-every 363}
+DROPOUT=${DROPOUT:-0.1}
 common="mt --model rnnsearch --data-dir $D $DIMS --lr 5e-4 $LENGTH
-        --dropout-source 0.1 --dropout-target 0.1 --val-bleu-max 200
+        --dropout-source $DROPOUT --dropout-target $DROPOUT --val-bleu-max 200
         --threads $THREADS --db $O/mt.db --quiet ${EXTRA-}"
 start=$(date +%s)
 IFS=, read -r -a queue <<<"$RUNS"
@@ -53,4 +55,4 @@ done
 wait
 echo "runs took $(($(date +%s) - start)) s" | tee -a "$O/log"
 "$NB" report --db "$O/mt.db" --task mt 2>&1 | tee -a "$O/log"
-"$NB" plot --task mt --db "$O/mt.db" --metric train_loss,val_bleu --out "$O/mt-rnnsearch-multi30k" 2>&1 | tail -1
+"$NB" plot --task mt --db "$O/mt.db" --metric train_loss,val_bleu --out "$O/${FIG:-mt-rnnsearch-multi30k}" 2>&1 | tail -1
