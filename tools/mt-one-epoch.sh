@@ -10,4 +10,4 @@ set -u
 JOBS=6 THREADS=2 DROPOUT=0 LENGTH="--epochs 1 --eval-every 182" \
     EXTRA="--test-max 200 --log-every 10" FIG=mt-multi30k \
     RUNS="none 1,layer 1,rms 1,prms 1,layer 2,rms 2" \
-    exec "$(dirname "$0")/mt-rnnsearch-full.sh" "$1" "${2:-mt-one-epoch}"
+    MODEL=rnnsearch exec "$(dirname "$0")/mt-full.sh" "$1" "${2:-mt-one-epoch}"
