@@ -22,7 +22,6 @@
 #            Transformer's --norm-position); the model's list above by default; empty: no runs,
 #            only the report and plot of what OUT-DIR/mt.db holds
 #   DROPOUT  RNNSearch's word dropout on both sides (default 0.1)
-#   FIG      the figure's name in OUT-DIR (default mt-MODEL-multi30k)
 #   DIMS, LENGTH, TRAIN, EXTRA  the model's size, length and training options, and more options,
 #            for a quick try of the script, e.g.
 #            DIMS="--dim-word 16 --dim 32" LENGTH="--steps 4 --eval-every 2" EXTRA="--test-max 3"
@@ -54,6 +53,7 @@ transformer)
 esac
 O=${2:-mt-$MODEL-full}
 NB=${NB:-./normbench}
+case $NB in */*) NB=$(cd "$(dirname "$NB")" && pwd)/$(basename "$NB") ;; esac # plot runs in OUT-DIR
 JOBS=${JOBS:-2}
 THREADS=${THREADS:-1}
 mkdir -p "$O" || exit 1
@@ -88,14 +88,7 @@ for r in "${queue[@]}"; do
 done
 wait
 echo "runs took $(($(date +%s) - start)) s" | tee -a "$O/log"
-"$NB" report --db "$O/mt.db" --task mt 2>&1 | tee -a "$O/log" | tee "$O/report"
-# a figure per variant (the Transformer's post- and pre-norm runs are two): FIG, or FIG-VARIANT
-# (the variant less the model's name, spaces as dashes) where the store holds several
-mapfile -t variants < <(sed -n 's/^mt \/ [^[]*\[\(.*\)\]$/\1/p' "$O/report")
-fig=$O/${FIG:-mt-$MODEL-multi30k}
-for v in "${variants[@]}"; do
-    out=$fig
-    [ ${#variants[@]} -gt 1 ] && { w=${v#"$MODEL "}; out=$fig-${w// /-}; }
-    "$NB" plot --task mt --db "$O/mt.db" --variant "$v" --metric train_loss,val_bleu \
-        --out "$out" 2>&1 | tail -2
-done
+"$NB" report --db "$O/mt.db" --task mt 2>&1 | tee -a "$O/log"
+# the figures, in OUT-DIR under the names plot gives them: one per variant (the Transformer's
+# post- and pre-norm runs are two), e.g. normbench-mt.png
+(cd "$O" && "$NB" plot --task mt --db mt.db --metric train_loss,val_bleu) 2>&1 | tail -4

@@ -8,6 +8,6 @@
 set -u
 [ $# -ge 1 ] || { echo "usage: $0 MULTI30K-DIR [OUT-DIR]" >&2; exit 2; }
 JOBS=6 THREADS=2 DROPOUT=0 LENGTH="--epochs 1 --eval-every 182" \
-    EXTRA="--test-max 200 --log-every 10" FIG=mt-multi30k \
+    EXTRA="--test-max 200 --log-every 10" \
     RUNS="none 1,layer 1,rms 1,prms 1,layer 2,rms 2" \
     MODEL=rnnsearch exec "$(dirname "$0")/mt-full.sh" "$1" "${2:-mt-one-epoch}"

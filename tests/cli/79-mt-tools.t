@@ -24,9 +24,9 @@ check "mt-full.sh: RNNSearch, two runs" 0 env NB="$NB" DIMS="--dim-word 16 --dim
 runs=$(sqlite3 "$o/mt.db" "select group_concat(norm || ':' || seed || ':' || status, ' ') from (select norm, seed, status from runs order by id)")
 [ "$runs" = "layer:1:finished rms:2:finished" ] && ok "both runs finished in one store ($runs)" \
     || not_ok "both runs finished in one store ($runs)"
-has "report groups them as rnnsearch" "$o/report" '^mt / multi30k \[rnnsearch\]$'
-has "report has test_bleu" "$o/report" 'test_bleu'
-[ -s "$o/mt-rnnsearch-multi30k.png" ] && [ -s "$o/mt-rnnsearch-multi30k.gp" ] \
+has "report groups them as rnnsearch" "$o/log" '^mt / multi30k \[rnnsearch\]$'
+has "report has test_bleu" "$o/log" 'test_bleu'
+[ -s "$o/normbench-mt.png" ] && [ -s "$o/normbench-mt.gp" ] \
     && ok "the figure and its script" || not_ok "the figure and its script" "$(ls "$o")"
 
 o=$tmp/tf
@@ -36,8 +36,8 @@ check "mt-full.sh: the Transformer, post- and pre-norm" 0 env NB="$NB" MODEL=tra
 pos=$(sqlite3 "$o/mt.db" "select group_concat(value, ' ') from (select value from tags where key = 'model' order by run)")
 [ "$pos" = "transformer small post transformer small pre" ] && ok "the runs' positions ($pos)" \
     || not_ok "the runs' positions ($pos)"
-for v in small-post small-pre; do
-    [ -s "$o/mt-transformer-multi30k-$v.png" ] && ok "a figure for $v" || not_ok "a figure for $v" "$(ls "$o")"
+for v in post pre; do
+    [ -s "$o/normbench-mt-multi30k-transformer_small_$v.png" ] && ok "a figure for $v" || not_ok "a figure for $v" "$(ls "$o")"
 done
 
 check "an unknown MODEL is refused" 2 env NB="$NB" MODEL=lstm bash "$script" "$m30k" "$tmp/x"
