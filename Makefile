@@ -162,8 +162,15 @@ $(TOY_BIN): $(CMD_OBJ) $(LIB) tests/task_toy.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $(CMD_OBJ) tests/task_toy.c $(LIB) $(LDLIBS_ALL)
 
-cli: $(BIN) $(TOY_BIN) $(MAN)
-	$(TEST_ENV) NORMBENCH_TOY_BIN=$(CURDIR)/$(TOY_BIN) prove -v tests/cli/
+# A split of mt's synthetic transduction as text (tests/cli/76-mt.t scores a translation of it).
+SYNTH_BIN := $(BUILD)/tests/mt-synth-text
+$(SYNTH_BIN): tests/mt_synth_text.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)
+
+cli: $(BIN) $(TOY_BIN) $(SYNTH_BIN) $(MAN)
+	$(TEST_ENV) NORMBENCH_TOY_BIN=$(CURDIR)/$(TOY_BIN) NORMBENCH_SYNTH_BIN=$(CURDIR)/$(SYNTH_BIN) \
+	  prove -v tests/cli/
 
 # LeakSanitizer: Open MPI's own allocations are suppressed (tests/lsan-mpi.supp names only its
 # libraries; its components stay loaded so that their frames can be named).
@@ -224,13 +231,13 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --inline-suppr -I. $(LIB_SRC) $(CMD_SRC)
 	clang-format --dry-run --Werror $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h) \
-	  $(FUZZ_SRC) tests/fuzz/driver.c
+	  $(FUZZ_SRC) tests/fuzz/driver.c tests/task_toy.c tests/mt_synth_text.c
 	@! grep -n -E '\b(atoi|atol|sprintf|strcpy|strcat|gets)\s*\(' $(LIB_SRC) $(CMD_SRC) \
 	  || { echo "lint: banned function (use strtol/snprintf/memcpy)"; exit 1; }
 
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h) $(FUZZ_SRC) \
-	  tests/fuzz/driver.c
+	  tests/fuzz/driver.c tests/task_toy.c tests/mt_synth_text.c
 
 # install-files copies what is built, building nothing (tests/cli/78-install.t uses it).
 install: $(BIN) $(MAN)
