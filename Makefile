@@ -168,9 +168,16 @@ $(SYNTH_BIN): tests/mt_synth_text.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)
 
+# The command-line test files run TEST_JOBS at a time (default: the number of cores, at most 4;
+# each file keeps its own store, data and ports), the longest first so that they overlap the
+# rest; prove prints each file's output whole when it ends.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+CLI_FIRST := tests/cli/85-mpi.t tests/cli/60-resume.t tests/cli/74-reader.t tests/cli/50-sweep.t \
+             tests/cli/76-mt.t tests/cli/87-mpi-bench.t
+CLI_TESTS := $(CLI_FIRST) $(filter-out $(CLI_FIRST),$(sort $(wildcard tests/cli/*.t)))
 cli: $(BIN) $(TOY_BIN) $(SYNTH_BIN) $(MAN)
 	$(TEST_ENV) NORMBENCH_TOY_BIN=$(CURDIR)/$(TOY_BIN) NORMBENCH_SYNTH_BIN=$(CURDIR)/$(SYNTH_BIN) \
-	  prove -v tests/cli/
+	  prove -j$(TEST_JOBS) -v $(CLI_TESTS)
 
 # LeakSanitizer: Open MPI's own allocations are suppressed (tests/lsan-mpi.supp names only its
 # libraries; its components stay loaded so that their frames can be named).
