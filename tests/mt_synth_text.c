@@ -1,45 +1,36 @@
-/* tests/mt_synth_text.c — writes one split of mt's synthetic transduction as text, for
- * tests/cli/76-mt.t: translating the test split with `normbench translate` and scoring it with
- * `normbench bleu` must reproduce the run's own test_bleu.
+/* tests/mt_synth_text.c — writes the test split of mt's synthetic dataset as text, for
+ * tests/cli/76-mt.t: translating it with `normbench translate` and scoring the output with
+ * `normbench bleu` must reproduce a run's own test_bleu. The split is loaded as a run loads it
+ * (nb_mt_load with the dataset's defaults), so its sentences are the ones the run scored.
  *
- * usage: mt-synth-text SEED STREAM N SOURCE-OUT TARGET-OUT
- * (the run's splits: seed 1234, datasets/mt.c's fixed default; stream 0 train, 1 val, 2 test;
- * N the split's size, 500 for val and test by default) */
+ * usage: mt-synth-text SOURCE-OUT TARGET-OUT */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "datasets/mt.h"
 
-static int write_lines(const char *path, const nb_lines *l) {
+static int write_lines(const char *path, char *const *line, int n) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    for (int i = 0; i < l->n; i++)
-        fprintf(f, "%s\n", l->line[i]);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\n", line[i]);
     return fclose(f) == 0 ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s SEED STREAM N SOURCE-OUT TARGET-OUT\n", argv[0]);
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s SOURCE-OUT TARGET-OUT\n", argv[0]);
         return 2;
     }
-    char *end;
-    unsigned long long seed = strtoull(argv[1], &end, 10);
-    unsigned long long stream = strtoull(argv[2], &end, 10);
-    long n = strtol(argv[3], &end, 10);
-    if (n <= 0 || *end) {
-        fprintf(stderr, "%s: N must be a positive number, not '%s'\n", argv[0], argv[3]);
-        return 2;
-    }
-    nb_lines src = {0}, tgt = {0};
+    nb_mt_opts o = nb_mt_defaults("synthetic");
+    nb_mt_data d = {0};
     nb_err err = {0};
-    if (nb_mt_synth_text(seed, stream, (int)n, &src, &tgt, &err)) {
+    if (nb_mt_load("synthetic", "", &o, &d, &err)) {
         fprintf(stderr, "%s: %s\n", argv[0], err.msg);
         return 1;
     }
-    int rc = write_lines(argv[4], &src) || write_lines(argv[5], &tgt);
-    if (rc) fprintf(stderr, "%s: cannot write '%s' or '%s'\n", argv[0], argv[4], argv[5]);
-    nb_lines_free(&src);
-    nb_lines_free(&tgt);
+    const nb_mt_split *t = &d.test[0];
+    int rc = write_lines(argv[1], t->src_text, t->n) || write_lines(argv[2], t->tgt_text, t->n);
+    if (rc) fprintf(stderr, "%s: cannot write '%s' or '%s'\n", argv[0], argv[1], argv[2]);
+    nb_mt_free(&d);
     return rc;
 }

@@ -11,8 +11,6 @@ ckpt() { echo "$db-checkpoints/run-$1.ckpt"; }
 
 # Under ASan (make asan, ~10x slower) the runs are shorter: killed after their first epoch's
 # checkpoint either way, they resume for the rest (mnist 8 epochs, 3 under ASan; cifar 3, 2 under ASan).
-asan=0
-grep -q __asan_init "$NB" 2>/dev/null && asan=1
 me=8 ce=3
 [ $asan = 1 ] && me=3 ce=2
 for norm in weight batch rms; do

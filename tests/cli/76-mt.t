@@ -7,8 +7,6 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export NORMBENCH_DB=$tmp/mt.db
 export NORMBENCH_DATA=$tmp/data
-asan=0
-grep -q __asan_init "$NB" 2>/dev/null && asan=1
 small="--dim-word 32 --dim 64 --batch 32 --threads 2 --quiet"
 
 check "help run mt" 0 "$NB" help run mt
@@ -25,9 +23,9 @@ steps=700
 check "a synthetic run" 0 "$NB" run mt --dataset synthetic $small --lr 3e-3 --steps $steps --eval-every 100 --val-bleu-max 200 --test-max 200
 vb=$(sqlite3 "$NORMBENCH_DB" "select value from metrics where run = 1 and name = 'val_bleu' order by step desc limit 1")
 tb=$(sqlite3 "$NORMBENCH_DB" "select value from metrics where run = 1 and name = 'test_bleu'")
-want=90
-[ $asan = 1 ] && want=-1
-if awk -v v="$vb" -v w=$want 'BEGIN { exit !(v > w) }'; then ok "it learns: val_bleu $vb > $want"; else not_ok "it learns: val_bleu $vb > $want"; fi
+if [ $asan = 1 ]; then
+    n=$((n + 1)); echo "ok $n # skip an ASan build: 200 steps learn the lexicon only (val_xent below)"
+elif awk -v v="$vb" 'BEGIN { exit !(v > 90) }'; then ok "it learns: val_bleu $vb > 90"; else not_ok "it learns: val_bleu $vb > 90"; fi
 if [ -n "$tb" ]; then ok "test_bleu recorded ($tb)"; else not_ok "test_bleu recorded"; fi
 x1=$(sqlite3 "$NORMBENCH_DB" "select value from metrics where run = 1 and name = 'val_xent' order by step limit 1")
 x2=$(sqlite3 "$NORMBENCH_DB" "select value from metrics where run = 1 and name = 'val_xent' order by step desc limit 1")
@@ -44,9 +42,6 @@ check "translate" 0 sh -c "'$NB' translate 1 <'$tmp/in'"
 [ "$(wc -l <"$tmp/out")" = 3 ] && ok "three lines in, three out" || not_ok "three lines in, three out" "$(cat "$tmp/out")"
 [ -z "$(sed -n 2p "$tmp/out")" ] && ok "the empty line stays empty" || not_ok "the empty line stays empty"
 check "translate of an unknown run fails" 1 "$NB" translate 99
-# translating run 1's test set (its first 200 sentences, --test-max 200) and scoring the output
-# with `bleu` reproduces its recorded test_bleu: the synthetic split written out as text by
-# build/tests/mt-synth-text (the run's seed 1234, stream 2 = test)
 # reproduce WHAT RUN SOURCE REFERENCE: translate SOURCE with RUN's model, score the output against
 # REFERENCE with `bleu`, and compare the score (in $got) with RUN's recorded test_bleu
 reproduce() {
@@ -59,13 +54,19 @@ reproduce() {
     [ -n "$got" ] && [ "$got" = "$tb" ] && ok "translate + bleu reproduce run $2's test_bleu ($got)" \
         || not_ok "translate + bleu reproduce run $2's test_bleu ($got vs $tb)"
 }
+# translating run 1's test set (its first 200 sentences, --test-max 200) and scoring the output
+# with `bleu` reproduces its recorded test_bleu: the synthetic test split written out as text
+# by build/tests/mt-synth-text
 if [ -x "${NORMBENCH_SYNTH_BIN:-}" ]; then
-    "$NORMBENCH_SYNTH_BIN" 1234 2 500 "$tmp/syn.src" "$tmp/syn.tgt"
+    "$NORMBENCH_SYNTH_BIN" "$tmp/syn.src" "$tmp/syn.tgt"
     head -n 200 "$tmp/syn.src" >"$tmp/syn200.src"
     head -n 200 "$tmp/syn.tgt" >"$tmp/syn200.tgt"
     reproduce "run 1's test set" 1 "$tmp/syn200.src" "$tmp/syn200.tgt"
-    # and the score is a real one, not two zeros agreeing
-    if awk -v v="$got" -v w=$want 'BEGIN { exit !(v > w) }'; then ok "that test_bleu is $got > $want"; else not_ok "that test_bleu is $got > $want"; fi
+    # and the score is a real one, not two zeros agreeing (under ASan the run is too short to
+    # ask for one)
+    if [ $asan = 1 ]; then
+        n=$((n + 1)); echo "ok $n # skip an ASan build: run 1 trains 200 steps, its score is near 0"
+    elif awk -v v="$got" 'BEGIN { exit !(v > 90) }'; then ok "that test_bleu is $got > 90"; else not_ok "that test_bleu is $got > 90"; fi
 else
     for i in 1 2 3 4; do n=$((n + 1)); echo "ok $n # skip NORMBENCH_SYNTH_BIN unset (make test sets it)"; done
 fi

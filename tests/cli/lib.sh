@@ -5,6 +5,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0
 fails=0
+# asan: 1 when the binary under test is an AddressSanitizer build (make asan), where the
+# slowest files do less, each saying what
+asan=0
+grep -q __asan_init "$NB" 2>/dev/null && asan=1
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/# /'; }
 # check DESC EXPECTED_RC CMD...: runs CMD, stdout in $tmp/out, stderr in $tmp/err
