@@ -9,13 +9,15 @@
 #include "results/query.h"
 #include "tasks/task.h"
 #include "util/json.h"
+#include "util/num.h"
 #include "util/text.h"
 
 static const char usage[] =
     "usage: normbench plot [--task T] [--dataset NAME] [--variant TEXT] [--metric LIST]\n"
     "                      [--x step|time|both] [--out FILE.png|FILE.svg|FILE] [--term "
     "png|svg|dumb]\n"
-    "                      [--smooth X] [--status LIST|all] [--max-points N] [--db FILE]\n\n"
+    "                      [--smooth X] [--status LIST|all] [--seed LIST] [--max-points N]\n"
+    "                      [--db FILE]\n\n"
     "Draws, with gnuplot, one figure per task and dataset (and variant, as report groups runs):\n"
     "a row per metric (default: the training loss on top, the task's evaluation metric, e.g.\n"
     "mnist's val_error, below), against training steps (left) and wall-clock seconds since the\n"
@@ -27,7 +29,8 @@ static const char usage[] =
     "smoothing, without its pull towards zero at the start), applied to each run's raw series\n"
     "before anything else; the unsmoothed mean is drawn faintly beneath. Evaluation metrics\n"
     "(measured on a whole set) are not smoothed. Each line has at most --max-points points.\n\n"
-    "Only finished runs are drawn unless --status says otherwise; a diverged run's line ends\n"
+    "Only finished runs are drawn unless --status says otherwise, and the runs of every seed\n"
+    "unless --seed names some; a diverged run's line ends\n"
     "where its loss became NaN or infinite. Files: FILE.png and FILE.svg (default\n"
     "normbench-TASK.png and .svg in the current directory, with the dataset added when a task\n"
     "has several), the gnuplot script FILE.gp and its data FILE-data/ beside them: edit and\n"
@@ -43,7 +46,7 @@ enum { X_BOTH, X_STEP, X_TIME };
 static const char *const all_statuses[] = {"finished", "interrupted", "diverged", "failed",
                                            "crashed",  "running",     NULL};
 
-enum { MAXMET = 16, MAXSTAT = 8 };
+enum { MAXMET = 16, MAXSTAT = 8, MAXSEED = 64 };
 
 /* Splits a comma-separated list into a NULL-terminated array of pointers into buf. */
 static int split_list(char *buf, const char **items, int max) {
@@ -110,7 +113,7 @@ static void command_line(int argc, const char **argv, char *buf, size_t size) {
 
 int cmd_plot(int argc, const char **argv) {
     const char *db = nb_default_db(), *task = NULL, *dataset = NULL, *variant = NULL;
-    const char *metric_arg = NULL, *out = NULL, *status_arg = NULL;
+    const char *metric_arg = NULL, *out = NULL, *status_arg = NULL, *seed_arg = NULL;
     int term = T_BOTH, xaxis = X_BOTH, max_points = 1000;
     double smooth = 0.6;
     nb_opt opts[] = {
@@ -164,6 +167,11 @@ int cmd_plot(int argc, const char **argv) {
          .dst = &status_arg,
          .metavar = "LIST",
          .help = "run statuses drawn, e.g. finished,diverged, or all (default finished)"},
+        {.name = "seed",
+         .type = NB_OPT_STR,
+         .dst = &seed_arg,
+         .metavar = "LIST",
+         .help = "only runs with these seeds, e.g. 1 or 1,2 (default every seed)"},
         {.name = "max-points",
          .type = NB_OPT_INT,
          .dst = &max_points,
@@ -206,6 +214,31 @@ int cmd_plot(int argc, const char **argv) {
                 fprintf(stderr, " all\n");
                 return NB_EXIT_USAGE;
             }
+        }
+    }
+
+    /* --seed */
+    int64_t seeds[MAXSEED];
+    int nseeds = 0;
+    if (seed_arg) {
+        char seed_buf[1024];
+        const char *items[MAXSEED + 1];
+        snprintf(seed_buf, sizeof seed_buf, "%s", seed_arg);
+        int n = strlen(seed_arg) < sizeof seed_buf ? split_list(seed_buf, items, MAXSEED) : -1;
+        for (int i = 0; i < n; i++) {
+            long long v;
+            if (nb_parse_int(items[i], &v) != 0) {
+                n = -1;
+                break;
+            }
+            seeds[nseeds++] = v;
+        }
+        if (n <= 0) {
+            char shown[256];
+            return nb_usage_error("plot",
+                                  "invalid --seed '%s': give one or more whole numbers, "
+                                  "comma-separated (at most %d), e.g. 1 or 1,2",
+                                  nb_escape(shown, sizeof shown, seed_arg), MAXSEED);
         }
     }
 
@@ -263,7 +296,7 @@ int cmd_plot(int argc, const char **argv) {
     nb_err_clear(&err);
     nb_store *s = NULL;
     if (nb_store_open(&s, db, 1, &err)) return nb_report_err(&err);
-    nb_plot_filter filter = {task, dataset, variant, statuses};
+    nb_plot_filter filter = {task, dataset, variant, statuses, seed_arg ? seeds : NULL, nseeds};
     nb_plot_set *set = NULL;
     rc = nb_plot_load(s, &filter, &set, &err);
     nb_store_close(s);
@@ -274,6 +307,7 @@ int cmd_plot(int argc, const char **argv) {
         if (task) fprintf(stderr, " of task '%s'", task);
         if (dataset) fprintf(stderr, " on dataset '%s'", dataset);
         if (variant) fprintf(stderr, " of variant '%s'", variant);
+        if (seed_arg) fprintf(stderr, " with seed %s", seed_arg);
         fprintf(stderr, " in '%s'\n", db);
         fprintf(stderr,
                 "hint: 'normbench runs --db %s' lists the runs; --status all draws "

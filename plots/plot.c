@@ -174,6 +174,13 @@ static int status_wanted(const nb_plot_filter *f, const char *status) {
     return 0;
 }
 
+static int seed_wanted(const nb_plot_filter *f, int64_t seed) {
+    if (!f->seeds) return 1;
+    for (int i = 0; i < f->nseeds; i++)
+        if (f->seeds[i] == seed) return 1;
+    return 0;
+}
+
 int nb_plot_load(nb_store *s, const nb_plot_filter *f, nb_plot_set **out, nb_err *err) {
     *out = NULL;
     nb_run_info *runs = NULL;
@@ -184,7 +191,8 @@ int nb_plot_load(nb_store *s, const nb_plot_filter *f, nb_plot_set **out, nb_err
     for (int i = 0; i < nrun; i++) {
         const nb_run_info *r = &runs[i];
         if ((f->task && strcmp(r->task, f->task) != 0) ||
-            (f->dataset && strcmp(r->dataset, f->dataset) != 0) || !status_wanted(f, r->status))
+            (f->dataset && strcmp(r->dataset, f->dataset) != 0) || !status_wanted(f, r->status) ||
+            !seed_wanted(f, r->seed))
             continue;
         nb_run_detail *d = NULL;
         if (nb_run_get(s, r->id, &d, err)) goto fail;
@@ -379,6 +387,8 @@ typedef struct line_info {
     int runs;                           /* runs with at least one finite point */
     int diverged, interrupted, crashed; /* of those */
     int points;                         /* rows written */
+    int nseeds;                         /* distinct seeds of those runs, listed in seeds */
+    char seeds[48];                     /* "1,2" (runs come sorted by seed within a norm) */
     char file[512];                     /* relative to the script's directory */
     double ymin_pos, ymin;              /* smallest band bottom / raw mean written */
     double ymax;                        /* largest band top written */
@@ -410,6 +420,7 @@ static int write_line(const nb_plot_figure *f, int a, int b, const char *metric,
     li->ymax = -INFINITY;
     if (!xs || !ys || !ss || !ns) goto oom;
     int used = 0, total = 0, maxn = 0, nfin = 0;
+    int64_t last_seed = 0;
     double lo = INFINITY, hi = -INFINITY;   /* the union of the runs' x ranges */
     double flo = -INFINITY, fhi = INFINITY; /* what every finished run covers */
     for (int i = a; i < b; i++) {
@@ -453,6 +464,18 @@ static int write_line(const nb_plot_figure *f, int a, int b, const char *metric,
         if (x[0] < lo) lo = x[0];
         if (x[k - 1] > hi) hi = x[k - 1];
         li->runs++;
+        if (li->nseeds == 0 || d->info.seed != last_seed) {
+            /* runs [a, b) are sorted by seed: a new value is a new seed */
+            last_seed = d->info.seed;
+            size_t len = strlen(li->seeds);
+            char one[32];
+            snprintf(one, sizeof one, "%s%lld", li->nseeds ? "," : "", (long long)d->info.seed);
+            if (len + strlen(one) + 4 < sizeof li->seeds)
+                memcpy(li->seeds + len, one, strlen(one) + 1);
+            else if (!strstr(li->seeds, "..."))
+                memcpy(li->seeds + len, ",...", 5);
+            li->nseeds++;
+        }
         const char *st = d->info.status;
         if (strcmp(st, "finished") == 0) {
             nfin++;
@@ -678,8 +701,8 @@ static void panel(nb_buf *g, const nb_plot_opts *o, const char *metric, int axis
                 nb_buf_printf(g, " using 1:5 with lines lc rgb '#a0%s' lw 1 notitle", c + 1);
             } else {
                 char t[200];
-                int w = snprintf(t, sizeof t, "%s (%d run%s", li->norm, li->runs,
-                                 li->runs == 1 ? "" : "s");
+                int w = snprintf(t, sizeof t, "%s (%d run%s, seed%s %s", li->norm, li->runs,
+                                 li->runs == 1 ? "" : "s", li->nseeds == 1 ? "" : "s", li->seeds);
                 if (li->diverged && w < (int)sizeof t)
                     w += snprintf(t + w, sizeof t - (size_t)w, ", %d diverged", li->diverged);
                 if (li->interrupted && w < (int)sizeof t)

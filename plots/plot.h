@@ -57,6 +57,8 @@ typedef struct nb_plot_filter {
     /* Statuses drawn (NULL-terminated, as `normbench runs` shows them, "crashed" included);
      * NULL: only "finished". */
     const char *const *statuses;
+    const int64_t *seeds; /* (nseeds) only runs with one of these seeds; NULL: every seed */
+    int nseeds;
 } nb_plot_filter;
 
 /* One figure: the runs of one task on one dataset and variant (report's grouping). */

@@ -398,7 +398,7 @@ static void test_render_quotes_stored_strings(void **state) {
             fail_msg("a line ends in a backslash: %s", line);
         title |=
             strstr(line, "'mnist / synthetic [v\\n!touch /tmp/nb-plot-injected\\n#\\]'") != NULL;
-        key |= strstr(line, "'x\\n!touch /tmp/nb-plot-injected\\n#'' (1 run)'") != NULL;
+        key |= strstr(line, "'x\\n!touch /tmp/nb-plot-injected\\n#'' (1 run, seed 1)'") != NULL;
     }
     fclose(f);
     assert_true(lines > 10);

@@ -40,7 +40,7 @@ if command -v gnuplot >/dev/null; then
     tst "  the label is in the script quoted, with its newlines escaped" \
         grep -qF "'mnist / synthetic [v\\n!touch $tmp/INJECTED\\n#]'" fig.gp
     tst "  the norm is in the key quoted, its quote doubled, its escape visible" \
-        grep -qF "'n''q\`touch $tmp/BQ\`\\x1b[31m\\ (1 run)'" fig.gp
+        grep -qF "'n''q\`touch $tmp/BQ\`\\x1b[31m\\ (1 run, seed 1)'" fig.gp
     tst "  no line of the script starts a shell command" bash -c "! grep -q '^ *!' fig.gp"
     tst "  the script holds no control character" bash -c "! LC_ALL=C grep -q \$'[\\x01-\\x08\\x0b-\\x1f\\x7f]' fig.gp"
     tst "  the image was written" test -s fig.png

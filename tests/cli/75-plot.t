@@ -45,7 +45,8 @@ ok "the script is kept beside it" grep -q "^set multiplot layout 2,2" "$T/fig.gp
 ok "the data are kept beside it" test -s "$T/fig-data/train_loss-step-rms.dat"
 ok "one data file per metric, axis and norm" test "$(ls "$T/fig-data" | wc -l)" -eq 12
 ok "no temporary file is left" no_tmp_left "$T"
-ok "finished runs only by default" grep -q "'rms (3 runs)'" "$T/fig.gp"
+ok "finished runs only by default, the legend names their seeds" \
+    grep -q "'rms (3 runs, seeds 1,2,3)'" "$T/fig.gp"
 ok "the default rows: train_loss and val_error" \
     test "$(grep -c "^set title '\(training loss\|validation error\) against" "$T/fig.gp")" -eq 4
 ok "the band is drawn" grep -q 'using 1:3:4 with filledcurves' "$T/fig.gp"
@@ -81,8 +82,8 @@ ok "both images from a base name (svg)" is_svg "$T/one.svg"
 # unfinished runs
 "$BIN" plot --db "$DB" --dataset synthetic --status all --out "$T/all.png" >/dev/null 2>"$T/err"; rc=$?
 ok "--status all exits 0" test $rc -eq 0
-ok "the diverged run is counted in the legend" grep -q "'layer (4 runs, 1 diverged)'" "$T/all.gp"
-ok "the interrupted run is counted in the legend" grep -q "'rms (4 runs, 1 interrupted)'" "$T/all.gp"
+ok "the diverged run is counted in the legend" grep -q "'layer (4 runs, seeds 1,2,3,4, 1 diverged)'" "$T/all.gp"
+ok "the interrupted run is counted in the legend" grep -q "'rms (4 runs, seeds 1,2,3,4, 1 interrupted)'" "$T/all.gp"
 ok "no NaN or Inf reaches gnuplot" bash -c "! grep -v '^#' '$T'/all-data/*.dat | grep -qi 'nan\|inf'"
 ok "the image is whole" is_png "$T/all.png"
 ok "the diverged series ends where it diverged (steps 10-70 of seed 4 kept)" \
@@ -93,11 +94,34 @@ n = {int(float(r[0])): int(r[5]) for r in rows}
 assert n[70] == 4 and n[80] == 3 and n[300] == 3, n
 ' "$T/all-data/train_loss-step-layer.dat"
 
+# --seed: only the runs of the seeds named
+"$BIN" plot --db "$DB" --dataset synthetic --seed 2 --out "$T/s2.png" >/dev/null 2>"$T/err"; rc=$?
+ok "--seed 2 exits 0" test $rc -eq 0
+ok "--seed 2: one run a norm" grep -q "'layer (1 run, seed 2)'" "$T/s2.gp"
+ok "--seed 2: its mean is that run (no band: top = bottom = mean)" python3 -c '
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if not l.startswith("#")]
+assert rows and all(r[1] == r[2] == r[3] and r[5] == "1" for r in rows), rows[:3]
+' "$T/s2-data/val_error-step-rms.dat"
+"$BIN" plot --db "$DB" --dataset synthetic --status all --seed 1,4 --out "$T/s14.png" >/dev/null 2>"$T/err"; rc=$?
+ok "--seed 1,4 with --status all exits 0" test $rc -eq 0
+ok "--seed 1,4: two runs of layer, one diverged" grep -q "'layer (2 runs, seeds 1,4, 1 diverged)'" "$T/s14.gp"
+ok "--seed 1,4: none ran seed 1 only" grep -q "'none (1 run, seed 1)'" "$T/s14.gp"
+"$BIN" plot --db "$DB" --dataset synthetic --seed 7 --out "$T/s7.png" >/dev/null 2>"$T/err"; rc=$?
+ok "--seed with no such run fails (1)" test $rc -eq 1
+ok "it says which seed" grep -q "^error: no finished runs on dataset 'synthetic' with seed 7 in" "$T/err"
+ok "and writes nothing" test ! -e "$T/s7.png" -a ! -e "$T/s7.gp"
+for bad in x 1.5 "" 1,x; do
+    "$BIN" plot --db "$DB" --seed "$bad" --out "$T/bad.png" >/dev/null 2>"$T/err"; rc=$?
+    ok "--seed '$bad' is a usage error" test $rc -eq 2
+    ok "--seed '$bad': the message names the option" grep -q -- "--seed" "$T/err"
+done
+
 # the terminal
 "$BIN" plot --db "$DB" --dataset synthetic --term dumb >"$T/dumb" 2>"$T/err"; rc=$?
 ok "--term dumb exits 0" test $rc -eq 0
 for norm in none layer rms; do
-    ok "the dumb drawing names $norm" grep -q "$norm (3 runs)" "$T/dumb"
+    ok "the dumb drawing names $norm" grep -q "$norm (3 runs, seeds 1,2,3)" "$T/dumb"
 done
 ok "the dumb drawing has axes" grep -q 'training loss against training steps' "$T/dumb"
 mkdir -p "$T/tmpd"
