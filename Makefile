@@ -146,14 +146,18 @@ TEST_ENV = OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive NORMBENCH_BIN=$(CURDIR)/$(B
 test check: deps
 	@$(MAKE) --no-print-directory unit cli
 
+# The unit test binaries and the bounded fuzz runs, TEST_JOBS at a time (below); each one's
+# output is printed whole when it ends (make -O), and every one runs even when another fails.
 unit: $(TEST_BIN) $(FUZZ_BIN)
-	@fail=0; for t in $(TEST_BIN); do \
-	  echo "== $$t"; $(TEST_ENV) $$t || { echo "FAILED: $$t"; fail=1; }; \
-	done; \
-	for t in $(FUZZ_BIN); do \
-	  c=tests/fuzz/corpus/$$(basename $$t | sed 's/^fuzz_//'); \
-	  echo "== $$t $$c"; $(TEST_ENV) $$t $$c || { echo "FAILED: $$t"; fail=1; }; \
-	done; exit $$fail
+	@$(MAKE) --no-print-directory -k -j$(TEST_JOBS) -Otarget \
+	  $(TEST_BIN:%=%.run) $(FUZZ_BIN:%=%.run) || { echo "FAILED: unit tests (see above)"; exit 1; }
+
+$(BUILD)/tests/%.run: FORCE
+	@echo "== $(@:.run=)"; $(TEST_ENV) $(@:.run=) || { echo "FAILED: $(@:.run=)"; exit 1; }
+
+$(BUILD)/fuzz/%.run: FORCE
+	@c=tests/fuzz/corpus/$(patsubst fuzz_%,%,$*); echo "== $(@:.run=) $$c"; \
+	  $(TEST_ENV) $(@:.run=) $$c || { echo "FAILED: $(@:.run=)"; exit 1; }
 
 # The test build: the product plus the test task of tests/task_toy.c, registered by that file
 # alone (tests/cli/13-toy.t): a task lives in one file.
