@@ -44,8 +44,8 @@ plot 'mt-transformer-multi30k-post-data/train_loss-step-none.dat' using 1:3:4 wi
      'mt-transformer-multi30k-post-data/train_loss-step-rms.dat' using 1:5 with lines lc rgb '#a0d62728' lw 1 notitle, \
      'mt-transformer-multi30k-post-data/train_loss-step-prms.dat' using 1:5 with lines lc rgb '#a0ff7f0e' lw 1 notitle, \
      'mt-transformer-multi30k-post-data/train_loss-step-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (1 run, seed 1)', \
-     'mt-transformer-multi30k-post-data/train_loss-step-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (1 run, seed 2)', \
-     'mt-transformer-multi30k-post-data/train_loss-step-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (1 run, seed 2)', \
+     'mt-transformer-multi30k-post-data/train_loss-step-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (2 runs, seeds 1,2)', \
+     'mt-transformer-multi30k-post-data/train_loss-step-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (2 runs, seeds 1,2)', \
      'mt-transformer-multi30k-post-data/train_loss-step-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (1 run, seed 1)'
 
 # ---- a panel against time
@@ -63,8 +63,8 @@ plot 'mt-transformer-multi30k-post-data/train_loss-time-none.dat' using 1:3:4 wi
      'mt-transformer-multi30k-post-data/train_loss-time-rms.dat' using 1:5 with lines lc rgb '#a0d62728' lw 1 notitle, \
      'mt-transformer-multi30k-post-data/train_loss-time-prms.dat' using 1:5 with lines lc rgb '#a0ff7f0e' lw 1 notitle, \
      'mt-transformer-multi30k-post-data/train_loss-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (1 run, seed 1)', \
-     'mt-transformer-multi30k-post-data/train_loss-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (1 run, seed 2)', \
-     'mt-transformer-multi30k-post-data/train_loss-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (1 run, seed 2)', \
+     'mt-transformer-multi30k-post-data/train_loss-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (2 runs, seeds 1,2)', \
+     'mt-transformer-multi30k-post-data/train_loss-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (2 runs, seeds 1,2)', \
      'mt-transformer-multi30k-post-data/train_loss-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (1 run, seed 1)'
 
 # ---- a panel against steps
@@ -78,8 +78,8 @@ plot 'mt-transformer-multi30k-post-data/val_bleu-step-none.dat' using 1:3:4 with
      'mt-transformer-multi30k-post-data/val_bleu-step-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
      'mt-transformer-multi30k-post-data/val_bleu-step-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
      'mt-transformer-multi30k-post-data/val_bleu-step-none.dat' using 1:2 with linespoints lc rgb '#7f7f7f' lw 2.5 pt 7 ps 0.7 title 'none (1 run, seed 1)', \
-     'mt-transformer-multi30k-post-data/val_bleu-step-layer.dat' using 1:2 with linespoints lc rgb '#1f77b4' lw 2.5 pt 7 ps 0.7 title 'layer (1 run, seed 2)', \
-     'mt-transformer-multi30k-post-data/val_bleu-step-rms.dat' using 1:2 with linespoints lc rgb '#d62728' lw 2.5 pt 7 ps 0.7 title 'rms (1 run, seed 2)', \
+     'mt-transformer-multi30k-post-data/val_bleu-step-layer.dat' using 1:2 with linespoints lc rgb '#1f77b4' lw 2.5 pt 7 ps 0.7 title 'layer (2 runs, seeds 1,2)', \
+     'mt-transformer-multi30k-post-data/val_bleu-step-rms.dat' using 1:2 with linespoints lc rgb '#d62728' lw 2.5 pt 7 ps 0.7 title 'rms (2 runs, seeds 1,2)', \
      'mt-transformer-multi30k-post-data/val_bleu-step-prms.dat' using 1:2 with linespoints lc rgb '#ff7f0e' lw 2.5 pt 7 ps 0.7 title 'prms (1 run, seed 1)'
 
 # ---- a panel against time
@@ -93,8 +93,8 @@ plot 'mt-transformer-multi30k-post-data/val_bleu-time-none.dat' using 1:3:4 with
      'mt-transformer-multi30k-post-data/val_bleu-time-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
      'mt-transformer-multi30k-post-data/val_bleu-time-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
      'mt-transformer-multi30k-post-data/val_bleu-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (1 run, seed 1)', \
-     'mt-transformer-multi30k-post-data/val_bleu-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (1 run, seed 2)', \
-     'mt-transformer-multi30k-post-data/val_bleu-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (1 run, seed 2)', \
+     'mt-transformer-multi30k-post-data/val_bleu-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (2 runs, seeds 1,2)', \
+     'mt-transformer-multi30k-post-data/val_bleu-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (2 runs, seeds 1,2)', \
      'mt-transformer-multi30k-post-data/val_bleu-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (1 run, seed 1)'
 unset multiplot
 set output
