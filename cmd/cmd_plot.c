@@ -10,6 +10,7 @@
 #include "tasks/task.h"
 #include "util/json.h"
 #include "util/num.h"
+#include "util/outpath.h"
 #include "util/text.h"
 
 static const char usage[] =
@@ -47,6 +48,8 @@ static const char *const all_statuses[] = {"finished", "interrupted", "diverged"
                                            "crashed",  "running",     NULL};
 
 enum { MAXMET = 16, MAXSTAT = 8, MAXSEED = 64 };
+/* the longest base name: room for "-data" and gnuplot's ".BASE.svg.tmp.PID" within NAME_MAX */
+enum { NB_PLOT_NAME_MAX = 200 };
 
 /* Splits a comma-separated list into a NULL-terminated array of pointers into buf. */
 static int split_list(char *buf, const char **items, int max) {
@@ -81,23 +84,24 @@ static void fig_name(const nb_plot_figure *f, char *buf, size_t size) {
 }
 
 /* The default file base: normbench-TASK, or normbench-TASK-DATASET[-VARIANT] when the task has
- * several figures; unsafe characters become '_'. */
-static void default_base(const nb_plot_set *set, int k, char *buf, size_t size) {
+ * several figures; unsafe characters become '_'. Returns its whole length (buf may hold less). */
+static size_t default_base(const nb_plot_set *set, int k, char *buf, size_t size) {
     const nb_plot_figure *f = &set->figs[k];
-    int several = 0;
+    int several = 0, len;
     for (int i = 0; i < set->n; i++)
         several |= i != k && strcmp(set->figs[i].task, f->task) == 0;
     if (several)
-        snprintf(buf, size, "normbench-%s-%s%s%s", f->task, f->dataset, f->variant ? "-" : "",
-                 f->variant ? f->variant : "");
+        len = snprintf(buf, size, "normbench-%s-%s%s%s", f->task, f->dataset, f->variant ? "-" : "",
+                       f->variant ? f->variant : "");
     else
-        snprintf(buf, size, "normbench-%s", f->task);
+        len = snprintf(buf, size, "normbench-%s", f->task);
     for (char *p = buf + strlen("normbench-"); *p; p++) {
         unsigned char c = (unsigned char)*p;
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '.' || c == '_' || c == '-'))
             *p = '_';
     }
+    return len < 0 ? 0 : (size_t)len;
 }
 
 /* The command line, for the script's header (where it is a quoted gnuplot string). */
@@ -263,6 +267,10 @@ int cmd_plot(int argc, const char **argv) {
         if (term == T_DUMB)
             return nb_usage_error("plot", "--out and --term dumb do not go together: dumb prints "
                                           "the figure on stdout");
+        if (strcmp(out, "-") == 0)
+            return nb_usage_error("plot", "--out - (stdout) is not possible: plot writes files "
+                                          "(the image, FILE.gp and FILE-data/); --term dumb "
+                                          "prints the figure on stdout");
         /* the name goes into the gnuplot script: refused before anything is written */
         if (!nb_text_clean(out)) {
             char shown[512];
@@ -294,6 +302,15 @@ int cmd_plot(int argc, const char **argv) {
 
     nb_err err;
     nb_err_clear(&err);
+    /* the name itself: a new one or a regular file (FILE.png, or FILE for both: never a device
+     * or a directory, beside which the images would land); each file is checked again below */
+    if (out && nb_out_check(out, "--out", NULL, &err)) return nb_report_err(&err);
+    const char *oname = strrchr(out_base, '/') ? strrchr(out_base, '/') + 1 : out_base;
+    if (out && strlen(oname) > NB_PLOT_NAME_MAX)
+        return nb_usage_error("plot",
+                              "invalid --out: the file name is too long (%zu bytes, at most %d "
+                              "before .png or .svg)",
+                              strlen(oname), NB_PLOT_NAME_MAX);
     nb_store *s = NULL;
     if (nb_store_open(&s, db, 1, &err)) return nb_report_err(&err);
     nb_plot_filter filter = {task, dataset, variant, statuses, seed_arg ? seeds : NULL, nseeds};
@@ -361,49 +378,68 @@ int cmd_plot(int argc, const char **argv) {
     if (c && strtol(c, NULL, 10) >= 60 && strtol(c, NULL, 10) <= 400)
         cols = (int)strtol(c, NULL, 10);
     rc = NB_EXIT_OK;
-    for (int k = 0; k < set->n && rc == NB_EXIT_OK; k++) {
-        const nb_plot_figure *f = &set->figs[k];
-        const char *dm[3];
-        int nm = nmetric ? nmetric : nb_figure_default_metrics(f, dm);
-        char base[4096], png[4200], svg[4200];
-        if (out)
-            snprintf(base, sizeof base, "%s", out_base);
-        else
-            default_base(set, k, base, sizeof base);
-        snprintf(png, sizeof png, "%s.png", base);
-        snprintf(svg, sizeof svg, "%s.svg", base);
-        nb_plot_opts po = {
-            .metrics = nmetric ? metrics : dm,
-            .nmetrics = nm,
-            .x_step = xaxis != X_TIME,
-            .x_time = xaxis != X_STEP,
-            .smooth = smooth,
-            .max_points = max_points,
-            .png = want_png ? png : NULL,
-            .svg = want_svg ? svg : NULL,
-            .base = base,
-            .dumb = term == T_DUMB,
-            .dumb_cols = cols,
-            .dumb_lines = 28 * nm,
-            .gnuplot = "gnuplot",
-            .command = cmdline,
-        };
-        char *text = NULL;
-        if (nb_plot_render(f, &po, &text, &err)) {
-            rc = nb_report_err(&err);
-            break;
+    /* pass 0 checks every file of every figure (nothing written when one is refused); pass 1
+     * draws */
+    for (int pass = 0; pass < 2 && rc == NB_EXIT_OK; pass++)
+        for (int k = 0; k < set->n && rc == NB_EXIT_OK; k++) {
+            const nb_plot_figure *f = &set->figs[k];
+            const char *dm[3];
+            int nm = nmetric ? nmetric : nb_figure_default_metrics(f, dm);
+            char base[4096], png[4200], svg[4200];
+            if (out) {
+                snprintf(base, sizeof base, "%s", out_base);
+            } else {
+                size_t len = default_base(set, k, base, sizeof base);
+                if (len > NB_PLOT_NAME_MAX) {
+                    char nm_[512];
+                    fig_name(f, nm_, sizeof nm_);
+                    fprintf(stderr,
+                            "error: the file name made from the task, dataset and variant of %s is "
+                            "too long: %zu bytes, at most %d\n"
+                            "hint: name the files with --out FILE\n",
+                            nm_, len, NB_PLOT_NAME_MAX);
+                    rc = NB_EXIT_USAGE;
+                    break;
+                }
+            }
+            snprintf(png, sizeof png, "%s.png", base);
+            snprintf(svg, sizeof svg, "%s.svg", base);
+            nb_plot_opts po = {
+                .metrics = nmetric ? metrics : dm,
+                .nmetrics = nm,
+                .x_step = xaxis != X_TIME,
+                .x_time = xaxis != X_STEP,
+                .smooth = smooth,
+                .max_points = max_points,
+                .png = want_png ? png : NULL,
+                .svg = want_svg ? svg : NULL,
+                .base = base,
+                .dumb = term == T_DUMB,
+                .dumb_cols = cols,
+                .dumb_lines = 28 * nm,
+                .gnuplot = "gnuplot",
+                .command = cmdline,
+            };
+            if (pass == 0) {
+                if (nb_plot_check_outputs(&po, &err)) rc = nb_report_err(&err);
+                continue;
+            }
+            char *text = NULL;
+            if (nb_plot_render(f, &po, &text, &err)) {
+                rc = nb_report_err(&err);
+                break;
+            }
+            if (text) {
+                if (k) putchar('\n');
+                fputs(text, stdout);
+                free(text);
+            } else {
+                if (po.png) printf("%s\n", po.png);
+                if (po.svg) printf("%s\n", po.svg);
+                fprintf(stderr, "plot: script '%s.gp' and data '%s-data/' kept beside the image\n",
+                        base, base);
+            }
         }
-        if (text) {
-            if (k) putchar('\n');
-            fputs(text, stdout);
-            free(text);
-        } else {
-            if (po.png) printf("%s\n", po.png);
-            if (po.svg) printf("%s\n", po.svg);
-            fprintf(stderr, "plot: script '%s.gp' and data '%s-data/' kept beside the image\n",
-                    base, base);
-        }
-    }
     nb_plot_set_free(set);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include "results/query.h"
 #include "tasks/task.h"
 #include "util/json.h"
+#include "util/outpath.h"
 #include "util/text.h"
 
 static const char usage[] =
@@ -600,50 +601,30 @@ static int append_report(nb_report *dst, nb_report *src) {
     return 0;
 }
 
-/* The HTML page to stdout, or to out through a temporary file in its directory, renamed into place
- * once written whole (a reader never sees half a page; a failure leaves no file behind). */
+/* The HTML page to stdout (out NULL or "-"), or to out through a temporary file beside it,
+ * renamed into place once written whole (util/outpath.h: a reader never sees half a page; a
+ * failure leaves out as it was; only a regular file or a new name is written). */
 static int write_html(nb_store *s, const nb_report *all, const char *task, const nb_target *ut,
                       const char *db, const char *out) {
     nb_err err;
     nb_err_clear(&err);
-    if (!out) return nb_report_html(stdout, s, all, task, ut, db, &err) ? nb_report_err(&err) : 0;
-    char tmp[4200];
-    const char *slash = strrchr(out, '/');
-    snprintf(tmp, sizeof tmp, "%.*s.%s.tmp.XXXXXX", slash ? (int)(slash - out + 1) : 0, out,
-             slash ? slash + 1 : out);
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return nb_die("cannot create a temporary file beside '%s': %s", out, strerror(errno));
-    mode_t mask = umask(0);
-    umask(mask);
-    FILE *f = fdopen(fd, "w");
-    if (!f || fchmod(fd, 0666 & ~mask) != 0) {
-        int e = errno;
-        if (f)
-            fclose(f);
-        else
-            close(fd);
-        unlink(tmp);
-        return nb_die("cannot write '%s': %s", tmp, strerror(e));
+    int failed = 0;
+    if (!out || strcmp(out, "-") == 0) {
+        if (nb_report_html(stdout, s, all, task, ut, db, &failed, &err)) return nb_report_err(&err);
+        return failed ? NB_EXIT_FAIL : NB_EXIT_OK;
     }
-    int rc = nb_report_html(f, s, all, task, ut, db, &err);
-    int werr = ferror(f) || fflush(f) != 0 || fsync(fd) != 0;
-    int e = errno;
-    if (fclose(f) != 0 && !werr) {
-        werr = 1;
-        e = errno;
+    nb_out o;
+    if (nb_out_open(&o, out, "--out", &err)) return nb_report_err(&err);
+    if (nb_report_html(o.f, s, all, task, ut, db, &failed, &err) != 0) {
+        nb_out_abort(&o);
+        return nb_report_err(&err);
     }
-    if (rc == 0 && !werr && rename(tmp, out) != 0) {
-        werr = 1;
-        e = errno;
-    }
-    if (rc || werr) {
-        unlink(tmp);
-        if (rc) return nb_report_err(&err);
-        return nb_die("cannot write '%s': %s", out, strerror(e));
-    }
+    if (nb_out_commit(&o, &err)) return nb_report_err(&err);
     printf("%s\n", out);
-    return NB_EXIT_OK;
+    if (failed)
+        fprintf(stderr, "error: '%s' was written without %d figure%s that gnuplot failed to draw\n",
+                out, failed, failed == 1 ? "" : "s");
+    return failed ? NB_EXIT_FAIL : NB_EXIT_OK;
 }
 
 int cmd_report(int argc, const char **argv) {
@@ -696,6 +677,11 @@ int cmd_report(int argc, const char **argv) {
     }
     if (out && (!*out || out[strlen(out) - 1] == '/'))
         return nb_usage_error("report", "invalid --out '%s': give a file name", out);
+    if (out && strcmp(out, "-") != 0) { /* refused before the store is read */
+        nb_err oerr;
+        nb_err_clear(&oerr);
+        if (nb_out_check(out, "--out", NULL, &oerr)) return nb_report_err(&oerr);
+    }
 
     nb_err err;
     nb_err_clear(&err);

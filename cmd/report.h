@@ -43,9 +43,11 @@ int nb_report_block_end(const nb_report *r, int a);
 /* Writes the report as one self-contained HTML page to f: per task/dataset block the table,
  * the speed sentences, the papers' numbers, the figure (inline SVG drawn by gnuplot; a note when
  * gnuplot is missing, with a warning on stderr) and the provenance of its runs; then every run
- * with its configuration. db is shown as the store's name. Returns 0, or -1 with err set. */
+ * with its configuration. db is shown as the store's name. A figure that gnuplot failed to draw
+ * is shown as an error in its place and printed on stderr ("error: the figure of ... failed"),
+ * and counted in *failed; the page is still whole. Returns 0, or -1 with err set. */
 int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
-                   const nb_target *user_target, const char *db, nb_err *err);
+                   const nb_target *user_target, const char *db, int *failed, nb_err *err);
 
 /* The rows `plot` draws by default and the HTML report shows (metric names into m, at most 2):
  * the training loss, then the task's evaluation metric (its target metric, else the first of

@@ -582,12 +582,13 @@ static char *read_file(const char *path) {
 }
 
 /* The figure of figure k as inline SVG markup (caller frees), or NULL with *why set to what
- * to say instead. */
+ * to say instead (*nothing set when the runs recorded nothing to draw). */
 static char *figure_svg(const nb_plot_figure *f, int k, const char *label, char *why,
-                        size_t whysize) {
+                        size_t whysize, int *nothing) {
     const char *metrics[3];
     int nm = nb_figure_default_metrics(f, metrics);
     if (nm == 0) {
+        *nothing = 1;
         snprintf(why, whysize, "no training loss or evaluation metric was recorded");
         return NULL;
     }
@@ -643,6 +644,7 @@ static const char css[] =
     "h3{font-size:15px;margin:22px 0 6px;color:#39424e}\n"
     "p,ul{margin:6px 0}\n"
     ".meta{color:#57606a}\n"
+    ".error{color:#b42318;border:1px solid #b42318;padding:6px 10px}\n"
     "code,.mono{font-family:\"DejaVu Sans Mono\",\"Liberation Mono\",monospace;font-size:12.5px}\n"
     ".scroll{overflow-x:auto}\n"
     "table{border-collapse:collapse;margin:6px 0 10px;font-variant-numeric:tabular-nums}\n"
@@ -947,7 +949,9 @@ static int find_figure(const nb_plot_set *set, const char *task, const char *gro
 }
 
 int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
-                   const nb_target *user_target, const char *db, nb_err *err) {
+                   const nb_target *user_target, const char *db, int *failed, nb_err *err) {
+    *failed = 0;
+    const int have_gnuplot = nb_plot_have_gnuplot("gnuplot");
     run *runs = NULL;
     int nruns = 0;
     if (load_runs(s, task, &runs, &nruns, err) != 0) return -1;
@@ -1071,7 +1075,9 @@ int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
             nb_buf_free(&esc);
         }
         char why[600] = "";
-        char *svg = fk >= 0 ? figure_svg(&set->figs[fk], fk, label, why, sizeof why) : NULL;
+        int nothing = 0;
+        char *svg =
+            fk >= 0 ? figure_svg(&set->figs[fk], fk, label, why, sizeof why, &nothing) : NULL;
         if (fk < 0) snprintf(why, sizeof why, "no finished runs to draw");
         if (svg) {
             fputs("<figure>\n", f);
@@ -1087,10 +1093,24 @@ int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
                   f);
             free(svg);
         } else {
-            fputs("<p class=\"meta\">No figure: ", f);
+            /* a figure that gnuplot failed to draw is an error, on the page and on stderr (and
+             * the exit status); no gnuplot or nothing to draw is a note */
+            int broken = fk >= 0 && have_gnuplot && !nothing;
+            fputs(broken ? "<p class=\"error\"><b>Error: the figure failed:</b> "
+                         : "<p class=\"meta\">No figure: ",
+                  f);
             h(f, why);
             fputs(".</p>\n", f);
-            if (fk >= 0 && !warned) {
+            if (broken) {
+                char shown[700], name[300];
+                nb_buf lb = {0};
+                nb_buf_printf(&lb, "%s / %s", g->task, g->dataset);
+                fprintf(stderr, "error: the figure of %s failed: %s\n",
+                        nb_escape(name, sizeof name, lb.p ? lb.p : ""),
+                        nb_escape(shown, sizeof shown, why));
+                nb_buf_free(&lb);
+                (*failed)++;
+            } else if (fk >= 0 && !warned) {
                 char shown[700];
                 fprintf(stderr, "warning: the report has no figures: %s\n",
                         nb_escape(shown, sizeof shown, why));

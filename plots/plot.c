@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/json.h"
+#include "util/outpath.h"
 #include "util/text.h"
 
 /* ---- the numbers ------------------------------------------------------------------------ */
@@ -311,29 +312,10 @@ char *nb_plot_metric_names(const nb_plot_figure *f, char *buf, size_t size) {
 /* ---- files ------------------------------------------------------------------------------ */
 
 /* Writes len bytes to path through a temporary file in the same directory, fsync'ed and
- * renamed: a reader sees the old file or the new one, never half of one. */
+ * renamed: a reader sees the old file or the new one, never half of one; only a regular file or
+ * a new name is replaced (util/outpath.h). */
 static int write_atomic(const char *path, const char *data, size_t len, nb_err *err) {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return nb_errf(err, "path '%s' is too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        nb_errf(err, "cannot write '%s': %s", path, strerror(errno));
-        return nb_hintf(err, "check that the directory exists and is writable");
-    }
-    int bad = fwrite(data, 1, len, f) != len || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int saved = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        saved = errno;
-    }
-    if (bad || rename(tmp, path) != 0) {
-        if (!bad) saved = errno;
-        unlink(tmp);
-        nb_errf(err, "cannot write '%s': %s", path, strerror(saved));
-        return nb_hintf(err, "is the disk full?");
-    }
-    return 0;
+    return nb_out_write_file(path, "--out", data, len, err);
 }
 
 static void fsync_dir(const char *dir) {
@@ -356,25 +338,39 @@ static void safe_name(char *out, size_t size, const char *name) {
     if (size) out[i] = '\0';
 }
 
-/* Appends s as a gnuplot single-quoted string. Inside single quotes gnuplot expands nothing (no
- * backquote command, no @macro, no backslash escape) and '' stands for a quote; the string is
- * first escaped (util/text.h) so that no control character, above all no newline that would end
- * the command and start another, reaches the script: a stored label "a<newline>b" is drawn as
- * the text a\nb. The string never ends a line of the script with a backslash either (the
- * closing quote follows). */
-static void gp_str(nb_buf *b, const char *s) {
+void nb_plot_gp_str(nb_buf *b, const char *s) {
     nb_buf e = {0};
     nb_buf_escaped(&e, s);
     nb_buf_puts(b, "'");
     for (const char *p = e.p ? e.p : ""; *p; p++) {
         if (*p == '\'')
-            nb_buf_puts(b, "''");
+            nb_buf_puts(b, "'.\"'\".'"); /* close, a quote in double quotes, reopen */
         else
             nb_buf_printf(b, "%c", *p);
     }
     nb_buf_puts(b, "'");
     if (e.oom) b->oom = 1;
     nb_buf_free(&e);
+}
+
+static void gp_str(nb_buf *b, const char *s) {
+    nb_plot_gp_str(b, s);
+}
+
+int nb_plot_have_gnuplot(const char *prog) {
+    if (strchr(prog, '/')) return access(prog, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path) path = "/usr/bin:/bin";
+    for (const char *p = path;;) {
+        size_t n = strcspn(p, ":");
+        char full[4096];
+        if ((size_t)snprintf(full, sizeof full, "%.*s/%s", (int)n, n ? p : ".", prog) <
+                sizeof full &&
+            access(full, X_OK) == 0)
+            return 1;
+        if (!p[n]) return 0;
+        p += n + 1;
+    }
 }
 
 /* ---- one line of one panel -------------------------------------------------------------- */
@@ -845,6 +841,32 @@ static int read_text(const char *path, char **text, nb_err *err) {
     return *text ? 0 : nb_errf(err, "out of memory");
 }
 
+int nb_plot_check_outputs(const nb_plot_opts *o, nb_err *err) {
+    if (o->dumb) return 0;
+    const char *files[2] = {o->png, o->svg};
+    for (int i = 0; i < 2; i++)
+        if (files[i] && nb_out_check(files[i], "--out", NULL, err)) return -1;
+    size_t n = strlen(o->base) + 8;
+    char *p = malloc(n);
+    if (!p) return nb_errf(err, "out of memory");
+    snprintf(p, n, "%s.gp", o->base);
+    int rc = nb_out_check(p, "--out", NULL, err);
+    snprintf(p, n, "%s-data", o->base);
+    struct stat st;
+    if (rc == 0 && nb_out_name_fits(p, err)) rc = nb_hintf(err, "give --out a shorter name");
+    if (rc == 0 && lstat(p, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        struct stat t;
+        if (!S_ISLNK(st.st_mode) || stat(p, &t) != 0 || !S_ISDIR(t.st_mode)) {
+            char shown[300];
+            nb_errf(err, "'%s' (where the figure's data go) exists and is not a directory",
+                    nb_escape(shown, sizeof shown, p));
+            rc = nb_hintf(err, "move it away or choose another --out");
+        }
+    }
+    free(p);
+    return rc;
+}
+
 int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, nb_err *err) {
     *text = NULL;
     int rc = -1, naxes = (o->x_step ? 1 : 0) + (o->x_time ? 1 : 0);
@@ -869,6 +891,7 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
                     nb_escape(shown, sizeof shown, names[i]));
             return nb_hintf(err, "choose another --out");
         }
+    if (nb_plot_check_outputs(o, err)) return -1;
     if (o->dumb) {
         if (!mkdtemp(tmpdir))
             return nb_errf(err, "cannot create a temporary directory: %s", strerror(errno));
@@ -1073,10 +1096,12 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
         }
         int bad = fsync(fd) != 0;
         close(fd);
-        if (bad || rename(tp, finals[i]) != 0) {
+        if (bad) {
             nb_errf(err, "cannot write '%s': %s", finals[i], strerror(errno));
             goto done;
         }
+        /* checked again: only a regular file or a new name is replaced */
+        if (nb_out_install(tp, finals[i], "--out", err)) goto done;
     }
     fsync_dir(dir);
     rc = 0;

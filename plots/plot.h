@@ -18,6 +18,7 @@
 
 #include "results/query.h"
 #include "util/err.h"
+#include "util/json.h"
 
 /* ---- the numbers (tested by hand in tests/test_plot.c) ---------------------------------- */
 
@@ -109,6 +110,22 @@ typedef struct nb_plot_opts {
     const char *gnuplot; /* the program, looked up in PATH: "gnuplot" */
     const char *command; /* the command line that made the figure, for the script's header */
 } nb_plot_opts;
+
+/* Appends s to b as a gnuplot string expression that nothing in s can end early: s is first
+ * escaped (util/text.h: no control character, above all no newline, reaches the script), then
+ * written in single quotes, inside which gnuplot expands nothing (no backquote command, no
+ * @macro, no backslash escape); each apostrophe closes the quotes and is appended as "'" (gnuplot
+ * 5.4's doubled '' breaks on two in a row). "rock''n" becomes 'rock'."'".''."'".'n'. Proved by
+ * tests/test_plot.c over every byte and every pair of ASCII characters, through gnuplot. */
+void nb_plot_gp_str(nb_buf *b, const char *s);
+
+/* Whether the program prog (a path, or a name looked up in PATH) can be run. */
+int nb_plot_have_gnuplot(const char *prog);
+
+/* Checks every file that nb_plot_render would write for o (the images, BASE.gp and BASE-data/)
+ * before anything is written: each must be a regular file or a new name (util/outpath.h), and
+ * BASE-data a directory or a new name. */
+int nb_plot_check_outputs(const nb_plot_opts *o, nb_err *err);
 
 /* Writes the data files and the script of one figure and runs gnuplot on it. With o->dumb, *text
  * receives the drawing (caller frees); otherwise *text is NULL. A missing gnuplot is an error
