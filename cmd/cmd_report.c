@@ -40,14 +40,52 @@ static const char usage[] =
 static const char *const formats[] = {"table", "md", "csv", "json", "html", NULL};
 enum { F_TABLE, F_MD, F_CSV, F_JSON, F_HTML };
 
-/* "mean ± std" with a fixed number of decimals, "mean" for one run, "-" for none. */
+/* x with a fixed number of decimals, or in scientific notation when that would be longer than
+ * a reader can take in (|x| >= 1e9). */
+static int fmt_num(char *buf, size_t size, double x, int decimals) {
+    if (fabs(x) >= 1e9) return snprintf(buf, size, "%.4g", x);
+    return snprintf(buf, size, "%.*f", decimals, x);
+}
+
+/* "mean ± std" with a fixed number of decimals, "mean" for one run, "-" for none; the runs whose
+ * value was infinite or NaN, left out of both, are counted after it: "0.2217 (+1 inf)", or alone
+ * ("inf", "2 inf, 1 nan") when no value was finite. */
 static void fmt_stat(char *buf, size_t size, const nb_stat *s, int decimals) {
-    if (s->n == 0)
+    size_t len = 0;
+    const int bad[3] = {s->pinf, s->ninf, s->nan};
+    const char *names[3] = {"inf", "-inf", "nan"};
+    int nbad = s->pinf + s->ninf + s->nan, kinds = !!s->pinf + !!s->ninf + !!s->nan;
+    buf[0] = '\0';
+    if (s->n == 0 && nbad == 0) {
         snprintf(buf, size, "-");
-    else if (s->n == 1)
-        snprintf(buf, size, "%.*f", decimals, s->mean);
-    else
-        snprintf(buf, size, "%.*f ± %.*f", decimals, s->mean, decimals, s->std);
+        return;
+    }
+    if (s->n > 0) {
+        int w = fmt_num(buf, size, s->mean, decimals);
+        len = w > 0 ? (size_t)w : 0;
+        if (s->n > 1 && len < size) {
+            w = snprintf(buf + len, size - len, " ± ");
+            len += w > 0 ? (size_t)w : 0;
+            if (len < size) {
+                w = fmt_num(buf + len, size - len, s->std, decimals);
+                len += w > 0 ? (size_t)w : 0;
+            }
+        }
+    }
+    if (nbad == 0 || len >= size) return;
+    if (s->n == 0 && kinds == 1 && nbad == 1) { /* one run, not finite */
+        snprintf(buf, size, "%s", names[s->pinf ? 0 : s->ninf ? 1 : 2]);
+        return;
+    }
+    int w = snprintf(buf + len, size - len, "%s", s->n ? " (+" : "");
+    len += w > 0 ? (size_t)w : 0;
+    for (int k = 0, first = 1; k < 3 && len < size; k++) {
+        if (!bad[k]) continue;
+        w = snprintf(buf + len, size - len, "%s%d %s", first ? "" : ", ", bad[k], names[k]);
+        len += w > 0 ? (size_t)w : 0;
+        first = 0;
+    }
+    if (s->n && len < size) snprintf(buf + len, size - len, ")");
 }
 
 static int width(const char *s) {
@@ -132,7 +170,7 @@ int nb_report_cells(const nb_report *r, int a, int b, const nb_target *user_targ
         snprintf(row[1], CELL, "%d", g->finished);
         for (int m = 0; m < nm; m++) {
             const nb_stat *st = find_metric(g, names[m]);
-            nb_stat none = {0, NAN, NAN};
+            nb_stat none = {0, NAN, NAN, 0, 0, 0};
             size_t len = strlen(names[m]); /* rates (tokens_per_s) in whole units */
             int per_s = len > 6 && strcmp(names[m] + len - 6, "_per_s") == 0;
             fmt_stat(row[2 + m], CELL, st ? st : &none, per_s ? 0 : 4);
@@ -214,13 +252,13 @@ int nb_report_paper_cells(const nb_report *r, int a, int b, const nb_paper_table
         nb_escape(row[0], CELL, norms[i]);
         for (int c = 0; c < pt->ncol; c++) {
             const nb_stat *st = g ? find_metric(g, pt->metric[c]) : NULL;
-            nb_stat none = {0, NAN, NAN};
+            nb_stat none = {0, NAN, NAN, 0, 0, 0};
             fmt_stat(row[1 + 2 * c], CELL, st ? st : &none, 2);
             snprintf(row[2 + 2 * c], CELL, "%s", p ? p->cells[c] : "-");
         }
         if (!timed) continue;
         char(*tc)[CELL] = row + 1 + 2 * pt->ncol;
-        nb_stat none = {0, NAN, NAN};
+        nb_stat none = {0, NAN, NAN, 0, 0, 0};
         fmt_stat(tc[0], CELL, g ? &g->ms_per_step : &none, 0); /* ms per step = s per 1k */
         if (p && p->seconds > 0)
             snprintf(tc[1], CELL, "%.0f", p->seconds);
@@ -391,14 +429,15 @@ static void csv_row(const nb_report_group *g, const nb_report_metric *m) {
     if (g->target_seconds.n) csv_num(g->target_seconds.mean);
     putchar(',');
     if (g->target_seconds.n > 1) csv_num(g->target_seconds.std);
-    putchar('\n');
+    /* the metric's runs whose value was infinite or NaN, left out of mean and std */
+    printf(",%d\n", m ? m->stat.pinf + m->stat.ninf + m->stat.nan : 0);
 }
 
 static void print_csv(const nb_report *r) {
     puts("task,dataset,norm,runs,metric,mean,std,ms_per_step,ms_std,n,diverged,failed,"
          "interrupted,crashed,running,speed_vs_layer,speed_std,speedup,speedup_std,epoch_s,"
          "epoch_s_std,target_reached,target_runs,target_steps,target_steps_std,target_s,"
-         "target_s_std");
+         "target_s_std,nonfinite");
     for (int i = 0; i < r->n; i++) {
         const nb_report_group *g = &r->groups[i];
         if (g->nmetrics == 0) csv_row(g, NULL);
@@ -418,6 +457,9 @@ static void json_stat(const nb_stat *s) {
         nb_json_num(stdout, s->std);
     else
         fputs("null", stdout);
+    /* values left out of n, mean and std: named only when there are any */
+    if (s->pinf + s->ninf + s->nan)
+        printf(", \"inf\": %d, \"-inf\": %d, \"nan\": %d", s->pinf, s->ninf, s->nan);
     putchar('}');
 }
 

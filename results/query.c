@@ -311,21 +311,37 @@ static int acc_add(acc **accs, int *nacc, int *acap, int group, int kind, const 
     return 0;
 }
 
+/* Mean and sample standard deviation of the finite values of v[0..n) (query.h's nb_stat); values
+ * beyond 1e150 are scaled by the largest magnitude so that neither the sum nor the squares
+ * overflow. */
 static nb_stat stat_of(const double *v, int n) {
-    nb_stat s = {n, NAN, NAN};
-    if (n == 0) return s;
+    nb_stat s = {0, NAN, NAN, 0, 0, 0};
+    double scale = 0;
+    for (int i = 0; i < n; i++) {
+        if (isnan(v[i]))
+            s.nan++;
+        else if (isinf(v[i]))
+            *(v[i] > 0 ? &s.pinf : &s.ninf) += 1;
+        else {
+            s.n++;
+            if (fabs(v[i]) > scale) scale = fabs(v[i]);
+        }
+    }
+    if (s.n == 0) return s;
+    if (scale < 1e150) scale = 1; /* no overflow possible: the plain sums, bit for bit */
     double sum = 0;
     for (int i = 0; i < n; i++)
-        sum += v[i];
-    s.mean = sum / n;
-    if (n == 1) {
+        if (isfinite(v[i])) sum += v[i] / scale;
+    double m = sum / s.n; /* |m| <= 1 */
+    s.mean = m * scale;
+    if (s.n == 1) {
         s.std = 0;
         return s;
     }
     double ss = 0;
     for (int i = 0; i < n; i++)
-        ss += (v[i] - s.mean) * (v[i] - s.mean);
-    s.std = sqrt(ss / (n - 1));
+        if (isfinite(v[i])) ss += (v[i] / scale - m) * (v[i] / scale - m);
+    s.std = sqrt(ss / (s.n - 1)) * scale;
     return s;
 }
 
@@ -549,6 +565,7 @@ int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_r
         const nb_stat *ms = &g->ms_per_step, *ml = &r->groups[l].ms_per_step;
         if (ms->n == 0 || ml->n == 0 || !(ms->mean > 0) || !(ml->mean > 0)) continue;
         g->has_speed = 1;
+        g->speed_base_n = ml->n;
         g->speed = ml->mean / ms->mean;
         /* A single run on either side has no spread to propagate: NaN, not a made-up 0. */
         double rl = ml->std / ml->mean, rx = ms->std / ms->mean;
@@ -598,10 +615,16 @@ char *nb_speed_sentence(const nb_report_group *g, char *buf, size_t size) {
         r = 1 / r;
         dir = "slower";
     }
-    if (isnan(sd))
-        snprintf(buf, size, "%s ran %.2f× %s per step than layer (single runs: no spread)", g->norm,
-                 r, dir);
-    else
+    if (isnan(sd)) { /* say which side has a single timed run */
+        char why[160];
+        if (g->ms_per_step.n < 2 && g->speed_base_n < 2)
+            snprintf(why, sizeof why, "one timed run each");
+        else
+            snprintf(why, sizeof why, "one timed run of %s",
+                     g->ms_per_step.n < 2 ? g->norm : "layer");
+        snprintf(buf, size, "%s ran %.2f× %s per step than layer (%s: no spread)", g->norm, r, dir,
+                 why);
+    } else
         snprintf(buf, size, "%s ran %.2f ± %.2f× %s per step than layer", g->norm, r, sd, dir);
     return buf;
 }

@@ -68,9 +68,14 @@ int nb_run_get(nb_store *s, int64_t id, nb_run_detail **out, nb_err *err);
 void nb_run_detail_free(nb_run_detail *d);
 
 /* n values, their mean and sample standard deviation (0 when n == 1; NAN when n == 0). */
+/* Mean and sample standard deviation over the finite values (n of them); a value that is
+ * infinite or NaN is left out and counted: pinf (+inf), ninf (-inf), nan. mean is NaN when n is 0,
+ * std 0 for one value and NaN for none; both are computed without overflow for any finite
+ * values (a std beyond the largest double is +inf). */
 typedef struct nb_stat {
     int n;
     double mean, std;
+    int pinf, ninf, nan;
 } nb_stat;
 
 typedef struct nb_report_metric {
@@ -92,8 +97,9 @@ typedef struct nb_report_group {
     nb_stat ms_per_step; /* final "ms_per_step" of each finished run */
     /* Speed relative to `layer` in the same task and dataset: mean_layer / mean_this, with its
      * standard deviation by error propagation (NaN when either side has a single run). has_speed is
-     * 0 for layer itself and when either side has no ms_per_step. */
-    int has_speed;
+     * 0 for layer itself and when either side has no ms_per_step. speed_base_n: layer's timed
+     * runs (ms_per_step.n is this group's), so that a missing spread can say which side has one. */
+    int has_speed, speed_base_n;
     double speed, speed_std;
     /* The RMSNorm paper's speed-up against layer, (T_layer - T_x)/T_layer, and its spread
      * (NaN for a single run on either side); valid when has_speed. */
