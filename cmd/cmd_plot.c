@@ -51,12 +51,17 @@ enum { MAXMET = 16, MAXSTAT = 8, MAXSEED = 64 };
 /* the longest base name: room for "-data" and gnuplot's ".BASE.svg.tmp.PID" within NAME_MAX */
 enum { NB_PLOT_NAME_MAX = 200 };
 
-/* Splits a comma-separated list into a NULL-terminated array of pointers into buf. */
+/* Splits a comma-separated list into a NULL-terminated array of pointers into buf. Returns how
+ * many, or -1 when there are more than max or an item is empty ("1,,2", ",1", "1,"). */
 static int split_list(char *buf, const char **items, int max) {
     int n = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (n >= max) return -1;
-        items[n++] = t;
+    for (char *p = buf;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = '\0';
+        if (!*p || n >= max) return -1;
+        items[n++] = p;
+        if (!comma) break;
+        p = comma + 1;
     }
     items[n] = NULL;
     return n;
@@ -235,13 +240,19 @@ int cmd_plot(int argc, const char **argv) {
                 n = -1;
                 break;
             }
+            for (int k = 0; k < nseeds; k++)
+                if (seeds[k] == v) {
+                    char shown[256];
+                    return nb_usage_error("plot", "invalid --seed '%s': seed %lld is named twice",
+                                          nb_escape(shown, sizeof shown, seed_arg), v);
+                }
             seeds[nseeds++] = v;
         }
         if (n <= 0) {
             char shown[256];
             return nb_usage_error("plot",
                                   "invalid --seed '%s': give one or more whole numbers, "
-                                  "comma-separated (at most %d), e.g. 1 or 1,2",
+                                  "comma-separated, none empty (at most %d), e.g. 1 or 1,2",
                                   nb_escape(shown, sizeof shown, seed_arg), MAXSEED);
         }
     }

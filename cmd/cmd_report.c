@@ -614,11 +614,15 @@ static int warn_mixed_configs(nb_store *s, const char *task) {
         nb_report_err(&err);
         return -1;
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) { /* stored strings: escaped, never raw to the terminal */
+        char t[200], d[200], nm[200], k[200], v[600];
         fprintf(stderr,
                 "warning: the finished runs of %s / %s, norm %s, differ in '%s' (%s), not only in "
                 "the seed: they are averaged together\n",
-                m[i].task, m[i].dataset, m[i].norm, m[i].key, m[i].values);
+                nb_escape(t, sizeof t, m[i].task), nb_escape(d, sizeof d, m[i].dataset),
+                nb_escape(nm, sizeof nm, m[i].norm), nb_escape(k, sizeof k, m[i].key),
+                nb_escape(v, sizeof v, m[i].values));
+    }
     if (n)
         fprintf(stderr,
                 "hint: record runs that differ on purpose with distinct --variant labels (sweep "

@@ -1,5 +1,6 @@
 /* util/json.c — see util/json.h. */
 #include "util/json.h"
+#include "util/text.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -142,15 +143,20 @@ void nb_json_num(FILE *f, double x) {
 
 void nb_csv_field(FILE *f, const char *s) {
     if (!s) return;
-    size_t n = strlen(s);
-    if (strpbrk(s, ",\"\r\n") == NULL && !(n && (s[0] == ' ' || s[n - 1] == ' '))) {
-        fputs(s, f);
+    nb_buf e = {0};
+    nb_buf_escaped(&e, s); /* no control character (ESC, CR, LF...) reaches a terminal raw */
+    const char *t = e.p ? e.p : "";
+    size_t n = strlen(t);
+    if (strpbrk(t, ",\"") == NULL && !(n && (t[0] == ' ' || t[n - 1] == ' '))) {
+        fputs(t, f);
+        nb_buf_free(&e);
         return;
     }
     fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
+    for (; *t; t++) {
+        if (*t == '"') fputc('"', f);
+        fputc(*t, f);
     }
     fputc('"', f);
+    nb_buf_free(&e);
 }

@@ -39,8 +39,10 @@ void nb_json_num(FILE *f, double x);
  * exactly; "nan", "inf", "-inf" for non-finite values. Returns out. */
 char *nb_fmt_double(char *out, size_t size, double x);
 
-/* Writes s to f as one CSV field (RFC 4180): quoted, with quotes doubled, when it contains a
- * comma, quote, CR or LF, or starts or ends with a space; as is otherwise. NULL writes nothing. */
+/* Writes s to f as one CSV field (RFC 4180), escaped first as util/text.h escapes for a terminal
+ * (a control character such as ESC, CR or LF, or a byte that is not UTF-8, becomes \x1b, \r, \n,
+ * \xHH: a field is always one line); then quoted, with quotes doubled, when it contains a comma
+ * or a quote, or starts or ends with a space; as is otherwise. NULL writes nothing. */
 void nb_csv_field(FILE *f, const char *s);
 
 #endif

@@ -39,8 +39,8 @@ if command -v gnuplot >/dev/null; then
     tst "  nor a backquoted one" test ! -e "$tmp/BQ"
     tst "  the label is in the script quoted, with its newlines escaped" \
         grep -qF "'mnist / synthetic [v\\n!touch $tmp/INJECTED\\n#]'" fig.gp
-    tst "  the norm is in the key quoted, its quote doubled, its escape visible" \
-        grep -qF "'n''q\`touch $tmp/BQ\`\\x1b[31m\\ (1 run, seed 1)'" fig.gp
+    tst "  the norm is in the key quoted, its quote as \"'\", its escape visible" \
+        grep -qF "'n'.\"'\".'q\`touch $tmp/BQ\`\\x1b[31m\\ (1 run, seed 1)'" fig.gp
     tst "  no line of the script starts a shell command" bash -c "! grep -q '^ *!' fig.gp"
     tst "  the script holds no control character" bash -c "! LC_ALL=C grep -q \$'[\\x01-\\x08\\x0b-\\x1f\\x7f]' fig.gp"
     tst "  the image was written" test -s fig.png
@@ -79,10 +79,10 @@ assert "la\\u001b]0;pwned\\u0007yer" in t, t[:200]
 ' "$tmp/j"
 done
 "$NB" runs --db s.db --format csv >"$tmp/c" 2>/dev/null
-tst "  runs --format csv is valid CSV with the stored norm as it is" python3 -c '
+tst "  runs --format csv is valid CSV with the stored norm escaped (no raw ESC)" python3 -c '
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1], newline="")))
-assert len(rows) == 2 and rows[1][3] == "la\x1b]0;pwned\x07yer", rows
+assert len(rows) == 2 and rows[1][3] == "la\\x1b]0;pwned\\x07yer", rows
 ' "$tmp/c"
 
 # ---- a foreign SQLite database is refused and not changed
