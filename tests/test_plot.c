@@ -10,6 +10,7 @@
 
 #include "plots/plot.h"
 #include "results/store.h"
+#include "util/text.h"
 
 /* ---- smoothing -------------------------------------------------------------------------- */
 
@@ -398,7 +399,8 @@ static void test_render_quotes_stored_strings(void **state) {
             fail_msg("a line ends in a backslash: %s", line);
         title |=
             strstr(line, "'mnist / synthetic [v\\n!touch /tmp/nb-plot-injected\\n#\\]'") != NULL;
-        key |= strstr(line, "'x\\n!touch /tmp/nb-plot-injected\\n#'' (1 run, seed 1)'") != NULL;
+        key |=
+            strstr(line, "'x\\n!touch /tmp/nb-plot-injected\\n#'.\"'\".' (1 run, seed 1)'") != NULL;
     }
     fclose(f);
     assert_true(lines > 10);
@@ -414,6 +416,116 @@ static void test_render_quotes_stored_strings(void **state) {
     snprintf(path, sizeof path, "%s/bad\nname-data", tmpdir);
     assert_int_equal(access(path, F_OK), -1);
     nb_run_detail_free(r);
+}
+
+/* The quoting of labels for gnuplot (nb_plot_gp_str), proved through gnuplot itself: every byte
+ * 0x01-0xff alone, doubled, tripled and between letters; every pair of printable ASCII
+ * characters; every triple of the characters that mean something to gnuplot or a shell (quotes,
+ * backquote, @, backslash, $, #, ;, !, braces...); UTF-8 text and long runs of apostrophes. Each
+ * string is printed by gnuplot from the script; what it prints must be the string escaped as a
+ * terminal shows it (util/text.h), line for line: no string ends its quotes early, runs a
+ * command or breaks the script. Skipped where gnuplot is not installed. */
+static void test_gp_str_every_byte_class(void **state) {
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) skip();
+    nb_buf script = {0}, want = {0};
+    char path[600], out[600];
+    snprintf(path, sizeof path, "%s/q.gp", tmpdir);
+    snprintf(out, sizeof out, "%s/q.out", tmpdir);
+    nb_buf_puts(&script, "set print ");
+    nb_plot_gp_str(&script, out);
+    nb_buf_puts(&script, "\n");
+    int count = 0;
+    char s[16];
+#define ADD(str)                                                                                   \
+    do {                                                                                           \
+        nb_buf_puts(&script, "print ");                                                            \
+        nb_plot_gp_str(&script, (str));                                                            \
+        nb_buf_puts(&script, "\n");                                                                \
+        nb_buf_escaped(&want, (str));                                                              \
+        nb_buf_puts(&want, "\n");                                                                  \
+        count++;                                                                                   \
+    } while (0)
+    for (int b = 1; b <= 0xff; b++) {
+        char c = (char)b;
+        char forms[4][8] = {{c, 0}, {c, c, 0}, {c, c, c, 0}, {'a', c, 'z', 0}};
+        for (int k = 0; k < 4; k++)
+            ADD(forms[k]);
+    }
+    for (int a = 0x20; a < 0x7f; a++)
+        for (int b = 0x20; b < 0x7f; b++) {
+            snprintf(s, sizeof s, "%c%c", a, b);
+            ADD(s);
+        }
+    static const char special[] = "'\"`@\\$#;!{}(),. |&<>~%^*";
+    for (const char *a = special; *a; a++)
+        for (const char *b = special; *b; b++)
+            for (const char *c = special; *c; c++) {
+                snprintf(s, sizeof s, "%c%c%c", *a, *b, *c);
+                ADD(s);
+            }
+    static const char *const texts[] = {
+        "rock''n''roll",
+        "''",
+        "'",
+        "'a'",
+        "\\'",
+        "'\\",
+        "a\\",
+        "\\",
+        "é ü ß — € 😀 β=0.5",
+        "`touch INJECTED`",
+        "@x",
+        "\"'\"'\"",
+        "' . system('touch INJECTED') . '",
+        "caf\xe9",
+        "\xc2\x85",
+        "\xed\xa0\x80",
+        "a\nb\r\tc\x1b[31m",
+        "",
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        ADD(texts[i]);
+#undef ADD
+    assert_false(script.oom || want.oom);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(script.p, f);
+    fclose(f);
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot q.gp 2>q.err", tmpdir);
+    int rc = system(cmd);
+    if (rc != 0) {
+        snprintf(cmd, sizeof cmd, "head -c 2000 '%s/q.err' >&2", tmpdir);
+        (void)system(cmd);
+    }
+    assert_int_equal(rc, 0);
+    snprintf(cmd, sizeof cmd, "%s/INJECTED", tmpdir);
+    assert_int_equal(access(cmd, F_OK), -1);
+    f = fopen(out, "rb");
+    assert_non_null(f);
+    nb_buf got = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk - 1, f)) > 0) {
+        chunk[n] = '\0';
+        nb_buf_puts(&got, chunk);
+    }
+    fclose(f);
+    assert_non_null(got.p);
+    /* the first line that differs, for the message */
+    const char *g = got.p, *w = want.p;
+    int line = 1;
+    while (*g && *w && *g == *w) {
+        if (*g == '\n') line++;
+        g++;
+        w++;
+    }
+    if (*g || *w)
+        fail_msg("gnuplot printed line %d of %d differently: got '%.40s', want '%.40s'", line,
+                 count, g, w);
+    nb_buf_free(&script);
+    nb_buf_free(&want);
+    nb_buf_free(&got);
 }
 
 /* ---- the fixture store for tests/cli/70-plot.t ------------------------------------------ */
@@ -478,6 +590,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_render_diverged_and_eval),
         cmocka_unit_test(test_render_missing_gnuplot),
         cmocka_unit_test(test_render_quotes_stored_strings),
+        cmocka_unit_test(test_gp_str_every_byte_class),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
