@@ -402,13 +402,14 @@ int cmd_plot(int argc, const char **argv) {
             } else {
                 size_t len = default_base(set, k, base, sizeof base);
                 if (len > NB_PLOT_NAME_MAX) {
-                    char nm_[512];
-                    fig_name(f, nm_, sizeof nm_);
+                    char nm_[160];
+                    fig_name(f, nm_, sizeof nm_); /* cut short: the name may be megabytes */
                     fprintf(stderr,
-                            "error: the file name made from the task, dataset and variant of %s is "
-                            "too long: %zu bytes, at most %d\n"
-                            "hint: name the files with --out FILE\n",
-                            nm_, len, NB_PLOT_NAME_MAX);
+                            "error: the figure's name is too long for a file name: %s... (the "
+                            "default file is named after the task, dataset and variant; at most "
+                            "%d bytes)\n"
+                            "hint: name the files with --out FILE, or record a shorter --variant\n",
+                            nm_, NB_PLOT_NAME_MAX);
                     rc = NB_EXIT_USAGE;
                     break;
                 }
