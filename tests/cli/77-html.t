@@ -177,9 +177,9 @@ cat >fakebin/gnuplot <<'EOF'
 echo "gnuplot: broken" >&2
 exit 1
 EOF
-check "report --format html with a failing gnuplot still writes the page" 0 env PATH="$tmp/fakebin:$PATH" "$NB" report --db s.db --format html --out g.html
-has "  with a warning that it has no figures" "$tmp/err" "^warning: the report has no figures"
-tst "  the page says why in place of the figure" grep -q "No figure: " g.html
+check "report --format html with a failing gnuplot writes the page and exits 1" 1 env PATH="$tmp/fakebin:$PATH" "$NB" report --db s.db --format html --out g.html
+has "  with an error naming the figure" "$tmp/err" "^error: the figure of mnist / synthetic failed: gnuplot failed"
+tst "  the page says why in place of the figure" grep -q "Error: the figure failed:</b> gnuplot failed" g.html
 
 # ---- a real browser: Debian's chromium, headless, loading the file from disk
 CHROMIUM=${NORMBENCH_CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
