@@ -36,8 +36,10 @@ static const char usage[] =
     "normbench-TASK.png and .svg in the current directory, with the dataset added when a task\n"
     "has several), the gnuplot script FILE.gp and its data FILE-data/ beside them: edit and\n"
     "rerun 'gnuplot FILE.gp' there. An image is renamed into place only when gnuplot wrote it\n"
-    "whole. --term dumb prints the figure as text on stdout instead. The image files written\n"
-    "are listed on stdout.\n";
+    "whole. Each of these must be a regular file or a new name (FILE-data a directory): a\n"
+    "device, a named pipe or a link into /proc is refused before anything is written, and left\n"
+    "as it is; a link to a regular file is followed. --term dumb prints the figure as text on\n"
+    "stdout instead (--out - is refused). The image files written are listed on stdout.\n";
 
 static const char *const terms[] = {"png+svg", "png", "svg", "dumb", NULL};
 enum { T_BOTH, T_PNG, T_SVG, T_DUMB };
@@ -180,7 +182,7 @@ int cmd_plot(int argc, const char **argv) {
          .type = NB_OPT_STR,
          .dst = &seed_arg,
          .metavar = "LIST",
-         .help = "only runs with these seeds, e.g. 1 or 1,2 (default every seed)"},
+         .help = "only runs with these seeds, e.g. 1 or 1,2, each once (default every seed)"},
         {.name = "max-points",
          .type = NB_OPT_INT,
          .dst = &max_points,

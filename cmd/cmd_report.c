@@ -17,11 +17,12 @@
 
 static const char usage[] =
     "usage: normbench report [--task T] [--target METRIC<=X|METRIC>=X] [--paper] [--db FILE]\n"
-    "                        [--format table|md|csv|json|html] [--out FILE.html]\n\n"
+    "                        [--format table|md|csv|json|html] [--out FILE.html|-]\n\n"
     "Groups the finished runs by task, dataset and norm and shows, for each test metric (and each\n"
     "best_* metric: the best validation value of a task that keeps its best parameters, e.g.\n"
     "reader's best_val_error), the mean ± sample standard deviation of the final values over\n"
-    "seeds; the time per training\n"
+    "seeds (a value that is infinite or NaN is left out of both and counted beside them,\n"
+    "e.g. '0.6770 (+1 inf)'; csv: column nonfinite; json: inf, -inf, nan); the time per training\n"
     "step; how much faster or slower than layer each norm ran; and how many runs diverged,\n"
     "failed, were interrupted or crashed (counted, never averaged in).\n\n"
     "Times: ms per training step and seconds per epoch (training only). Speed against layer,\n"
@@ -35,7 +36,11 @@ static const char usage[] =
     "without it the page says so), the provenance of each group's runs (machine, threads, BLAS,\n"
     "git revision) and every run with its configuration. Stored text is escaped; the same store\n"
     "gives the same page. With --out FILE it is written to a temporary file beside FILE and\n"
-    "renamed into place once whole; without it, to stdout.\n";
+    "renamed into place once whole; without it, or with --out -, to stdout. FILE must be a\n"
+    "regular file or a new name: a device, a named pipe, a directory or a link into /proc\n"
+    "(/dev/stdout) is refused and left as it is; a link to a regular file is followed. A figure\n"
+    "that gnuplot fails to draw is an error: shown in its place on the page and on stderr, and\n"
+    "report exits 1 (the page is still written whole).\n";
 
 static const char *const formats[] = {"table", "md", "csv", "json", "html", NULL};
 enum { F_TABLE, F_MD, F_CSV, F_JSON, F_HTML };
@@ -697,7 +702,7 @@ int cmd_report(int argc, const char **argv) {
          .type = NB_OPT_STR,
          .dst = &out,
          .metavar = "FILE",
-         .help = "write the html page to FILE (atomically) instead of stdout"},
+         .help = "write the html page to FILE (atomically; - for stdout)"},
         {0},
     };
     int rc = nb_parse_opts("report", usage, argc, argv, opts, NULL, 0, NULL);

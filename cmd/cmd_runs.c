@@ -13,7 +13,9 @@
 static const char usage[] =
     "usage: normbench runs [--db FILE] [--format table|csv|json]\n\n"
     "Lists every run in the results store: id, task, dataset, norm, seed, status (a run whose\n"
-    "process died shows as 'crashed'), start time (UTC), duration and final test_error.\n";
+    "process died shows as 'crashed'), start time (UTC), duration and final test_error.\n"
+    "Stored text is shown escaped in the table and in csv (a control character as \\x1b, \\n...);\n"
+    "json keeps every string exactly.\n";
 
 static const char *const formats[] = {"table", "csv", "json", NULL};
 
