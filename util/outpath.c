@@ -257,7 +257,22 @@ static int replace(const char *tmp, const char *path, const char *target, const 
         nb_errf(err, "'%s' changed while it was being written", shown(s, path));
         return nb_hintf(err, "run the command again");
     }
-    if (rename(tmp, target) != 0) {
+    /* A new name is linked, not renamed: link() never replaces what another process may have
+     * made there since the check (a pipe, a device node); where the file system has no hard
+     * links, rename. An existing regular file is replaced by rename. */
+    struct stat st;
+    int renamed = 0;
+    if (lstat(target, &st) != 0 && errno == ENOENT) {
+        if (link(tmp, target) == 0) {
+            unlink(tmp);
+            renamed = 1;
+        } else if (errno == EEXIST) {
+            nb_errf(err, "'%s' appeared while it was being written: it is left as it is",
+                    shown(s, path));
+            return nb_hintf(err, "run the command again");
+        }
+    }
+    if (!renamed && rename(tmp, target) != 0) {
         int e = errno;
         nb_errf(err, "cannot write '%s': %s", shown(s, path), strerror(e));
         return nb_hintf(err, "check that the directory is writable");
@@ -285,7 +300,11 @@ int nb_out_commit(nb_out *o, nb_err *err) {
     } else {
         rc = replace(o->tmp, o->path, o->target, o->what, err);
     }
-    nb_out_abort(o); /* removes the temporary file only when it was not renamed */
+    if (rc == 0) { /* renamed: nothing left to remove */
+        free(o->tmp);
+        o->tmp = NULL;
+    }
+    nb_out_abort(o);
     return rc;
 }
 

@@ -6,7 +6,8 @@
  * renamed into place once whole (then the directory is fsync'ed): a reader sees the old file or
  * the new one, and a refused or failed write leaves the path as it was.
  *
- * The path is checked before anything is written and again just before the rename. Functions
+ * The path is checked before anything is written and again just before the rename; a new name
+ * is put in place with link(), which never replaces a node that appeared in between. Functions
  * return 0, or -1 with err filled (the message names the path; the hint says what to do). */
 #ifndef NB_UTIL_OUTPATH_H
 #define NB_UTIL_OUTPATH_H
