@@ -122,6 +122,28 @@ static void command_line(int argc, const char **argv, char *buf, size_t size) {
     }
 }
 
+/* The files of figure k: base (out_base, else the default), base.png and base.svg (each buffer
+ * 4096 bytes or more). Returns 0, or -1 after printing an error when the default name is too
+ * long for a file name. */
+static int figure_files(const nb_plot_set *set, int k, const char *out_base, char *base, char *png,
+                        char *svg) {
+    if (out_base) {
+        snprintf(base, 4096, "%s", out_base);
+    } else if (default_base(set, k, base, 4096) > NB_PLOT_NAME_MAX) {
+        char nm[160];
+        fig_name(&set->figs[k], nm, sizeof nm); /* cut short: the name may be megabytes */
+        fprintf(stderr,
+                "error: the figure's name is too long for a file name: %s... (the default file "
+                "is named after the task, dataset and variant; at most %d bytes)\n"
+                "hint: name the files with --out FILE, or record a shorter --variant\n",
+                nm, NB_PLOT_NAME_MAX);
+        return -1;
+    }
+    snprintf(png, 4200, "%s.png", base);
+    snprintf(svg, 4200, "%s.svg", base);
+    return 0;
+}
+
 int cmd_plot(int argc, const char **argv) {
     const char *db = nb_default_db(), *task = NULL, *dataset = NULL, *variant = NULL;
     const char *metric_arg = NULL, *out = NULL, *status_arg = NULL, *seed_arg = NULL;
@@ -391,69 +413,57 @@ int cmd_plot(int argc, const char **argv) {
     if (c && strtol(c, NULL, 10) >= 60 && strtol(c, NULL, 10) <= 400)
         cols = (int)strtol(c, NULL, 10);
     rc = NB_EXIT_OK;
-    /* pass 0 checks every file of every figure (nothing written when one is refused); pass 1
-     * draws */
-    for (int pass = 0; pass < 2 && rc == NB_EXIT_OK; pass++)
-        for (int k = 0; k < set->n && rc == NB_EXIT_OK; k++) {
-            const nb_plot_figure *f = &set->figs[k];
-            const char *dm[3];
-            int nm = nmetric ? nmetric : nb_figure_default_metrics(f, dm);
-            char base[4096], png[4200], svg[4200];
-            if (out) {
-                snprintf(base, sizeof base, "%s", out_base);
-            } else {
-                size_t len = default_base(set, k, base, sizeof base);
-                if (len > NB_PLOT_NAME_MAX) {
-                    char nm_[160];
-                    fig_name(f, nm_, sizeof nm_); /* cut short: the name may be megabytes */
-                    fprintf(stderr,
-                            "error: the figure's name is too long for a file name: %s... (the "
-                            "default file is named after the task, dataset and variant; at most "
-                            "%d bytes)\n"
-                            "hint: name the files with --out FILE, or record a shorter --variant\n",
-                            nm_, NB_PLOT_NAME_MAX);
-                    rc = NB_EXIT_USAGE;
-                    break;
-                }
-            }
-            snprintf(png, sizeof png, "%s.png", base);
-            snprintf(svg, sizeof svg, "%s.svg", base);
-            nb_plot_opts po = {
-                .metrics = nmetric ? metrics : dm,
-                .nmetrics = nm,
-                .x_step = xaxis != X_TIME,
-                .x_time = xaxis != X_STEP,
-                .smooth = smooth,
-                .max_points = max_points,
-                .png = want_png ? png : NULL,
-                .svg = want_svg ? svg : NULL,
-                .base = base,
-                .dumb = term == T_DUMB,
-                .dumb_cols = cols,
-                .dumb_lines = 28 * nm,
-                .gnuplot = "gnuplot",
-                .command = cmdline,
-            };
-            if (pass == 0) {
-                if (nb_plot_check_outputs(&po, &err)) rc = nb_report_err(&err);
-                continue;
-            }
-            char *text = NULL;
-            if (nb_plot_render(f, &po, &text, &err)) {
-                rc = nb_report_err(&err);
-                break;
-            }
-            if (text) {
-                if (k) putchar('\n');
-                fputs(text, stdout);
-                free(text);
-            } else {
-                if (po.png) printf("%s\n", po.png);
-                if (po.svg) printf("%s\n", po.svg);
-                fprintf(stderr, "plot: script '%s.gp' and data '%s-data/' kept beside the image\n",
-                        base, base);
-            }
+    /* every file of every figure checked first: nothing is written when one is refused */
+    for (int k = 0; k < set->n && rc == NB_EXIT_OK; k++) {
+        char base[4096], png[4200], svg[4200];
+        if (figure_files(set, k, out ? out_base : NULL, base, png, svg) != 0) {
+            rc = NB_EXIT_USAGE;
+            break;
         }
+        nb_plot_opts po = {.png = want_png ? png : NULL,
+                           .svg = want_svg ? svg : NULL,
+                           .base = base,
+                           .dumb = term == T_DUMB};
+        if (nb_plot_check_outputs(&po, &err)) rc = nb_report_err(&err);
+    }
+    for (int k = 0; k < set->n && rc == NB_EXIT_OK; k++) {
+        const nb_plot_figure *f = &set->figs[k];
+        const char *dm[3];
+        int nm = nmetric ? nmetric : nb_figure_default_metrics(f, dm);
+        char base[4096], png[4200], svg[4200];
+        figure_files(set, k, out ? out_base : NULL, base, png, svg);
+        nb_plot_opts po = {
+            .metrics = nmetric ? metrics : dm,
+            .nmetrics = nm,
+            .x_step = xaxis != X_TIME,
+            .x_time = xaxis != X_STEP,
+            .smooth = smooth,
+            .max_points = max_points,
+            .png = want_png ? png : NULL,
+            .svg = want_svg ? svg : NULL,
+            .base = base,
+            .dumb = term == T_DUMB,
+            .dumb_cols = cols,
+            .dumb_lines = 28 * nm,
+            .gnuplot = "gnuplot",
+            .command = cmdline,
+        };
+        char *text = NULL;
+        if (nb_plot_render(f, &po, &text, &err)) {
+            rc = nb_report_err(&err);
+            break;
+        }
+        if (text) {
+            if (k) putchar('\n');
+            fputs(text, stdout);
+            free(text);
+        } else {
+            if (po.png) printf("%s\n", po.png);
+            if (po.svg) printf("%s\n", po.svg);
+            fprintf(stderr, "plot: script '%s.gp' and data '%s-data/' kept beside the image\n",
+                    base, base);
+        }
+    }
     nb_plot_set_free(set);
     return rc;
 }
