@@ -105,8 +105,8 @@ int nb_out_check(const char *path, const char *what, char **target, nb_err *err)
             struct stat dst;
             if (e == ENOENT && hops == 0 && stat(dir, &dst) == 0 && S_ISDIR(dst.st_mode)) {
                 rc = 0; /* a new name */
-            } else if (e == ENOENT && hops == 0) {
-                nb_errf(err, "cannot write '%s': directory '%s' does not exist", shown(s, path),
+            } else if ((e == ENOENT || e == ENOTDIR) && hops == 0) {
+                nb_errf(err, "cannot write '%s': '%s' is not an existing directory", shown(s, path),
                         shown(s2, dir));
                 nb_hintf(err, "create it first, or give %s a path in an existing directory", what);
             } else if (e == ENOENT || e == ENOTDIR) {

@@ -72,7 +72,7 @@ for cmd in "$R" "$P"; do
     refused "$cmd" "/proc/self/fd/1" /proc/self/fd/1 "is in a special file system"
     refused "$cmd" "a directory" w/dir "is a directory, not a file"
     check "$c --out in a missing directory is refused" 1 "$NB" $cmd --out w/nodir/x
-    has "  the error names the directory" "$tmp/err" "directory 'w/nodir' does not exist"
+    has "  the error names the directory" "$tmp/err" "'w/nodir' is not an existing directory"
     # the system's devices: only once the binary has refused the ones made here
     if [ "$(kind w/lnk)" = "link:/proc/self/fd/1" ] && [ $node = 0 -o "$(kind w/dev)" = "char:1,7" ] &&
         [ "$(kind w/fifo)" = fifo ]; then
