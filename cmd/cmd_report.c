@@ -716,7 +716,7 @@ int cmd_report(int argc, const char **argv) {
                               "e.g. val_error<=0.15",
                               target_arg);
     if (task && !nb_task_find(task)) return nb_unknown_task("report", task);
-    if (out && format != F_HTML)
+    if (out && format != F_HTML && strcmp(out, "-") != 0) /* - (stdout) goes with any format */
         return nb_usage_error("report", "--out goes with --format html (the other formats are "
                                         "printed on stdout)");
     if (out && !nb_text_clean(out)) {

@@ -96,6 +96,8 @@ tst "nor any figure directory in TMPDIR" test -z "$(ls -A tmpd)"
 check "report --out - writes the page to stdout" 0 $T "$NB" $R --out -
 has "  it is the page" "$tmp/out" '^<!DOCTYPE html>'
 tst "  no file named '-' was written" test ! -e ./-
+check "report --format csv --out - prints on stdout too" 0 "$NB" report --db s.db --format csv --out -
+has "  the csv" "$tmp/out" '^task,dataset,norm,runs,metric'
 check "plot --out - is a usage error" 2 "$NB" $P --out -
 has "  it says why and what prints on stdout" "$tmp/err" "plot writes files.*--term dumb"
 tst "  no file named '-' was written" test ! -e ./- -a ! -e ./-.png -a ! -e ./-.gp
@@ -116,6 +118,13 @@ ln -s ../real/nothing.html sub/dangling.html
 check "report --out a link that leads nowhere is refused" 1 "$NB" $R --out sub/dangling.html
 has "  the error says so" "$tmp/err" "symbolic link that leads nowhere"
 tst "  the link is kept, nothing created" test -L sub/dangling.html -a ! -e real/nothing.html
+ln -s loop2.html sub/loop1.html
+ln -s loop1.html sub/loop2.html
+check "report --out a loop of links is refused" 1 "$NB" $R --out sub/loop1.html
+has "  the error says so" "$tmp/err" "too many levels of symbolic links"
+long=$(printf 'n%.0s' $(seq 1 300))
+check "report --out a name longer than a file name can be is refused" 1 "$NB" $R --out "$long.html"
+has "  the error says it is too long" "$tmp/err" "file name 'n+\.\.\.' is too long: 305 bytes, at most 255"
 if [ $have_gnuplot = 1 ]; then
     echo old >real/fig.svg
     ln -s ../real/fig.svg sub/fig.svg
