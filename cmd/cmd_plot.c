@@ -357,8 +357,9 @@ int cmd_plot(int argc, const char **argv) {
         const char *what = status_arg ? status_arg : "finished";
         fprintf(stderr, "error: no %s runs", what);
         if (task) fprintf(stderr, " of task '%s'", task);
-        if (dataset) fprintf(stderr, " on dataset '%s'", dataset);
-        if (variant) fprintf(stderr, " of variant '%s'", variant);
+        char shown[300]; /* the user's text, shown escaped and cut short */
+        if (dataset) fprintf(stderr, " on dataset '%s'", nb_escape(shown, sizeof shown, dataset));
+        if (variant) fprintf(stderr, " of variant '%s'", nb_escape(shown, sizeof shown, variant));
         if (seed_arg) fprintf(stderr, " with seed %s", seed_arg);
         fprintf(stderr, " in '%s'\n", db);
         fprintf(stderr,
