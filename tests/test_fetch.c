@@ -397,7 +397,8 @@ static void test_idx_gz_http_and_recompressed(void **state) {
         snprintf(urls2[i], sizeof urls2[i], "http://127.0.0.1:%d/ok/idx2/%s", server_port,
                  t_src[i].file);
         t_src[i].url = urls2[i];
-        assert_int_equal(nb_hash_gz_content(tpath("idx/%s", t_src[i].file), 1 << 20, csha[i], &err),
+        assert_int_equal(nb_hash_gz_content(tpath("idx/%s", t_src[i].file), 1 << 20, NULL, csha[i],
+                                            &err),
                          0);
     }
     const char *data2 = tpath("d-idx2");
@@ -724,7 +725,7 @@ static void test_hostile_archives(void **state) {
     nb_dataset d = {.name = "lie", .pack = NB_PACK_ZIP, .members = &m, .nmembers = 1};
     mkdir(tpath("h-lie"), 0755);
     nb_err err;
-    assert_int_not_equal(nb_unpack(tpath("h-lie.zip"), &d, tpath("h-lie"), &err), 0);
+    assert_int_not_equal(nb_unpack(tpath("h-lie.zip"), &d, tpath("h-lie"), NULL, &err), 0);
     assert_non_null(strstr(err.msg, "more than the 4096"));
 }
 
