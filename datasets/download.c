@@ -256,10 +256,11 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
                 nb_errf(err, "cannot download '%s' (file '%s'): the server answered %ld%s", url,
                         file, code, transient ? ", after retries" : "");
             else if (res == CURLE_OPERATION_TIMEDOUT)
-                nb_errf(err,
-                        "cannot download '%s' (file '%s'): too slow, less than %lld bytes/s "
-                        "over %d s (--min-rate)%s",
-                        url, file, (long long)min_rate, stall, transient ? ", after retries" : "");
+                nb_errf(
+                    err,
+                    "cannot download '%s' (file '%s'): stalled or too slow, less than %lld bytes/s "
+                    "over %d s (--min-rate)%s",
+                    url, file, (long long)min_rate, stall, transient ? ", after retries" : "");
             else
                 nb_errf(err, "cannot download '%s' (file '%s'): %s", url, file, why);
             nb_hintf(err, HINT_FROM);

@@ -110,11 +110,20 @@ static la_ssize_t feed_read(struct archive *a, void *ud, const void **out) {
     return (la_ssize_t)k;
 }
 
-/* Why the archive failed: the gzip stream's error, else libarchive's, else dflt. */
-static const char *why_failed(struct archive *a, const gz_feed *f, const char *dflt) {
-    if (f->failed) return f->err.msg;
+/* Fills err for an archive that failed to read: the gzip stream's own error (it names the file),
+ * else libarchive's (or dflt) about archive_path and, when given, its member name. Hints at a
+ * damaged archive unless it was stopped. Returns -1. */
+static int read_failed(nb_err *err, const char *archive_path, const char *name, struct archive *a,
+                       const gz_feed *f, volatile sig_atomic_t *stop, const char *dflt) {
     const char *why = archive_error_string(a);
-    return why ? why : dflt;
+    if (f->failed)
+        nb_errf(err, "%s", f->err.msg);
+    else if (name)
+        nb_errf(err, "cannot unpack '%s' from '%s': %s", name, archive_path, why ? why : dflt);
+    else
+        nb_errf(err, "cannot unpack '%s': %s", archive_path, why ? why : dflt);
+    if (stop && *stop) return -1;
+    return nb_hintf(err, HINT_BAD);
 }
 
 int nb_unpack(const char *archive_path, const nb_dataset *d, const char *out_dir,
@@ -142,9 +151,7 @@ int nb_unpack(const char *archive_path, const nb_dataset *d, const char *out_dir
             goto done;
         }
         if (archive_read_open(a, &feed, NULL, feed_read, NULL) != ARCHIVE_OK) {
-            nb_errf(err, "cannot unpack '%s': %s", archive_path,
-                    why_failed(a, &feed, "not a tar archive"));
-            nb_hintf(err, HINT_BAD);
+            read_failed(err, archive_path, NULL, a, &feed, stop, "not a tar archive");
             goto done;
         }
     } else {
@@ -165,9 +172,7 @@ int nb_unpack(const char *archive_path, const nb_dataset *d, const char *out_dir
         int r = archive_read_next_header(a, &e);
         if (r == ARCHIVE_EOF) break;
         if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-            nb_errf(err, "cannot unpack '%s': %s", archive_path,
-                    why_failed(a, &feed, "damaged archive"));
-            nb_hintf(err, HINT_BAD);
+            read_failed(err, archive_path, NULL, a, &feed, stop, "damaged archive");
             goto done;
         }
         const char *name = archive_entry_pathname(e);
@@ -234,9 +239,7 @@ int nb_unpack(const char *archive_path, const nb_dataset *d, const char *out_dir
             }
             la_ssize_t k = archive_read_data(a, buf, 1 << 16);
             if (k < 0) {
-                nb_errf(err, "cannot unpack '%s' from '%s': %s", name, archive_path,
-                        why_failed(a, &feed, "damaged archive"));
-                nb_hintf(err, HINT_BAD);
+                read_failed(err, archive_path, name, a, &feed, stop, "damaged archive");
                 goto done;
             }
             if (k == 0) break;
@@ -270,8 +273,8 @@ int nb_unpack(const char *archive_path, const nb_dataset *d, const char *out_dir
         long long k = nb_gz_read(feed.gz, buf, 1 << 16, &feed.err);
         if (k == 0) break;
         if (k < 0) {
-            nb_errf(err, "cannot unpack '%s': %s", archive_path, feed.err.msg);
-            nb_hintf(err, HINT_BAD);
+            feed.failed = 1;
+            read_failed(err, archive_path, NULL, a, &feed, stop, "damaged archive");
             goto done;
         }
     }

@@ -79,10 +79,10 @@ drip="http://127.0.0.1:$port/drip"
 export NORMBENCH_TEST_RETRIES=0
 t0=$(date +%s)
 check "a drip is dropped by the default minimum rate (window 2 s)" 1 env NORMBENCH_TEST_STALL_S=2 $T "$NB" fetch cnn-top4 --mirror "$drip" --data-dir "$tmp/d-drip" --quiet
-has "it says too slow, with the rate" "$tmp/err" "top4.zip'\\): too slow, less than 1024 bytes/s over 2 s"
+has "it says too slow, with the rate" "$tmp/err" "top4.zip'\\): stalled or too slow, less than 1024 bytes/s over 2 s"
 [ $(($(date +%s) - t0)) -le 8 ] && ok "within seconds" || not_ok "within seconds ($(($(date +%s) - t0)) s)"
 check "--min-rate and --rate-window set the limit" 1 $T "$NB" fetch cnn-top4 --mirror "$drip" --data-dir "$tmp/d-drip" --min-rate 100 --rate-window 2 --quiet
-has "the message gives them" "$tmp/err" "too slow, less than 100 bytes/s over 2 s \\(--min-rate\\)"
+has "the message gives them" "$tmp/err" "stalled or too slow, less than 100 bytes/s over 2 s \\(--min-rate\\)"
 t0=$(date +%s)
 check "--timeout gives a drip that passes the rate up" 1 $T "$NB" fetch cnn-top4 --mirror "$drip" --data-dir "$tmp/d-drip" --min-rate 1 --rate-window 60 --timeout 2 --quiet
 has "it names the deadline and the kept partial file" "$tmp/err" "not done within the 2 s allowed \\(--timeout\\); the partial file '$tmp/d-drip/.downloads/top4.zip.part' is kept"
