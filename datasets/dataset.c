@@ -134,7 +134,9 @@ int nb_trust_get(const char *data_dir, const char *file, char sha[65]) {
 
 /* ---- state ----------------------------------------------------------------------------------- */
 
-nb_ds_state nb_dataset_state(const nb_dataset *d, const char *data_dir, int full, nb_err *err) {
+/* nb_dataset_state, the hashing stopped (the dataset then reported damaged) when *stop is set. */
+static nb_ds_state state_of(const nb_dataset *d, const char *data_dir, int full,
+                            volatile sig_atomic_t *stop, nb_err *err) {
     char dir[PATHN], man[PATHN];
     nb_err tmp;
     if (!err) err = &tmp;
@@ -181,7 +183,7 @@ nb_ds_state nb_dataset_state(const nb_dataset *d, const char *data_dir, int full
             s = NB_DS_DAMAGED;
         } else if (full) {
             char sha[65];
-            if (nb_hash_file(p, NULL, sha, NULL, err) != 0)
+            if (nb_hash_input(p, 0, stop, NULL, sha, NULL, err) != 0)
                 s = NB_DS_DAMAGED;
             else if (strcmp(sha, want[i]) != 0) {
                 nb_errf(err, "'%s' has changed: SHA-256 %s, the manifest says %s", p, sha, want[i]);
@@ -191,6 +193,10 @@ nb_ds_state nb_dataset_state(const nb_dataset *d, const char *data_dir, int full
     }
     free(want);
     return s;
+}
+
+nb_ds_state nb_dataset_state(const nb_dataset *d, const char *data_dir, int full, nb_err *err) {
+    return state_of(d, data_dir, full, NULL, err);
 }
 
 /* ---- install --------------------------------------------------------------------------------- */
@@ -299,7 +305,8 @@ static void clean_stale(const nb_dataset *d, const char *data_dir) {
     closedir(dir);
 }
 
-static int write_manifest(const nb_dataset *d, const char *tmpdir, nb_err *err) {
+static int write_manifest(const nb_dataset *d, const char *tmpdir, volatile sig_atomic_t *stop,
+                          nb_err *err) {
     size_t cap = (size_t)d->nmembers * (PATHN + 80);
     char *text = malloc(cap);
     if (!text) return nb_errf(err, "out of memory");
@@ -307,7 +314,7 @@ static int write_manifest(const nb_dataset *d, const char *tmpdir, nb_err *err) 
     for (int i = 0; i < d->nmembers; i++) {
         char p[PATHN], sha[65];
         pathf(p, sizeof p, "%s/%s", tmpdir, d->members[i].name);
-        if (nb_hash_file(p, NULL, sha, NULL, err)) {
+        if (nb_hash_input(p, 0, stop, NULL, sha, NULL, err)) {
             free(text);
             return -1;
         }
@@ -340,7 +347,11 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
         return nb_errf(err, "data directory path too long: '%s'", data_dir);
     /* Fast path, no lock: present (only complete installs are ever renamed into place). */
     nb_err serr;
-    nb_ds_state s = nb_dataset_state(d, data_dir, o->verify, &serr);
+    nb_ds_state s = state_of(d, data_dir, o->verify, o->stop, &serr);
+    if (o->stop && *o->stop) {
+        nb_errf(err, "fetch of '%s' interrupted while verifying '%s'", d->name, dir);
+        return nb_hintf(err, "run the same command again");
+    }
     if (s == NB_DS_PRESENT && o->from) return installed_already(d, dir, o->from, err);
     if (s == NB_DS_PRESENT) return 0;
     if (s == NB_DS_DAMAGED || s == NB_DS_UNMANAGED) {
@@ -511,7 +522,7 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
         goto done;
     }
     progress(o, "install", d->name, 0, 0);
-    if (write_manifest(d, tmpdir, err)) goto done;
+    if (write_manifest(d, tmpdir, o->stop, err)) goto done;
     fsync_dir(tmpdir);
     if (rename(tmpdir, dir) != 0) {
         int e = errno;

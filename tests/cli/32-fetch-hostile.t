@@ -67,6 +67,26 @@ for sig in TERM INT; do
     nothing_installed "SIG$sig: nothing is installed" "$tmp/d-sig"
 done
 
+# ... and while re-verifying an installed copy (fetch re-hashes it against its manifest): a
+# dataset directory laid out by hand, with sparse files and a manifest naming each
+mkdir -p "$tmp/d-rv/wmt14-en-de"
+for f in train.en train.de newstest2013.en newstest2013.de newstest2014.en newstest2014.de; do
+    truncate -s 2000000000 "$tmp/d-rv/wmt14-en-de/$f"
+    printf '%064d  %s\n' 0 "$f" >>"$tmp/d-rv/wmt14-en-de/MANIFEST.sha256"
+done
+: >"$tmp/err-sig"
+$T "$NB" fetch wmt14-en-de --data-dir "$tmp/d-rv" >/dev/null 2>"$tmp/err-sig" &
+pid=$!
+sleep 1
+t0=$(date +%s%N)
+kill -s TERM $pid
+wait $pid
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ $rc = 143 ] && ok "SIGTERM while re-verifying: exit 143" || not_ok "SIGTERM while re-verifying: exit 143 (got $rc)" "$(cat "$tmp/err-sig")"
+[ $ms -lt 2000 ] && ok "it stopped ${ms} ms after the signal" || not_ok "it stopped ${ms} ms after the signal (at most 2000)"
+has "it says the fetch was interrupted" "$tmp/err-sig" "fetch of 'wmt14-en-de' interrupted while verifying"
+
 # Item 10: a mirror that drips one byte every 0.7 s (1.4 bytes/s never counted as a stall by a
 # 1 byte/s limit). Small windows and no retries keep this to seconds.
 mkdir -p "$tmp/srv/~rkiros"
