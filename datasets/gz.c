@@ -104,6 +104,10 @@ static la_ssize_t on_read(struct archive *a, void *ud, const void **out) {
     /* keep the last GZ_KEEP bytes as history for headers that straddle two reads */
     memmove(g->in, g->in + g->in_len, GZ_KEEP);
     for (;;) {
+        if (g->too_many) { /* e.g. empty members without end, from a pipe */
+            archive_set_error(a, EFBIG, "more than %d gzip members", GZ_MAX_CAND);
+            return -1;
+        }
         if (g->stop && *g->stop) {
             g->interrupted = 1;
             archive_set_error(a, EINTR, "interrupted");
