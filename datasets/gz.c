@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #define GZ_IN (1 << 16)       /* compressed bytes per read */
-#define GZ_KEEP 11            /* bytes kept from the previous read: a trailer and 3 header bytes */
+#define GZ_KEEP 17            /* bytes kept from the previous read: a trailer and 9 header bytes */
 #define GZ_MAX_CAND (1 << 20) /* member boundaries at most (bgzip: one per 64 KiB) */
 #define GZ_MAX_TRY 12         /* candidates tried in every combination at most */
 
@@ -49,15 +49,18 @@ static uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Notes every place in buf[from, n) where a member header (1f 8b 08, flags without reserved
- * bits) starts 8 bytes after buf's start or later, with base = the stream offset of buf[0]. */
+/* Notes every place in buf[from, n) that looks like a member header (RFC 1952: 1f 8b, method 8,
+ * no reserved flag, XFL 0, 2 or 4, a known OS) at least 8 bytes after buf's start, the 8 bytes
+ * before it taken as the previous member's trailer; base is the stream offset of buf[0]. */
 static void scan(nb_gz *g, const unsigned char *buf, size_t n, size_t from, uint64_t base) {
     size_t h = from < 8 ? 8 : from;
-    while (h + 4 <= n) {
-        const unsigned char *p = memchr(buf + h, 0x1f, n - 3 - h);
+    while (h + 10 <= n) {
+        const unsigned char *p = memchr(buf + h, 0x1f, n - 9 - h);
         if (!p) break;
         h = (size_t)(p - buf);
-        if (p[1] == 0x8b && p[2] == 0x08 && (p[3] & 0xe0) == 0 && base + h >= 18) {
+        if (p[1] == 0x8b && p[2] == 0x08 && (p[3] & 0xe0) == 0 &&
+            (p[8] == 0 || p[8] == 2 || p[8] == 4) && (p[9] <= 13 || p[9] == 255) &&
+            base + h >= 18) {
             if (g->ncand == g->cand_cap) {
                 size_t nc = g->cand_cap ? 2 * g->cand_cap : 64;
                 gz_cand *c = nc <= GZ_MAX_CAND ? realloc(g->cand, nc * sizeof *c) : NULL;
@@ -80,7 +83,7 @@ static void scan(nb_gz *g, const unsigned char *buf, size_t n, size_t from, uint
 static void take(nb_gz *g, size_t n) {
     size_t have = g->in_total < GZ_KEEP ? (size_t)g->in_total : GZ_KEEP;
     const unsigned char *buf = g->in + GZ_KEEP - have;
-    scan(g, buf, have + n, have > 3 ? have - 3 : 0, g->in_total - have);
+    scan(g, buf, have + n, have > 9 ? have - 9 : 0, g->in_total - have);
     g->in_total += n;
     g->in_len = n;
     if (have + n >= 8) memcpy(g->last, buf + have + n - 8, 8);
@@ -189,15 +192,17 @@ int nb_gz_open_mem(nb_gz **out, const void *data, size_t size, const char *name,
     return 0;
 }
 
-/* Whether the members' trailers, the candidates picked by mask then the last one, add up to
- * the data handed out. */
-static int trailers_match(const nb_gz *g, unsigned long mask, int all) {
+/* Whether the trailers of the members that end at the candidates use[i] picked by mask (all
+ * with all), then the last member's, add up to the data handed out. */
+static int trailers_match(const nb_gz *g, const size_t *use, size_t nuse, unsigned long mask,
+                          int all) {
     uint32_t crc = 0;
     uint64_t len = 0;
-    for (size_t i = 0; i < g->ncand; i++) {
+    for (size_t i = 0; i < nuse; i++) {
         if (!all && !(mask >> i & 1)) continue;
-        crc = nb_crc32_combine(crc, g->cand[i].crc, g->cand[i].isize);
-        len += g->cand[i].isize;
+        const gz_cand *c = &g->cand[use[i]];
+        crc = nb_crc32_combine(crc, c->crc, c->isize);
+        len += c->isize;
     }
     uint32_t lc = le32(g->last), ll = le32(g->last + 4);
     crc = nb_crc32_combine(crc, lc, ll);
@@ -205,11 +210,27 @@ static int trailers_match(const nb_gz *g, unsigned long mask, int all) {
     return crc == g->crc && len == g->out_total;
 }
 
+/* Several members: which candidates are real boundaries. A candidate whose member would be longer
+ * than all the data is not one; of the others, all are tried together (the usual case: cat,
+ * bgzip), then, when there are at most GZ_MAX_TRY, every subset. */
+static int members_match(const nb_gz *g) {
+    size_t *use = malloc((g->ncand ? g->ncand : 1) * sizeof *use), nuse = 0;
+    if (!use) return 0;
+    for (size_t i = 0; i < g->ncand; i++)
+        if (g->cand[i].isize <= g->out_total) use[nuse++] = i;
+    int ok = nuse > 0 && trailers_match(g, use, nuse, 0, 1);
+    if (!ok && nuse > 1 && nuse <= GZ_MAX_TRY)
+        for (unsigned long m = 1; m < (1ul << nuse) - 1 && !ok; m++)
+            ok = trailers_match(g, use, nuse, m, 0);
+    free(use);
+    return ok;
+}
+
 /* At the end of the stream: the trailers against the data. */
 static int check_end(nb_gz *g, nb_err *err) {
     /* libarchive stops at the first byte that is not a gzip header: read what is left, so that
      * data after the last member makes the last 8 bytes a non-trailer (and the check fail) */
-    while (!g->mem && !g->in_eof) {
+    while (!g->mem && !g->in_eof && !g->too_many) {
         const void *p;
         if (on_read(g->a, g, &p) < 0) {
             if (g->interrupted) return nb_errf(err, "reading '%s' interrupted", g->path);
@@ -224,10 +245,7 @@ static int check_end(nb_gz *g, nb_err *err) {
     uint32_t lc = le32(g->last), ll = le32(g->last + 4);
     /* one member: its trailer holds the CRC-32 and the length mod 2^32 */
     if (lc == g->crc && ll == (uint32_t)g->out_total) return 0;
-    if (g->ncand > 0 && trailers_match(g, 0, 1)) return 0;
-    if (g->ncand > 0 && g->ncand <= GZ_MAX_TRY)
-        for (unsigned long m = 1; m < (1ul << g->ncand) - 1; m++)
-            if (trailers_match(g, m, 0)) return 0;
+    if (g->ncand > 0 && members_match(g)) return 0;
     return nb_errf(err,
                    "'%s' is damaged: gzip CRC-32 or length mismatch (the trailer records CRC-32 "
                    "%08x and %u bytes, the data decompressed to CRC-32 %08x and %llu bytes)",

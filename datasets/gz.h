@@ -6,10 +6,10 @@
  * itself, computes the CRC-32 and length of everything it hands out, and at the end of the
  * stream checks them against the trailers: the last member's, or, for a file of several
  * concatenated members (cat a.gz b.gz, bgzip), every member's trailer combined (util/crc32.h).
- * Member boundaries are found by their headers (1f 8b 08) right after an 8-byte trailer; where
- * the compressed data happens to hold that pattern, at most 12 such candidates are tried in every
- * combination. Data after the last member, a truncated stream or a mismatch is an error naming
- * the file. */
+ * Member boundaries are found by their headers (1f 8b 08 ...) right after an 8-byte trailer;
+ * where the compressed data happens to hold that pattern too, up to 12 such candidates are tried
+ * in every combination (a file of more members that also holds a false one is refused). Data
+ * after the last member, a truncated stream or a mismatch is an error naming the file. */
 #ifndef NB_DATASETS_GZ_H
 #define NB_DATASETS_GZ_H
 
