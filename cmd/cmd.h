@@ -34,7 +34,9 @@ int cmd_bleu(int argc, const char **argv);
 
 /* Makes sure the registry dataset name is installed in data_dir, fetching it on first use
  * (with a progress bar on stderr unless quiet; NORMBENCH_MIRROR honoured) unless no_fetch.
- * Prints the error itself. Returns NB_EXIT_OK or NB_EXIT_FAIL. (cmd/cmd_fetch.c) */
+ * Prints the error itself. Returns NB_EXIT_OK, NB_EXIT_FAIL, NB_EXIT_USAGE (a malformed
+ * NORMBENCH_FETCH_* variable) or 128 + the signal's number when SIGINT or SIGTERM stopped it.
+ * (cmd/cmd_fetch.c) */
 int nb_cmd_ensure_dataset(const char *name, const char *data_dir, int no_fetch, int quiet);
 
 /* Parses and validates a `run` command line (argv[0] = "run") without running it: 0 when it

@@ -3,6 +3,7 @@
 #include "cmd/cmd.h"
 
 #include "datasets/dataset.h"
+#include "util/num.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -13,14 +14,24 @@
 #include <unistd.h>
 
 static const char fetch_usage[] =
-    "usage: normbench fetch DATASET [--data-dir DIR] [--mirror URL] [--from FILE]\n\n"
+    "usage: normbench fetch DATASET [--data-dir DIR] [--mirror URL] [--from FILE]\n"
+    "                       [--min-rate BYTES] [--rate-window SECONDS] [--timeout SECONDS]\n\n"
     "Downloads DATASET (see 'normbench datasets'), verifies it against its pinned checksums\n"
     "(or the digest recorded at its first download where upstream publishes none), unpacks the\n"
     "files it needs into DATA/DATASET/ and only then makes that directory appear. An\n"
     "interrupted download (Ctrl-C, a dropped connection) resumes on the next fetch. A dataset\n"
     "already present is re-verified; --from on an installed dataset is refused (remove its\n"
     "directory first to install it from that file).\n\n"
-    "environment: NORMBENCH_DATA (data directory), NORMBENCH_MIRROR (as --mirror)\n";
+    "A --from file must be a regular file (or a symbolic link to one) no larger than the\n"
+    "dataset's file can be: a device, FIFO or directory in its place is refused. Every gzip\n"
+    "stream is read to its end and its CRC-32 and length checked. A download slower than\n"
+    "--min-rate bytes/s on average over --rate-window seconds (default 1024 over 30) is\n"
+    "dropped and retried; one file's download that takes longer than --timeout seconds,\n"
+    "retries included (default 3600; 0: none), is given up, its partial file kept for the next\n"
+    "fetch. Ctrl-C or SIGTERM stops any stage within a moment (exit status 130 or 143).\n\n"
+    "environment: NORMBENCH_DATA (data directory), NORMBENCH_MIRROR (as --mirror);\n"
+    "NORMBENCH_FETCH_MIN_RATE, NORMBENCH_FETCH_RATE_WINDOW, NORMBENCH_FETCH_TIMEOUT (the three\n"
+    "options, also for the fetch that 'run' does on a dataset's first use)\n";
 
 typedef struct bar {
     int tty, width, drawn, quiet;
@@ -99,8 +110,28 @@ static void bar_init(bar *b, int quiet) {
 static volatile sig_atomic_t fetch_stop = 0;
 
 static void on_sigint(int sig) {
-    (void)sig;
-    fetch_stop = 1;
+    fetch_stop = sig; /* which signal: the exit status says it */
+}
+
+/* The download limits from the environment into o (options given on the command line override
+ * them later). Returns 0, or NB_EXIT_USAGE after printing which variable is wrong. */
+static int limits_from_env(nb_fetch_opts *o) {
+    static const char *const names[] = {"NORMBENCH_FETCH_MIN_RATE", "NORMBENCH_FETCH_RATE_WINDOW",
+                                        "NORMBENCH_FETCH_TIMEOUT"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(names[i]);
+        long long x;
+        if (!v || !*v) continue;
+        if (nb_parse_int(v, &x) || x < (i == 2 ? 0 : 1) || x > (i == 0 ? 1000000000LL : 604800))
+            return nb_usage_error("fetch", "invalid %s '%s' (%s)", names[i], v,
+                                  i == 0   ? "bytes per second, 1 or more"
+                                  : i == 1 ? "seconds, 1 to 604800"
+                                           : "seconds, 0 (none) to 604800");
+        if (i == 0) o->dl.min_rate = x;
+        if (i == 1) o->dl.stall_s = (int)x;
+        if (i == 2) o->dl.timeout_s = x == 0 ? -1 : (int)x;
+    }
+    return 0;
 }
 
 /* Runs the install with Ctrl-C/SIGTERM stopping it cleanly. Returns an exit status. */
@@ -114,6 +145,7 @@ static int do_ensure(const char *name, const char *data_dir, nb_fetch_opts *o, i
     o->progress = on_progress;
     o->progress_ctx = &b; // cppcheck-suppress autoVariables ; used only during this call
     o->stop = &fetch_stop;
+    fetch_stop = 0;
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
@@ -125,6 +157,12 @@ static int do_ensure(const char *name, const char *data_dir, nb_fetch_opts *o, i
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     bar_end(&b);
+    if (rc && fetch_stop) {
+        /* stopped by a signal: say so, and exit as the shell does for one (128 + its number) */
+        if (!err.hint[0]) nb_hintf(&err, "run the same command again to resume");
+        nb_report_err(&err);
+        return 128 + (int)fetch_stop;
+    }
     if (rc) return nb_report_err(&err);
     if (what && !quiet) {
         char dir[4096];
@@ -144,18 +182,28 @@ int nb_cmd_ensure_dataset(const char *name, const char *data_dir, int no_fetch, 
     o.no_fetch = no_fetch;
     const char *m = getenv("NORMBENCH_MIRROR");
     if (m && *m) o.mirror = m;
+    int rc = limits_from_env(&o);
+    if (rc) return rc;
     return do_ensure(name, data_dir, &o, quiet, NULL);
 }
 
 int cmd_fetch(int argc, const char **argv) {
     const char *data_dir = NULL, *mirror = NULL, *from = NULL;
     int quiet = 0;
+    long long min_rate = 0, window = 0, timeout = 0;
     nb_opt opts[] = {
         {"data-dir", NB_OPT_STR, &data_dir, "DIR", "data directory (NORMBENCH_DATA)"},
         {"mirror", NB_OPT_STR, &mirror, "URL",
          "replace every URL's scheme and host (NORMBENCH_MIRROR); always downloads"},
         {"from", NB_OPT_STR, &from, "FILE",
          "import a copy downloaded elsewhere (mnist, fashion-mnist: the directory of the files)"},
+        {"min-rate", NB_OPT_I64, &min_rate, "BYTES",
+         "slowest average download rate, bytes/s, over --rate-window (default 1024)", NULL, 1, 1e9},
+        {"rate-window", NB_OPT_I64, &window, "SECONDS",
+         "window --min-rate is averaged over (default 30)", NULL, 1, 604800},
+        {"timeout", NB_OPT_I64, &timeout, "SECONDS",
+         "give up a file's download after this long, retries included (default 3600; 0: never)",
+         NULL, 0, 604800},
         {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
         {NULL},
     };
@@ -182,5 +230,10 @@ int cmd_fetch(int argc, const char **argv) {
     o.mirror = mirror;
     o.from = from;
     o.verify = 1;
+    rc = limits_from_env(&o);
+    if (rc) return rc;
+    if (opts[3].seen) o.dl.min_rate = min_rate;
+    if (opts[4].seen) o.dl.stall_s = (int)window;
+    if (opts[5].seen) o.dl.timeout_s = timeout == 0 ? -1 : (int)timeout;
     return do_ensure(d->name, data_dir ? data_dir : nb_default_data_dir(), &o, quiet, "verified");
 }

@@ -134,7 +134,9 @@ int nb_trust_get(const char *data_dir, const char *file, char sha[65]) {
 
 /* ---- state ----------------------------------------------------------------------------------- */
 
-nb_ds_state nb_dataset_state(const nb_dataset *d, const char *data_dir, int full, nb_err *err) {
+/* nb_dataset_state, the hashing stopped (the dataset then reported damaged) when *stop is set. */
+static nb_ds_state state_of(const nb_dataset *d, const char *data_dir, int full,
+                            volatile sig_atomic_t *stop, nb_err *err) {
     char dir[PATHN], man[PATHN];
     nb_err tmp;
     if (!err) err = &tmp;
@@ -181,7 +183,7 @@ nb_ds_state nb_dataset_state(const nb_dataset *d, const char *data_dir, int full
             s = NB_DS_DAMAGED;
         } else if (full) {
             char sha[65];
-            if (nb_hash_file(p, NULL, sha, NULL, err) != 0)
+            if (nb_hash_input(p, 0, stop, NULL, sha, NULL, err) != 0)
                 s = NB_DS_DAMAGED;
             else if (strcmp(sha, want[i]) != 0) {
                 nb_errf(err, "'%s' has changed: SHA-256 %s, the manifest says %s", p, sha, want[i]);
@@ -191,6 +193,10 @@ nb_ds_state nb_dataset_state(const nb_dataset *d, const char *data_dir, int full
     }
     free(want);
     return s;
+}
+
+nb_ds_state nb_dataset_state(const nb_dataset *d, const char *data_dir, int full, nb_err *err) {
+    return state_of(d, data_dir, full, NULL, err);
 }
 
 /* ---- install --------------------------------------------------------------------------------- */
@@ -209,15 +215,28 @@ static void dl_progress(void *ctx, const char *file, int64_t done, int64_t total
     progress(o, "download", file, done, total);
 }
 
+/* The most bytes source idx of d can have: its pinned size, unless a recompressed copy may
+ * verify too (content_sha256); else its member's cap (one file per member), or all members' caps
+ * together (an archive). A larger file is refused before it is read. */
+static int64_t source_cap(const nb_dataset *d, const nb_source *src, int idx) {
+    if (src->size > 0 && !src->content_sha256) return src->size;
+    if (d->pack == NB_PACK_FILES && idx < d->nmembers) return (int64_t)d->members[idx].max_size;
+    uint64_t cap = 0;
+    for (int m = 0; m < d->nmembers; m++)
+        cap += d->members[m].max_size;
+    return (int64_t)cap;
+}
+
 /* Checks one obtained source file against what the registry pins (or the trust record).
- * *tofu is set to 1 when nothing is pinned or recorded (the caller records sha after install). */
+ * *tofu is set to 1 when nothing is pinned or recorded (the caller records sha after install).
+ * Only a regular file of at most source_cap bytes is read, and reading stops when *stop is set. */
 static int verify_source(const nb_dataset *d, const nb_source *src, int idx, const char *path,
-                         const char *origin, const char *data_dir, int *tofu, char sha[65],
-                         nb_err *err) {
+                         const char *origin, const char *data_dir, volatile sig_atomic_t *stop,
+                         int *tofu, char sha[65], nb_err *err) {
     char md5[33];
     int64_t size = 0;
     *tofu = 0;
-    if (nb_hash_file(path, md5, sha, &size, err)) return -1;
+    if (nb_hash_input(path, source_cap(d, src, idx), stop, md5, sha, &size, err)) return -1;
     const char *hint = "the copy is damaged or not the dataset's: fetch again (a bad download is "
                        "deleted), or use --mirror";
     if (src->md5 && strcmp(md5, src->md5) == 0) {
@@ -233,7 +252,7 @@ static int verify_source(const nb_dataset *d, const nb_source *src, int idx, con
         char csha[65];
         uint64_t cap = d->pack == NB_PACK_FILES && idx < d->nmembers ? d->members[idx].max_size
                                                                      : ((uint64_t)1 << 32);
-        if (nb_hash_gz_content(path, cap, csha, err) != 0) {
+        if (nb_hash_gz_content(path, cap, stop, csha, err) != 0) {
             char why[1024];
             pathf(why, sizeof why, "%s", err->msg);
             nb_errf(err, "'%s' from '%s' does not verify: %s", src->file, origin, why);
@@ -286,7 +305,8 @@ static void clean_stale(const nb_dataset *d, const char *data_dir) {
     closedir(dir);
 }
 
-static int write_manifest(const nb_dataset *d, const char *tmpdir, nb_err *err) {
+static int write_manifest(const nb_dataset *d, const char *tmpdir, volatile sig_atomic_t *stop,
+                          nb_err *err) {
     size_t cap = (size_t)d->nmembers * (PATHN + 80);
     char *text = malloc(cap);
     if (!text) return nb_errf(err, "out of memory");
@@ -294,7 +314,7 @@ static int write_manifest(const nb_dataset *d, const char *tmpdir, nb_err *err) 
     for (int i = 0; i < d->nmembers; i++) {
         char p[PATHN], sha[65];
         pathf(p, sizeof p, "%s/%s", tmpdir, d->members[i].name);
-        if (nb_hash_file(p, NULL, sha, NULL, err)) {
+        if (nb_hash_input(p, 0, stop, NULL, sha, NULL, err)) {
             free(text);
             return -1;
         }
@@ -327,7 +347,11 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
         return nb_errf(err, "data directory path too long: '%s'", data_dir);
     /* Fast path, no lock: present (only complete installs are ever renamed into place). */
     nb_err serr;
-    nb_ds_state s = nb_dataset_state(d, data_dir, o->verify, &serr);
+    nb_ds_state s = state_of(d, data_dir, o->verify, o->stop, &serr);
+    if (o->stop && *o->stop) {
+        nb_errf(err, "fetch of '%s' interrupted while verifying '%s'", d->name, dir);
+        return nb_hintf(err, "run the same command again");
+    }
     if (s == NB_DS_PRESENT && o->from) return installed_already(d, dir, o->from, err);
     if (s == NB_DS_PRESENT) return 0;
     if (s == NB_DS_DAMAGED || s == NB_DS_UNMANAGED) {
@@ -448,9 +472,10 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
                 }
                 downloaded[i] = 1;
                 progress(o, "verify", src->file, 0, 0);
-                if (verify_source(d, src, i, paths[i], origin, data_dir, &tofu[i], shas[i], err) ==
-                    0)
+                if (verify_source(d, src, i, paths[i], origin, data_dir, o->stop, &tofu[i], shas[i],
+                                  err) == 0)
                     break;
+                if (o->stop && *o->stop) goto done; /* interrupted: the .part is kept */
                 remove(paths[i]);
                 /* a .part left by an earlier try may belong to another version of the file:
                  * one fresh download before giving up */
@@ -459,7 +484,8 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
         }
         if (!downloaded[i]) {
             progress(o, "verify", src->file, 0, 0);
-            if (verify_source(d, src, i, paths[i], origin, data_dir, &tofu[i], shas[i], err))
+            if (verify_source(d, src, i, paths[i], origin, data_dir, o->stop, &tofu[i], shas[i],
+                              err))
                 goto done;
         }
         if (o->stop && *o->stop) {
@@ -482,9 +508,11 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
         if (d->pack == NB_PACK_FILES) {
             char dst[PATHN];
             pathf(dst, sizeof dst, "%s/%s", tmpdir, d->members[i].name);
-            if (nb_copy_file(paths[i], dst, err)) goto done;
-        } else if (nb_unpack(paths[i], d, tmpdir, err)) {
-            if (downloaded[i]) remove(paths[i]); /* a bad archive is not worth resuming */
+            if (nb_copy_file(paths[i], dst, source_cap(d, &d->sources[i], i), o->stop, err))
+                goto done;
+        } else if (nb_unpack(paths[i], d, tmpdir, o->stop, err)) {
+            /* a bad archive is not worth resuming (an interrupted unpack's is kept) */
+            if (downloaded[i] && !(o->stop && *o->stop)) remove(paths[i]);
             goto done;
         }
     }
@@ -494,7 +522,7 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
         goto done;
     }
     progress(o, "install", d->name, 0, 0);
-    if (write_manifest(d, tmpdir, err)) goto done;
+    if (write_manifest(d, tmpdir, o->stop, err)) goto done;
     fsync_dir(tmpdir);
     if (rename(tmpdir, dir) != 0) {
         int e = errno;

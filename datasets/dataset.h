@@ -43,7 +43,9 @@ typedef enum nb_ds_state {
 /* Installs d into data_dir unless it is present (then, with o->verify, re-hashes it). Returns 0
  * when DATA/NAME is present and verified, or -1 with err (naming the URL or file, what failed,
  * and a hint); data_dir then holds no new dataset directory and no temporary one. o may be
- * NULL. When o->stop became non-zero the error says so and partial downloads are kept. */
+ * NULL. When o->stop became non-zero the error says so and partial downloads are kept (every
+ * stage checks it: download, hashing, copying, unpacking). A source file given by o->from (or a
+ * local copy) must be a regular file no larger than the registry's size or cap for it. */
 int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch_opts *o,
                        nb_err *err);
 

@@ -1,10 +1,11 @@
 /* datasets/download.c — see download.h. */
 #include "datasets/download.h"
 
-#include <archive.h>
-#include <archive_entry.h>
+#include "datasets/gz.h"
+
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,12 @@ int nb_download_global_init(nb_err *err) {
         return nb_errf(err, "cannot initialise libcurl");
     done = 1;
     return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int env_int(const char *name, int def) {
@@ -109,8 +116,11 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
     if (!o) o = &def;
     int retries = o->retries > 0 ? o->retries : env_int("NORMBENCH_TEST_RETRIES", 4);
     int backoff = o->backoff_ms > 0 ? o->backoff_ms : env_int("NORMBENCH_TEST_BACKOFF_MS", 1000);
-    int stall = o->stall_s > 0 ? o->stall_s : env_int("NORMBENCH_TEST_STALL_S", 30);
+    int stall = o->stall_s > 0 ? o->stall_s : env_int("NORMBENCH_TEST_STALL_S", NB_DL_RATE_WINDOW);
     int conn = o->connect_timeout_s > 0 ? o->connect_timeout_s : 30;
+    int64_t min_rate = o->min_rate > 0 ? o->min_rate : NB_DL_MIN_RATE;
+    int timeout = o->timeout_s != 0 ? o->timeout_s : NB_DL_TIMEOUT;
+    double deadline = timeout > 0 ? now_s() + timeout : 0;
     if (interrupted) *interrupted = 0;
     char file[256];
     snprintf(file, sizeof file, "%s", base_name(part_path));
@@ -121,6 +131,16 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
     char cerr[CURL_ERROR_SIZE];
     int rc = -1;
     for (int attempt = 0;; attempt++) {
+        long left_ms = deadline > 0 ? (long)((deadline - now_s()) * 1000) : 0;
+        if (deadline > 0 && left_ms <= 0) {
+            nb_errf(err,
+                    "cannot download '%s' (file '%s'): not done within the %d s allowed "
+                    "(--timeout); the partial file '%s' is kept",
+                    url, file, timeout, part_path);
+            nb_hintf(err,
+                     "run the same command again to resume, with a larger --timeout; " HINT_FROM);
+            break;
+        }
         FILE *f = fopen(part_path, "ab");
         if (!f) {
             int e = errno;
@@ -146,8 +166,10 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
         curl_easy_setopt(h, CURLOPT_XFERINFODATA, &c);
-        curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        /* below min_rate bytes/s on average for `stall` seconds: a stall or a slow drip */
+        curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)min_rate);
         curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)stall);
+        if (deadline > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, left_ms);
         curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)conn);
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_USERAGENT, "normbench");
@@ -210,6 +232,16 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
             attempt--;
             continue;
         }
+        int past_deadline = deadline > 0 && now_s() >= deadline - 0.05;
+        if (res == CURLE_OPERATION_TIMEDOUT && past_deadline) {
+            nb_errf(err,
+                    "cannot download '%s' (file '%s'): not done within the %d s allowed "
+                    "(--timeout); the partial file '%s' is kept",
+                    url, file, timeout, part_path);
+            nb_hintf(err,
+                     "run the same command again to resume, with a larger --timeout; " HINT_FROM);
+            break;
+        }
         int transient;
         if (res == CURLE_HTTP_RETURNED_ERROR)
             transient = code >= 500 || code == 408 || code == 429;
@@ -224,10 +256,11 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
                 nb_errf(err, "cannot download '%s' (file '%s'): the server answered %ld%s", url,
                         file, code, transient ? ", after retries" : "");
             else if (res == CURLE_OPERATION_TIMEDOUT)
-                nb_errf(err,
-                        "cannot download '%s' (file '%s'): stalled, less than 1 byte/s for "
-                        "%d s%s",
-                        url, file, stall, transient ? ", after retries" : "");
+                nb_errf(
+                    err,
+                    "cannot download '%s' (file '%s'): stalled or too slow, less than %lld bytes/s "
+                    "over %d s (--min-rate)%s",
+                    url, file, (long long)min_rate, stall, transient ? ", after retries" : "");
             else
                 nb_errf(err, "cannot download '%s' (file '%s'): %s", url, file, why);
             nb_hintf(err, HINT_FROM);
@@ -237,6 +270,8 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
         int ms = backoff;
         for (int i = 0; i < attempt && ms < 60000; i++)
             ms *= 2;
+        if (deadline > 0 && ms > (deadline - now_s()) * 1000) /* wake at the deadline */
+            ms = deadline > now_s() ? (int)((deadline - now_s()) * 1000) + 1 : 0;
         if (backoff_sleep(ms, o->stop)) {
             if (interrupted) *interrupted = 1;
             nb_errf(err, "download of '%s' interrupted; the partial file '%s' is kept", url,
@@ -275,13 +310,56 @@ static void hex(const unsigned char *d, unsigned n, char *out) {
     out[2 * n] = '\0';
 }
 
-int nb_hash_file(const char *path, char md5[33], char sha256[65], int64_t *size, nb_err *err) {
-    int rc = -1;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+static const char *kind_of(mode_t m) {
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO (named pipe)"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+int nb_open_input(const char *path, int64_t max_bytes, nb_err *err) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; cleared once it is known regular */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
         int e = errno;
         return nb_errf(err, "cannot open '%s': %s", path, strerror(e));
     }
+    struct stat st, lst;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return nb_errf(err, "cannot read '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        char real[4096] = "", via[4200] = "";
+        if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(path, real))
+            snprintf(via, sizeof via, ", through a symbolic link to '%s'", real);
+        close(fd);
+        nb_errf(err, "'%s' is not a regular file: it is %s%s", path, kind_of(st.st_mode), via);
+        return nb_hintf(err, "give the path of the downloaded file itself");
+    }
+    if (max_bytes > 0 && (int64_t)st.st_size > max_bytes) {
+        close(fd);
+        nb_errf(err, "'%s' has %lld bytes, more than the %lld expected for it", path,
+                (long long)st.st_size, (long long)max_bytes);
+        return nb_hintf(err, "it is not the dataset's file: check the path");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+int nb_hash_file(const char *path, char md5[33], char sha256[65], int64_t *size, nb_err *err) {
+    return nb_hash_input(path, 0, NULL, md5, sha256, size, err);
+}
+
+int nb_hash_input(const char *path, int64_t max_bytes, volatile sig_atomic_t *stop, char md5[33],
+                  char sha256[65], int64_t *size, nb_err *err) {
+    int rc = -1;
+    int fd = nb_open_input(path, max_bytes, err);
+    if (fd < 0) return -1;
     EVP_MD_CTX *cm = EVP_MD_CTX_new(), *cs = EVP_MD_CTX_new();
     unsigned char *buf = malloc(1 << 16);
     if (!cm || !cs || !buf || !EVP_DigestInit_ex(cm, EVP_md5(), NULL) ||
@@ -290,18 +368,31 @@ int nb_hash_file(const char *path, char md5[33], char sha256[65], int64_t *size,
         goto done;
     }
     int64_t total = 0;
-    size_t k;
-    while ((k = fread(buf, 1, 1 << 16, f)) > 0) {
-        if ((md5 && !EVP_DigestUpdate(cm, buf, k)) || (sha256 && !EVP_DigestUpdate(cs, buf, k))) {
+    for (;;) {
+        if (stop && *stop) {
+            nb_errf(err, "hashing '%s' interrupted", path);
+            goto done;
+        }
+        ssize_t k = read(fd, buf, 1 << 16);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            int e = errno;
+            nb_errf(err, "cannot read '%s': %s", path, strerror(e));
+            goto done;
+        }
+        if (k == 0) break;
+        total += (int64_t)k;
+        if (max_bytes > 0 && total > max_bytes) {
+            nb_errf(err, "'%s' grew past the %lld bytes expected for it while being read", path,
+                    (long long)max_bytes);
+            nb_hintf(err, "it is not the dataset's file: check the path");
+            goto done;
+        }
+        if ((md5 && !EVP_DigestUpdate(cm, buf, (size_t)k)) ||
+            (sha256 && !EVP_DigestUpdate(cs, buf, (size_t)k))) {
             nb_errf(err, "cannot hash '%s'", path);
             goto done;
         }
-        total += (int64_t)k;
-    }
-    if (ferror(f)) {
-        int e = errno;
-        nb_errf(err, "cannot read '%s': %s", path, strerror(e ? e : EIO));
-        goto done;
     }
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned dn = 0;
@@ -319,45 +410,31 @@ done:
     free(buf);
     EVP_MD_CTX_free(cm);
     EVP_MD_CTX_free(cs);
-    fclose(f);
+    close(fd);
     return rc;
 }
 
-int nb_hash_gz_content(const char *path, uint64_t max_bytes, char sha256[65], nb_err *err) {
+int nb_hash_gz_content(const char *path, uint64_t max_bytes, volatile sig_atomic_t *stop,
+                       char sha256[65], nb_err *err) {
     int rc = -1;
     unsigned char sig[2] = {0, 0};
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        return nb_errf(err, "cannot open '%s': %s", path, strerror(e));
-    }
-    size_t k0 = fread(sig, 1, 2, f);
-    fclose(f);
-    if (k0 != 2 || sig[0] != 0x1f || sig[1] != 0x8b)
-        return nb_errf(err, "'%s' is not a gzip file", path);
-    struct archive *a = archive_read_new();
+    int fd = nb_open_input(path, 0, err);
+    if (fd < 0) return -1;
+    ssize_t k0 = read(fd, sig, 2);
+    close(fd);
+    if (k0 != 2 || !nb_gz_magic(sig, 2)) return nb_errf(err, "'%s' is not a gzip file", path);
+    nb_gz *g = NULL;
     EVP_MD_CTX *cs = EVP_MD_CTX_new();
     unsigned char *buf = malloc(1 << 16);
-    struct archive_entry *e;
-    if (!a || !cs || !buf || !EVP_DigestInit_ex(cs, EVP_sha256(), NULL)) {
+    if (!cs || !buf || !EVP_DigestInit_ex(cs, EVP_sha256(), NULL)) {
         nb_errf(err, "cannot hash '%s': out of memory", path);
         goto done;
     }
-    archive_read_support_filter_gzip(a);
-    archive_read_support_format_raw(a);
-    if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK ||
-        archive_read_next_header(a, &e) != ARCHIVE_OK) {
-        nb_errf(err, "cannot decompress '%s': the gzip stream is empty or damaged", path);
-        goto done;
-    }
+    if (nb_gz_open(&g, path, stop, err)) goto done;
     uint64_t total = 0;
     for (;;) {
-        la_ssize_t k = archive_read_data(a, buf, 1 << 16);
-        if (k < 0) {
-            const char *why = archive_error_string(a);
-            nb_errf(err, "cannot decompress '%s': %s", path, why ? why : "damaged gzip stream");
-            goto done;
-        }
+        long long k = nb_gz_read(g, buf, 1 << 16, err);
+        if (k < 0) goto done;
         if (k == 0) break;
         total += (uint64_t)k;
         if (total > max_bytes) {
@@ -375,6 +452,6 @@ int nb_hash_gz_content(const char *path, uint64_t max_bytes, char sha256[65], nb
 done:
     free(buf);
     EVP_MD_CTX_free(cs);
-    if (a) archive_read_free(a);
+    nb_gz_close(g);
     return rc;
 }

@@ -1,14 +1,14 @@
 /* datasets/idx.c — the IDX parser (LeCun's MNIST format), plain or gzip-compressed.
  *
  * Whether a file is compressed is decided by its first two bytes (gzip's 1f 8b), not by its
- * name. Compressed files go through libarchive's raw format with the gzip filter. The file is
- * never trusted: the header is checked before anything is allocated, the claimed size is capped
- * (NB_IDX_MAX_BYTES, so that a decompression bomb is refused without inflating it), and the data
- * must be exactly as long as the header says. */
+ * name. Compressed files go through datasets/gz.h (libarchive, each gzip trailer checked). The
+ * file is never trusted: the header is checked before anything is allocated, the claimed size is
+ * capped (NB_IDX_MAX_BYTES, so that a decompression bomb is refused without inflating it), and the
+ * data must be exactly as long as the header says. */
 #include "datasets/mnist.h"
 
-#include <archive.h>
-#include <archive_entry.h>
+#include "datasets/gz.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +19,11 @@
     "the file is damaged or is not an IDX file: download it again (for Fashion-MNIST: sudo "       \
     "apt-get install --reinstall dataset-fashion-mnist)"
 
-/* A byte source: a plain FILE or a libarchive stream over a gzip file. */
+/* A byte source: a plain FILE or a gzip stream (its CRC-32 and length checked at its end). */
 typedef struct idx_src {
     const char *path;
     FILE *f;
-    struct archive *a;
+    nb_gz *a;
     const unsigned char *mem; /* in-memory input (nb_idx_read_mem) when neither f nor a */
     size_t mem_len, mem_pos;
 } idx_src;
@@ -51,11 +51,8 @@ static long long src_read(idx_src *s, void *buf, size_t n, nb_err *err) {
             }
             got += k;
         } else {
-            la_ssize_t k = archive_read_data(s->a, (char *)buf + got, n - got);
+            long long k = nb_gz_read(s->a, (char *)buf + got, n - got, err);
             if (k < 0) {
-                nb_errf(err, "cannot decompress '%s': %s", s->path,
-                        archive_error_string(s->a) ? archive_error_string(s->a)
-                                                   : "corrupt gzip stream");
                 nb_hintf(err, IDX_HINT);
                 return -1;
             }
@@ -81,23 +78,7 @@ static int src_open(idx_src *s, const char *path, nb_err *err) {
     size_t k = fread(sig, 1, 2, f);
     if (k == 2 && sig[0] == 0x1f && sig[1] == 0x8b) {
         fclose(f);
-        struct archive *a = archive_read_new();
-        if (!a) return nb_errf(err, "cannot read '%s': out of memory", path);
-        archive_read_support_filter_gzip(a);
-        archive_read_support_format_raw(a);
-        struct archive_entry *entry;
-        if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK ||
-            archive_read_next_header(a, &entry) != ARCHIVE_OK) {
-            /* the raw format finds nothing in an empty or undecodable stream */
-            const char *why = archive_error_string(a);
-            if (!why || strstr(why, "Unrecognized archive format"))
-                why = "the gzip stream is empty or damaged";
-            nb_errf(err, "cannot decompress '%s': %s", path, why);
-            nb_hintf(err, IDX_HINT);
-            archive_read_free(a);
-            return -1;
-        }
-        s->a = a;
+        if (nb_gz_open(&s->a, path, NULL, err)) return nb_hintf(err, IDX_HINT);
         return 0;
     }
     if (ferror(f) || fseek(f, 0, SEEK_SET) != 0) {
@@ -115,19 +96,7 @@ static int src_open_mem(idx_src *s, const void *data, size_t size, const char *n
     s->path = name;
     const unsigned char *p = data;
     if (size >= 2 && p[0] == 0x1f && p[1] == 0x8b) {
-        struct archive *a = archive_read_new();
-        if (!a) return nb_errf(err, "cannot read '%s': out of memory", name);
-        archive_read_support_filter_gzip(a);
-        archive_read_support_format_raw(a);
-        struct archive_entry *entry;
-        if (archive_read_open_memory(a, data, size) != ARCHIVE_OK ||
-            archive_read_next_header(a, &entry) != ARCHIVE_OK) {
-            nb_errf(err, "cannot decompress '%s': the gzip stream is empty or damaged", name);
-            nb_hintf(err, IDX_HINT);
-            archive_read_free(a);
-            return -1;
-        }
-        s->a = a;
+        if (nb_gz_open_mem(&s->a, data, size, name, err)) return nb_hintf(err, IDX_HINT);
         return 0;
     }
     s->mem = p;
@@ -137,7 +106,7 @@ static int src_open_mem(idx_src *s, const void *data, size_t size, const char *n
 
 static void src_close(idx_src *s) {
     if (s->f) fclose(s->f);
-    if (s->a) archive_read_free(s->a);
+    nb_gz_close(s->a);
     s->f = NULL;
     s->a = NULL;
 }

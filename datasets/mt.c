@@ -2,9 +2,8 @@
 #include "datasets/mt.h"
 
 #include "datasets/dataset.h"
+#include "datasets/gz.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -87,25 +86,12 @@ int nb_lines_read(const char *path, uint64_t max_bytes, nb_lines *out, nb_err *e
         fclose(f);
         return nb_errf(err, "out of memory reading '%s'", path);
     }
-    struct archive *a = NULL;
+    /* gzip: every member's CRC-32 and length checked at its end (datasets/gz.h) */
+    nb_gz *a = NULL;
     if (gz) {
         fclose(f);
         f = NULL;
-        a = archive_read_new();
-        struct archive_entry *entry;
-        if (!a) {
-            free(buf);
-            return nb_errf(err, "out of memory reading '%s'", path);
-        }
-        archive_read_support_filter_gzip(a);
-        archive_read_support_format_raw(a);
-        if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK ||
-            archive_read_next_header(a, &entry) != ARCHIVE_OK) {
-            const char *why = archive_error_string(a);
-            if (!why || strstr(why, "Unrecognized archive format"))
-                why = "the gzip stream is empty or damaged";
-            nb_errf(err, "cannot decompress '%s': %s", path, why);
-            archive_read_free(a);
+        if (nb_gz_open(&a, path, NULL, err)) {
             free(buf);
             return nb_hintf(err, "the file is damaged: remove the dataset and fetch it again");
         }
@@ -118,7 +104,7 @@ int nb_lines_read(const char *path, uint64_t max_bytes, nb_lines *out, nb_err *e
     for (;;) {
         if (n == cap) {
             if ((uint64_t)cap >= max_bytes) {
-                if (a) archive_read_free(a);
+                nb_gz_close(a);
                 if (f) fclose(f);
                 free(buf);
                 return nb_errf(err, "'%s' is larger than %llu bytes of text", path,
@@ -128,7 +114,7 @@ int nb_lines_read(const char *path, uint64_t max_bytes, nb_lines *out, nb_err *e
             if ((uint64_t)nc > max_bytes) nc = (size_t)max_bytes;
             char *b = realloc(buf, nc + 1);
             if (!b) {
-                if (a) archive_read_free(a);
+                nb_gz_close(a);
                 if (f) fclose(f);
                 free(buf);
                 return nb_errf(err, "out of memory reading '%s'", path);
@@ -137,11 +123,9 @@ int nb_lines_read(const char *path, uint64_t max_bytes, nb_lines *out, nb_err *e
             cap = nc;
         }
         if (a) {
-            la_ssize_t r = archive_read_data(a, buf + n, cap - n);
+            long long r = nb_gz_read(a, buf + n, cap - n, err);
             if (r < 0) {
-                nb_errf(err, "cannot decompress '%s': %s", path,
-                        archive_error_string(a) ? archive_error_string(a) : "damaged stream");
-                archive_read_free(a);
+                nb_gz_close(a);
                 free(buf);
                 return nb_hintf(err, "the file is damaged: remove the dataset and fetch it again");
             }
@@ -160,7 +144,7 @@ int nb_lines_read(const char *path, uint64_t max_bytes, nb_lines *out, nb_err *e
             }
         }
     }
-    if (a) archive_read_free(a);
+    nb_gz_close(a);
     if (f) fclose(f);
     return lines_own(buf, n, path, out, err);
 }

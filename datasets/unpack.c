@@ -1,6 +1,9 @@
 /* datasets/unpack.c — see unpack.h. */
 #include "datasets/unpack.h"
 
+#include "datasets/download.h"
+#include "datasets/gz.h"
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
@@ -86,33 +89,90 @@ static int is_extra(const nb_dataset *d, const char *name) {
     return 0;
 }
 
-int nb_unpack(const char *archive_path, const nb_dataset *d, const char *out_dir, nb_err *err) {
+/* A .tar.gz: libarchive reads the tar from the gzip stream that datasets/gz.h decompresses (its
+ * gzip filter would not check the trailers). */
+typedef struct gz_feed {
+    nb_gz *gz;
+    unsigned char *buf;
+    int failed;
+    nb_err err;
+} gz_feed;
+
+static la_ssize_t feed_read(struct archive *a, void *ud, const void **out) {
+    gz_feed *f = ud;
+    long long k = nb_gz_read(f->gz, f->buf, 1 << 16, &f->err);
+    if (k < 0) {
+        f->failed = 1;
+        archive_set_error(a, EIO, "%s", f->err.msg);
+        return -1;
+    }
+    *out = f->buf;
+    return (la_ssize_t)k;
+}
+
+/* Fills err for an archive that failed to read: the gzip stream's own error (it names the file),
+ * else libarchive's (or dflt) about archive_path and, when given, its member name. Hints at a
+ * damaged archive unless it was stopped. Returns -1. */
+static int read_failed(nb_err *err, const char *archive_path, const char *name, struct archive *a,
+                       const gz_feed *f, volatile sig_atomic_t *stop, const char *dflt) {
+    const char *why = archive_error_string(a);
+    if (f->failed)
+        nb_errf(err, "%s", f->err.msg);
+    else if (name)
+        nb_errf(err, "cannot unpack '%s' from '%s': %s", name, archive_path, why ? why : dflt);
+    else
+        nb_errf(err, "cannot unpack '%s': %s", archive_path, why ? why : dflt);
+    if (stop && *stop) return -1;
+    return nb_hintf(err, HINT_BAD);
+}
+
+int nb_unpack(const char *archive_path, const nb_dataset *d, const char *out_dir,
+              volatile sig_atomic_t *stop, nb_err *err) {
     int rc = -1, fd = -1;
     char *seen = calloc((size_t)d->nmembers, 1);
     char *buf = malloc(1 << 16);
     struct archive *a = archive_read_new();
+    gz_feed feed = {NULL, NULL, 0, {"", ""}};
     char out[4096];
-    if (!seen || !buf || !a) {
+    if (!seen || !buf || !a || !(feed.buf = malloc(1 << 16))) {
         nb_errf(err, "cannot unpack '%s': out of memory", archive_path);
         goto done;
     }
-    archive_read_support_filter_gzip(a);
+    /* a regular file only (never a device or FIFO); gzip or not by its first bytes */
+    unsigned char magic[2] = {0, 0};
+    int in = nb_open_input(archive_path, 0, err);
+    if (in < 0) goto done;
+    ssize_t nmagic = read(in, magic, 2);
+    close(in);
     archive_read_support_format_tar(a);
-    archive_read_support_format_zip(a);
-    if (archive_read_open_filename(a, archive_path, 1 << 16) != ARCHIVE_OK) {
-        const char *why = archive_error_string(a);
-        nb_errf(err, "cannot unpack '%s': %s", archive_path, why ? why : "not an archive");
-        nb_hintf(err, HINT_BAD);
-        goto done;
+    if (nb_gz_magic(magic, nmagic > 0 ? (size_t)nmagic : 0)) {
+        if (nb_gz_open(&feed.gz, archive_path, stop, err)) {
+            nb_hintf(err, HINT_BAD);
+            goto done;
+        }
+        if (archive_read_open(a, &feed, NULL, feed_read, NULL) != ARCHIVE_OK) {
+            read_failed(err, archive_path, NULL, a, &feed, stop, "not a tar archive");
+            goto done;
+        }
+    } else {
+        archive_read_support_format_zip(a);
+        if (archive_read_open_filename(a, archive_path, 1 << 16) != ARCHIVE_OK) {
+            const char *why = archive_error_string(a);
+            nb_errf(err, "cannot unpack '%s': %s", archive_path, why ? why : "not an archive");
+            nb_hintf(err, HINT_BAD);
+            goto done;
+        }
     }
     for (;;) {
         struct archive_entry *e;
+        if (stop && *stop) {
+            nb_errf(err, "unpacking '%s' interrupted", archive_path);
+            goto done;
+        }
         int r = archive_read_next_header(a, &e);
         if (r == ARCHIVE_EOF) break;
         if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-            const char *why = archive_error_string(a);
-            nb_errf(err, "cannot unpack '%s': %s", archive_path, why ? why : "damaged archive");
-            nb_hintf(err, HINT_BAD);
+            read_failed(err, archive_path, NULL, a, &feed, stop, "damaged archive");
             goto done;
         }
         const char *name = archive_entry_pathname(e);
@@ -173,12 +233,13 @@ int nb_unpack(const char *archive_path, const nb_dataset *d, const char *out_dir
         }
         uint64_t total = 0;
         for (;;) {
+            if (stop && *stop) {
+                nb_errf(err, "unpacking '%s' interrupted", archive_path);
+                goto done;
+            }
             la_ssize_t k = archive_read_data(a, buf, 1 << 16);
             if (k < 0) {
-                const char *why = archive_error_string(a);
-                nb_errf(err, "cannot unpack '%s' from '%s': %s", name, archive_path,
-                        why ? why : "damaged archive");
-                nb_hintf(err, HINT_BAD);
+                read_failed(err, archive_path, name, a, &feed, stop, "damaged archive");
                 goto done;
             }
             if (k == 0) break;
@@ -206,6 +267,17 @@ int nb_unpack(const char *archive_path, const nb_dataset *d, const char *out_dir
         }
         fd = -1;
     }
+    /* the rest of the gzip stream (the tar's padding): read to its end, where its trailer is
+     * checked */
+    while (feed.gz) {
+        long long k = nb_gz_read(feed.gz, buf, 1 << 16, &feed.err);
+        if (k == 0) break;
+        if (k < 0) {
+            feed.failed = 1;
+            read_failed(err, archive_path, NULL, a, &feed, stop, "damaged archive");
+            goto done;
+        }
+    }
     for (int i = 0; i < d->nmembers; i++)
         if (!seen[i]) {
             nb_errf(err, "archive '%s' lacks the member '%s'", archive_path, d->members[i].name);
@@ -216,28 +288,32 @@ int nb_unpack(const char *archive_path, const nb_dataset *d, const char *out_dir
 done:
     if (fd >= 0) close(fd);
     if (a) archive_read_free(a);
+    nb_gz_close(feed.gz);
+    free(feed.buf);
     free(buf);
     free(seen);
     return rc;
 }
 
-int nb_copy_file(const char *src, const char *dst, nb_err *err) {
+int nb_copy_file(const char *src, const char *dst, int64_t max_bytes, volatile sig_atomic_t *stop,
+                 nb_err *err) {
     int rc = -1, in = -1, out = -1;
     char *buf = malloc(1 << 16);
     if (!buf) return nb_errf(err, "cannot copy '%s': out of memory", src);
-    in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0) {
-        int e = errno;
-        nb_errf(err, "cannot open '%s': %s", src, strerror(e));
-        goto done;
-    }
+    in = nb_open_input(src, max_bytes, err);
+    if (in < 0) goto done;
     out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (out < 0) {
         int e = errno;
         nb_errf(err, "cannot create '%s': %s", dst, strerror(e));
         goto done;
     }
+    int64_t total = 0;
     for (;;) {
+        if (stop && *stop) {
+            nb_errf(err, "copying '%s' interrupted", src);
+            goto done;
+        }
         ssize_t k = read(in, buf, 1 << 16);
         if (k < 0) {
             if (errno == EINTR) continue;
@@ -246,6 +322,12 @@ int nb_copy_file(const char *src, const char *dst, nb_err *err) {
             goto done;
         }
         if (k == 0) break;
+        total += (int64_t)k;
+        if (max_bytes > 0 && total > max_bytes) {
+            nb_errf(err, "'%s' grew past the %lld bytes expected for it while being copied", src,
+                    (long long)max_bytes);
+            goto done;
+        }
         if (write_all(out, buf, (size_t)k) != 0) {
             int e = errno;
             nb_errf(err, "cannot write '%s': %s", dst, strerror(e));

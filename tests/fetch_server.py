@@ -9,6 +9,7 @@ Serves files under --root. The first path component picks the behaviour, the res
   /e500/F     500 for the first two requests for F, then as /ok/
   /stall/F    sends one byte of the body, then nothing until the client gives up
   /slow/F     as /ok/ but about 1 MiB/s (for interrupting a fetch at a random point)
+  /drip/F     as /ok/ but one byte every --drip seconds (0.7 by default): never stalls outright
   /huge/F     declares a Content-Length of 100 GiB, then sends F and zeros up to 64 MiB; the
               bytes the client took are counted under "sent:/huge/F" in /count
   /count      JSON: requests seen per path
@@ -100,6 +101,12 @@ class Handler(BaseHTTPRequestHandler):
                     time.sleep(self.server.stall)
                 self.close_connection = True
                 return
+            if mode == "drip":
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(self.server.drip)
+                return
             if mode == "slow":
                 for i in range(0, len(body), 16384):
                     self.wfile.write(body[i:i + 16384])
@@ -130,10 +137,12 @@ def main():
     ap.add_argument("--root", required=True)
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--stall", type=float, default=20)
+    ap.add_argument("--drip", type=float, default=0.7)
     a = ap.parse_args()
     srv = Server(("127.0.0.1", 0), Handler)
     srv.root = os.path.realpath(a.root)
     srv.stall = a.stall
+    srv.drip = a.drip
     print(srv.server_address[1], flush=True)
     threading.Timer(a.timeout, lambda: os._exit(0)).start()
     srv.serve_forever()

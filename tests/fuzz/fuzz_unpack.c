@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (mkdir(out, 0755) != 0) abort();
     nb_err err;
     err.msg[0] = '\0';
-    if (nb_unpack(in, &ds, out, &err) != 0 && !err.msg[0]) abort();
+    if (nb_unpack(in, &ds, out, NULL, &err) != 0 && !err.msg[0]) abort();
     check_and_clean(out);
     unlink(in);
     return 0;
