@@ -468,14 +468,16 @@ int nb_mt_load(const char *dataset, const char *data_dir, const nb_mt_opts *opts
                 nb_hintf(err, "run 'normbench fetch %s' (or give --data-dir)", dataset);
             goto done;
         }
+        /* whole files compared before --subset keeps their first lines: a side with a line
+         * more or less is misaligned from that line on, wherever --subset cuts */
+        if (src[i].n != tgt[i].n) {
+            nb_errf(err, "'%s' has %d lines but '%s' has %d: not parallel text", sp[i], src[i].n,
+                    tp[i], tgt[i].n);
+            nb_hintf(err, "remove the dataset directory and fetch it again");
+            goto done;
+        }
         lines_truncate(&src[i], o.subset);
         lines_truncate(&tgt[i], o.subset);
-    }
-    if (src[0].n != tgt[0].n) {
-        nb_errf(err, "'%s' has %d lines but '%s' has %d: not parallel text", sp[0], src[0].n, tp[0],
-                tgt[0].n);
-        nb_hintf(err, "remove the dataset directory and fetch it again");
-        goto done;
     }
     if (codes_and_vocab(dataset, synth ? NULL : data_dir, &src[0], &tgt[0], &o, out, err))
         goto done;
