@@ -220,6 +220,8 @@ int nb_mt_encode(const nb_lines *src, const nb_lines *tgt, const char *src_name,
             continue;
         }
         if (!drop && (sl == 0 || tl == 0)) out->empty++;
+        if (!drop && max_len > 0 && (sl > max_len || tl > max_len)) out->too_long++;
+        if (!drop && max_len > 0 && sl > max_len) out->src_too_long++;
         if (sl > out->max_src_len) out->max_src_len = sl;
         if (tl > out->max_tgt_len) out->max_tgt_len = tl;
         out->src_text[out->n] = strdup(src->line[i]);
