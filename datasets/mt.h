@@ -96,6 +96,9 @@ typedef struct nb_mt_data {
     nb_vocab *src_vocab, *tgt_vocab;
     char cache_dir[4096]; /* where the codes and vocabularies live ("" for synthetic) */
     char key[17];         /* the cache key: 16 hex digits */
+    char cache_note[256]; /* "" or why the cache was rebuilt ("rebuilt: its codes was ...") */
+    char data_hash[65];   /* SHA-256 (hex) of everything a run reads: the codes, vocabularies
+                           * and every split as encoded, with their text */
     double bpe_seconds;   /* time spent learning BPE (0 when read from the cache) */
     char source[1024];    /* where the data came from, for the run's record */
 } nb_mt_data;

@@ -374,7 +374,38 @@ typedef struct mt_run {
     int nhyp;
     int *val_idx, nval; /* the validation pairs val_xent is over: both sides within --max-len */
     int rows;           /* the Transformer's most rows in a batch (0: Bmax x the longest) */
+    unsigned char data_tag[8 + 32]; /* DATA_TAG and the data's SHA-256: the checkpoints' last
+                                     * blob, compared when the run resumes */
 } mt_run;
+
+#define DATA_TAG "nbmtdat1"
+
+/* The data's tag (DATA_TAG, then d->data_hash in bytes). */
+static void data_tag(const nb_mt_data *d, unsigned char tag[40]) {
+    memcpy(tag, DATA_TAG, 8);
+    for (int i = 0; i < 32; i++) {
+        unsigned v = 0;
+        sscanf(d->data_hash + 2 * i, "%2x", &v);
+        tag[8 + i] = (unsigned char)v;
+    }
+}
+
+/* A resumed run must read what it started with: the tag in its checkpoint against this data's.
+ * A checkpoint written before runs tagged their data carries none: the run resumes unchecked
+ * (*tagged 0) and says so. */
+static int check_resume_data(const mt_run *r, const char *ckpt, int *tagged, nb_err *err) {
+    unsigned char have[sizeof r->data_tag];
+    int k = nb_ckpt_read_last_blob(ckpt, have, sizeof have, err);
+    if (k < 0) return -1;
+    *tagged = k == 1 && memcmp(have, DATA_TAG, 8) == 0;
+    if (!*tagged || memcmp(have, r->data_tag, sizeof have) == 0) return 0;
+    nb_errf(err,
+            "the data differs from what this run started with (%s: its training text, BPE codes, "
+            "vocabularies or evaluation sets changed since its checkpoint '%s' was written)",
+            r->d.source, ckpt);
+    return nb_hintf(err, "restore the data the run started on, or start a new run: a resumed run "
+                         "must not train on other data under the same id");
+}
 
 /* Batch of split s's sentences idx[0..n): source (Tx, n) and target (Ty, n) time-major, the
  * target with NB_EOS appended; padding 0. */
@@ -931,8 +962,17 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
          * process draws; earlier runs drew them by the batch's layout */
         if (sink->param(sink->ctx, "dropout_streams", "per-sentence", err) != 0) goto out;
         eval_pairs_note(&r, v, sizeof v);
-        if (sink->param(sink->ctx, "eval_pairs", v, err) != 0) goto out;
+        if (sink->param(sink->ctx, "eval_pairs", v, err) != 0 ||
+            sink->param(sink->ctx, "data_hash", r.d.data_hash, err) != 0)
+            goto out;
     }
+    data_tag(&r.d, r.data_tag);
+    int tagged = 1;
+    if (cfg->resume_from && check_resume_data(&r, cfg->resume_from, &tagged, err) != 0) goto out;
+    if (!tagged && sink->param &&
+        sink->param(sink->ctx, "resume_data_check",
+                    "none: the checkpoint was written before normbench tagged a run's data", err))
+        goto out;
     if (r.o->batch_tokens == 0 && cfg->batch > r.d.train.n) {
         nb_errf(err, "batch size %d is larger than the %d training pairs", cfg->batch, r.d.train.n);
         nb_hintf(err, "lower --batch or raise --subset");
@@ -983,7 +1023,10 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
                     .shard_loss_share = 1,
                     .schedule = mt_schedule,
                     .tokens = mt_tokens,
-                    .evaluate = mt_evaluate};
+                    .evaluate = mt_evaluate,
+                    /* the data's tag, last: a resume compares it first (check_resume_data) */
+                    .extra = {{r.data_tag, sizeof r.data_tag}},
+                    .nextra = tagged};
     rc = nb_train_loop(cfg, &t, sink, status, err);
     if (rc == 0 && *status == NB_STATUS_FINISHED && sink->model_dir) {
         /* the loop restored the kept parameters before the final evaluation */
