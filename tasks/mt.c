@@ -105,8 +105,10 @@ static const nb_task_opt mt_opts_decl[] = {
      "joint BPE merges learned on the training text (multi30k 8000, wmt14 32000)", NULL, 0, 1e6,
      8000},
     {"max-len", NB_TOPT_INT, offsetof(mt_opts, max_len), "N",
-     "training pairs with a side longer than N pieces are dropped (and counted)", NULL, 1, 1000,
-     80},
+     "training pairs with a side longer than N pieces are dropped (and counted); validation "
+     "pairs over it are left out of val_xent (Nematus' maxlen), and validation and test sources "
+     "over it are cut to N pieces for translation (both counted: the run's eval_pairs)",
+     NULL, 1, 1000, 80},
     {"maxibatch", NB_TOPT_INT, offsetof(mt_opts, maxibatch), "N",
      "batches read together and sorted by length (Nematus)", NULL, 1, 1000, 20},
     {"beam", NB_TOPT_INT, offsetof(mt_opts, beam), "K",
