@@ -220,10 +220,6 @@ static void model_free(mt_model *mm) {
     memset(mm, 0, sizeof *mm);
 }
 
-/* Builds the configured model for vocabularies Vs, Vt, batches of Bmax sentences, sources of Tx
- * and targets of Ty tokens (eos included), beams of `beam`, drawing its initial values from
- * init. rows: the Transformer's most rows (sentences x length) in a batch; 0: Bmax sentences of
- * the longest length. Returns 0, or -1 with err set. */
 /* RNNSearch's configuration for model_open (and its memory estimate). */
 static void rs_model_cfg(nb_rnnsearch_cfg *mc, const nb_train_cfg *cfg, int Vs, int Vt, int Bmax,
                          int Tx, int Ty, int beam) {
@@ -265,6 +261,10 @@ static const nb_tf_preset *tf_model_cfg(nb_tf_cfg *tc, const nb_train_cfg *cfg, 
     return pr;
 }
 
+/* Builds the configured model for vocabularies Vs, Vt, batches of Bmax sentences, sources of Tx
+ * and targets of Ty tokens (eos included), beams of `beam`, drawing its initial values from
+ * init. rows: the Transformer's most rows (sentences x length) in a batch; 0: Bmax sentences of
+ * the longest length. Returns 0, or -1 with err set. */
 static int model_open(mt_model *mm, const nb_train_cfg *cfg, int Vs, int Vt, int Bmax, int Tx,
                       int Ty, int rows, int beam, nb_rng *init, nb_err *err) {
     const mt_opts *o = opts_of(cfg);
@@ -757,7 +757,7 @@ static void run_free(mt_run *r) {
 
 /* Longest source and target (with eos) over every split, each side cut at max_len pieces:
  * training pairs over it were dropped; a validation or test source over it is cut to its first
- * max_len pieces for translation, a target over it never enters a batch (val_xent leaves such
+ * max_len pieces for translation, a target over it enters no loss (val_xent leaves such
  * pairs out, translation reads only sources) — so no line of the data sizes the model beyond
  * --max-len. */
 static void longest(const nb_mt_data *d, int max_len, int *tx, int *ty) {
