@@ -870,11 +870,18 @@ static int check_memory(const mt_run *r, nb_err *err) {
     human_bytes(pn, sizeof pn, P * sizeof(float) * 5);
     human_bytes(mn, sizeof mn, model - 2 * P * sizeof(float) + bufs);
     human_bytes(dn, sizeof dn, decode);
+    char bn[96];
+    if (o->batch_tokens > 0)
+        snprintf(bn, sizeof bn, "token batches of %d rows, sentences of up to %d/%d tokens",
+                 r->rows, r->Txmax, r->Tymax);
+    else
+        snprintf(bn, sizeof bn, "batches of %d sentences of up to %d/%d tokens", r->Bmax, r->Txmax,
+                 r->Tymax);
     nb_errf(err,
             "mt needs about %s before it starts, more than the %s left in %s: %.0f million "
-            "parameters with their gradients, Adam's moments and the best copy (%s), batches of "
-            "%d sentences of up to %d/%d tokens (%s), decoding %d sentences with a beam of %d (%s)",
-            tn, rn, which, P / 1e6, pn, r->Bmax, r->Txmax, r->Tymax, mn, E, beam, dn);
+            "parameters with their gradients, Adam's moments and the best copy (%s), %s (%s), "
+            "decoding %d sentences with a beam of %d (%s)",
+            tn, rn, which, P / 1e6, pn, bn, mn, E, beam, dn);
     const double parts[3] = {P * sizeof(float) * 5, model - 2 * P * sizeof(float) + bufs, decode};
     int big = parts[0] >= parts[1] && parts[0] >= parts[2] ? 0 : parts[1] >= parts[2] ? 1 : 2;
     if (big == 0)
