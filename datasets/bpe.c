@@ -517,17 +517,25 @@ void nb_bpe_free(nb_bpe *b) {
     free(b);
 }
 
-/* Writes text to path atomically. */
-int nb_bpe_write(const nb_bpe *b, const char *path, nb_err *err) {
+char *nb_bpe_text(const nb_bpe *b, size_t *len) {
     size_t cap = 32;
     for (int i = 0; i < b->n; i++)
         cap += strlen(b->sym.str[b->left[i]]) + strlen(b->sym.str[b->right[i]]) + 2;
     char *text = malloc(cap);
-    if (!text) return nb_errf(err, "out of memory");
+    if (!text) return NULL;
     size_t at = (size_t)snprintf(text, cap, "#version: 0.2\n");
     for (int i = 0; i < b->n; i++)
         at += (size_t)snprintf(text + at, cap - at, "%s %s\n", b->sym.str[b->left[i]],
                                b->sym.str[b->right[i]]);
+    *len = at;
+    return text;
+}
+
+/* Writes text to path atomically. */
+int nb_bpe_write(const nb_bpe *b, const char *path, nb_err *err) {
+    size_t at;
+    char *text = nb_bpe_text(b, &at);
+    if (!text) return nb_errf(err, "out of memory");
     int rc = nb_write_atomic(path, text, at, err);
     free(text);
     return rc;
@@ -1192,12 +1200,12 @@ const char *nb_vocab_str(const nb_vocab *v, int id) {
     return id < NB_NSPECIAL ? special[id] : v->str[id - NB_NSPECIAL];
 }
 
-int nb_vocab_write(const nb_vocab *v, const char *path, nb_err *err) {
+char *nb_vocab_text(const nb_vocab *v, size_t *len) {
     size_t cap = 1;
     for (int i = 0; i < v->n; i++)
         cap += strlen(v->str[i]) + 1;
     char *text = malloc(cap);
-    if (!text) return nb_errf(err, "out of memory");
+    if (!text) return NULL;
     size_t at = 0;
     for (int i = 0; i < v->n; i++) {
         size_t l = strlen(v->str[i]);
@@ -1205,6 +1213,14 @@ int nb_vocab_write(const nb_vocab *v, const char *path, nb_err *err) {
         at += l;
         text[at++] = '\n';
     }
+    *len = at;
+    return text;
+}
+
+int nb_vocab_write(const nb_vocab *v, const char *path, nb_err *err) {
+    size_t at;
+    char *text = nb_vocab_text(v, &at);
+    if (!text) return nb_errf(err, "out of memory");
     int rc = nb_write_atomic(path, text, at, err);
     free(text);
     return rc;

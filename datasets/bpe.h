@@ -84,6 +84,8 @@ void nb_bpe_merge(const nb_bpe *b, int i, const char **left, const char **right)
 /* The codes in subword-nmt's format: "#version: 0.2\n" then "LEFT RIGHT\n" per merge, best
  * first. nb_bpe_write writes path atomically (path.tmp, fsync, rename). */
 int nb_bpe_write(const nb_bpe *b, const char *path, nb_err *err);
+/* That text, malloc'ed (its length in *len), or NULL when out of memory. */
+char *nb_bpe_text(const nb_bpe *b, size_t *len);
 /* Parses codes text (buf, n bytes; the version line optional; empty lines and a trailing "\r"
  * ignored). A line that is not two non-empty symbols separated by one space is refused, naming
  * the line. name is used in messages. Returns the codes, or NULL with err. */
@@ -125,6 +127,8 @@ const char *nb_vocab_str(const nb_vocab *v, int id);
 /* One piece a line, in id order from NB_NSPECIAL (the specials are implied), written
  * atomically; and read back (a duplicated or empty line is refused). */
 int nb_vocab_write(const nb_vocab *v, const char *path, nb_err *err);
+/* The text nb_vocab_write writes, malloc'ed (its length in *len), or NULL when out of memory. */
+char *nb_vocab_text(const nb_vocab *v, size_t *len);
 nb_vocab *nb_vocab_parse(const char *buf, size_t n, const char *name, nb_err *err);
 nb_vocab *nb_vocab_read(const char *path, nb_err *err);
 void nb_vocab_free(nb_vocab *v);

@@ -5,12 +5,14 @@
 #include "datasets/gz.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Bumped whenever pre-tokenization or BPE changes what the cache holds. */
 #define MT_CACHE_VERSION "nbmt-pretok1-bpe0.2"
@@ -204,6 +206,8 @@ int nb_mt_encode(const nb_lines *src, const nb_lines *tgt, const char *src_name,
             continue;
         }
         if (!drop && (sl == 0 || tl == 0)) out->empty++;
+        if (!drop && max_len > 0 && (sl > max_len || tl > max_len)) out->too_long++;
+        if (!drop && max_len > 0 && sl > max_len) out->src_too_long++;
         if (sl > out->max_src_len) out->max_src_len = sl;
         if (tl > out->max_tgt_len) out->max_tgt_len = tl;
         out->src_text[out->n] = strdup(src->line[i]);
@@ -326,9 +330,16 @@ static void hash_lines(EVP_MD_CTX *c, const nb_lines *l) {
     EVP_DigestUpdate(c, "\0", 1);
 }
 
-/* The cache key: the training text and the options that shape codes and vocabularies. */
+static void hex(const unsigned char *md, int n, char *out) {
+    for (int i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* The cache key: the training text and the options that shape codes and vocabularies. key is
+ * its first 8 bytes in hex (the cache directory's name), full all 32 (written inside each cache
+ * file and checked when it is read). */
 static int cache_key(const nb_lines *src, const nb_lines *tgt, const nb_mt_opts *o, char key[17],
-                     nb_err *err) {
+                     char full[65], nb_err *err) {
     EVP_MD_CTX *c = EVP_MD_CTX_new();
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned mdlen = 0;
@@ -342,44 +353,300 @@ static int cache_key(const nb_lines *src, const nb_lines *tgt, const nb_mt_opts 
     hash_lines(c, tgt);
     ok = ok && EVP_DigestFinal_ex(c, md, &mdlen) == 1;
     EVP_MD_CTX_free(c);
-    if (!ok) return nb_errf(err, "SHA-256 failed");
-    for (int i = 0; i < 8; i++)
-        snprintf(key + 2 * i, 3, "%02x", md[i]);
+    if (!ok || mdlen != 32) return nb_errf(err, "SHA-256 failed");
+    hex(md, 8, key);
+    hex(md, 32, full);
     return 0;
 }
 
-static int file_exists(const char *p) {
+/* SHA-256 of n bytes, in hex. */
+static int sha256_hex(const void *p, size_t n, char out[65]) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    if (EVP_Digest(p, n, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) return -1;
+    hex(md, 32, out);
+    return 0;
+}
+
+/* ---- the cache's files ------------------------------------------------------------------------
+ * Each file is a header line, then the codes or vocabulary text:
+ *     #normbench-mt-cache 1 inputs=SHA256 body=SHA256
+ * inputs: the full cache key (the training text and the options), body: the text after the
+ * header. A file whose header is missing, names other inputs or does not match its text is
+ * stale: the three are learned again and rewritten. Files are opened without following a
+ * symbolic link (a link is stale too, and replaced by a file), and the cache's directories must
+ * be directories, not links out of the data directory. */
+
+#define CACHE_MAGIC "#normbench-mt-cache 1"
+#define CACHE_MAX ((size_t)1 << 28)
+
+static const char *const cache_hint =
+    "remove it: normbench rebuilds its cache from the training text";
+
+/* DATA/.cache, DATA/.cache/mt and dir itself: each absent or a real directory. */
+static int cache_dirs_check(const char *data_dir, const char *dir, nb_err *err) {
+    char p[3][4200];
+    snprintf(p[0], sizeof p[0], "%s/.cache", data_dir);
+    snprintf(p[1], sizeof p[1], "%s/.cache/mt", data_dir);
+    snprintf(p[2], sizeof p[2], "%s", dir);
+    for (int i = 0; i < 3; i++) {
+        struct stat st;
+        if (lstat(p[i], &st) != 0) {
+            if (errno == ENOENT) return 0; /* made below */
+            return nb_errf(err, "cannot look at '%s': %s", p[i], strerror(errno));
+        }
+        if (S_ISLNK(st.st_mode)) {
+            nb_errf(err,
+                    "'%s' is a symbolic link: normbench keeps its translation cache in the data "
+                    "directory and follows no link out of it",
+                    p[i]);
+            return nb_hintf(err, "%s", cache_hint);
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            nb_errf(err, "'%s' is not a directory: normbench keeps its translation cache there",
+                    p[i]);
+            return nb_hintf(err, "%s", cache_hint);
+        }
+    }
+    return 0;
+}
+
+/* A path that is there but is no regular file (a directory, a device, a FIFO) is refused: it
+ * is not normbench's to remove. A symbolic link is not looked through. */
+static int cache_not_file(const char *path, const struct stat *st, nb_err *err) {
+    nb_errf(err, "'%s' is %s, not a cache file", path,
+            S_ISDIR(st->st_mode) ? "a directory" : "not a regular file");
+    return nb_hintf(err, "%s", cache_hint);
+}
+
+/* Reads cache file path made from `inputs`. Returns 1 with its text in *body (malloc'ed, *n
+ * bytes), 0 when it is absent or stale (*why says which), -1 with err for a path that is no
+ * regular file or cannot be read. */
+static int cache_read(const char *path, const char *inputs, char **body, size_t *n,
+                      const char **why, nb_err *err) {
+    *body = NULL;
     struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT) return *why = "missing", 0;
+        return nb_errf(err, "cannot look at '%s': %s", path, strerror(errno));
+    }
+    if (S_ISLNK(st.st_mode)) return *why = "a symbolic link", 0;
+    if (!S_ISREG(st.st_mode)) return cache_not_file(path, &st, err);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ELOOP) return *why = "a symbolic link", 0;
+        return nb_errf(err, "cannot open '%s': %s", path, strerror(errno));
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return cache_not_file(path, &st, err);
+    }
+    if ((size_t)st.st_size > CACHE_MAX) {
+        close(fd);
+        return *why = "larger than a cache file can be", 0;
+    }
+    size_t cap = (size_t)st.st_size + 1, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        close(fd);
+        return nb_errf(err, "out of memory reading '%s'", path);
+    }
+    for (;;) {
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            free(buf);
+            return nb_errf(err, "cannot read '%s': %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        len += (size_t)r;
+        if (len == cap) { /* grew while read: stale */
+            close(fd);
+            free(buf);
+            return *why = "changed while it was read", 0;
+        }
+    }
+    close(fd);
+    const char *nl = memchr(buf, '\n', len);
+    char want[200], sum[65];
+    snprintf(want, sizeof want, "%s inputs=%s body=", CACHE_MAGIC, inputs);
+    size_t wl = strlen(want);
+    if (!nl || (size_t)(nl - buf) != wl + 64 ||
+        memcmp(buf, CACHE_MAGIC " ", sizeof CACHE_MAGIC) != 0) {
+        free(buf);
+        return *why = "not written by this normbench (no cache header)", 0;
+    }
+    if (memcmp(buf, want, wl) != 0) {
+        free(buf);
+        return *why = "made from other training text or options", 0;
+    }
+    size_t off = (size_t)(nl - buf) + 1;
+    if (sha256_hex(buf + off, len - off, sum) != 0 || memcmp(buf + wl, sum, 64) != 0) {
+        free(buf);
+        return *why = "changed since it was made (its text does not match its hash)", 0;
+    }
+    memmove(buf, buf + off, len - off);
+    *body = buf;
+    *n = len - off;
+    return 1;
+}
+
+/* Writes cache file path: the header and text, through PATH.tmp.PID (created new, never
+ * through a link), fsync'ed and renamed over path. */
+static int cache_write(const char *path, const char *inputs, const char *text, size_t n,
+                       nb_err *err) {
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+        return cache_not_file(path, &st, err);
+    char tmp[4300], head[200], sum[65];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+        return nb_errf(err, "path '%s' is too long", path);
+    if (sha256_hex(text, n, sum) != 0) return nb_errf(err, "SHA-256 failed");
+    int hl = snprintf(head, sizeof head, "%s inputs=%s body=%s\n", CACHE_MAGIC, inputs, sum);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) /* our own pid's leftover */
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        nb_errf(err, "cannot write '%s': %s", tmp, strerror(errno));
+        return nb_hintf(err, "make '%s' writable, or choose another data directory with --data-dir",
+                        path);
+    }
+    const char *part[2] = {head, text};
+    size_t len[2] = {(size_t)hl, n};
+    int e = 0;
+    for (int i = 0; i < 2 && !e; i++)
+        for (size_t at = 0; at < len[i] && !e;) {
+            ssize_t w = write(fd, part[i] + at, len[i] - at);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0)
+                e = w < 0 ? errno : EIO;
+            else
+                at += (size_t)w;
+        }
+    if (!e && fsync(fd) != 0) e = errno;
+    if (close(fd) != 0 && !e) e = errno;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (e) {
+        unlink(tmp);
+        nb_errf(err, "cannot write '%s': %s", path, strerror(e));
+        if (e == ENOSPC || e == EDQUOT)
+            return nb_hintf(err,
+                            "free some space, or choose another data directory with --data-dir");
+        if (e == EISDIR || e == ENOTEMPTY || e == EEXIST) return nb_hintf(err, "%s", cache_hint);
+        return nb_hintf(err, "make its directory writable, or choose another --data-dir");
+    }
+    return 0;
 }
 
 /* Codes and vocabularies: from the cache, or learned and cached. */
 static int codes_and_vocab(const char *name, const char *data_dir, const nb_lines *src,
                            const nb_lines *tgt, const nb_mt_opts *o, nb_mt_data *d, nb_err *err) {
-    if (cache_key(src, tgt, o, d->key, err)) return -1;
+    char full[65];
+    if (cache_key(src, tgt, o, d->key, full, err)) return -1;
     if (!data_dir) return learn(src, tgt, o, d, err);
-    char codes[4200], sv[4200], tv[4200];
+    char path[3][4200];
+    static const char *const fname[3] = {"codes", "src.vocab", "tgt.vocab"};
     int k =
         snprintf(d->cache_dir, sizeof d->cache_dir, "%s/.cache/mt/%s-%s", data_dir, name, d->key);
     if (k < 0 || (size_t)k >= sizeof d->cache_dir)
         return nb_errf(err, "data directory path too long: '%s'", data_dir);
-    snprintf(codes, sizeof codes, "%s/codes", d->cache_dir);
-    snprintf(sv, sizeof sv, "%s/src.vocab", d->cache_dir);
-    snprintf(tv, sizeof tv, "%s/tgt.vocab", d->cache_dir);
-    if (file_exists(codes) && file_exists(sv) && file_exists(tv)) {
-        d->bpe = nb_bpe_read(codes, err);
-        if (d->bpe) d->src_vocab = nb_vocab_read(sv, err);
-        if (d->src_vocab) d->tgt_vocab = nb_vocab_read(tv, err);
-        if (d->tgt_vocab) return 0;
-        nb_hintf(err, "remove '%s': it is rebuilt from the training text", d->cache_dir);
-        return -1;
+    for (int i = 0; i < 3; i++)
+        snprintf(path[i], sizeof path[i], "%s/%s", d->cache_dir, fname[i]);
+    if (cache_dirs_check(data_dir, d->cache_dir, err)) return -1;
+    char *body[3] = {NULL, NULL, NULL};
+    size_t len[3] = {0, 0, 0};
+    int fresh = 1, present = 0, rc = -1;
+    for (int i = 0; i < 3; i++) {
+        const char *w = NULL;
+        int r = cache_read(path[i], full, &body[i], &len[i], &w, err);
+        if (r < 0) goto done;
+        if (r == 0 && fresh) {
+            fresh = 0;
+            snprintf(d->cache_note, sizeof d->cache_note, "rebuilt: '%s' was %s", fname[i], w);
+        }
+        if (r == 1 || strcmp(w, "missing") != 0) present = 1;
     }
-    if (learn(src, tgt, o, d, err)) return -1;
-    if (mkdir_p(d->cache_dir, err)) return -1;
-    /* codes last: the three files present means a complete cache entry */
-    if (nb_vocab_write(d->src_vocab, sv, err) || nb_vocab_write(d->tgt_vocab, tv, err) ||
-        nb_bpe_write(d->bpe, codes, err))
-        return -1;
+    if (fresh) {
+        nb_err perr;
+        d->bpe = nb_bpe_parse(body[0], len[0], path[0], &perr);
+        if (d->bpe) d->src_vocab = nb_vocab_parse(body[1], len[1], path[1], &perr);
+        if (d->src_vocab) d->tgt_vocab = nb_vocab_parse(body[2], len[2], path[2], &perr);
+        if (d->tgt_vocab) {
+            rc = 0;
+            goto done;
+        }
+        /* a file that matches its hash but does not parse: made by a broken writer, rebuilt */
+        snprintf(d->cache_note, sizeof d->cache_note, "rebuilt: %.200s", perr.msg);
+        nb_bpe_free(d->bpe);
+        nb_vocab_free(d->src_vocab);
+        nb_vocab_free(d->tgt_vocab);
+        d->bpe = NULL, d->src_vocab = d->tgt_vocab = NULL;
+    }
+    if (!present) d->cache_note[0] = '\0'; /* a first build, nothing to say */
+    if (learn(src, tgt, o, d, err)) goto done;
+    if (mkdir_p(d->cache_dir, err) || cache_dirs_check(data_dir, d->cache_dir, err)) goto done;
+    /* codes last: a complete entry is three valid files, whichever order they are read in */
+    for (int i = 0; i < 3; i++) {
+        const int f = i == 2 ? 0 : i + 1;
+        size_t n = 0;
+        char *text = f == 0 ? nb_bpe_text(d->bpe, &n)
+                            : nb_vocab_text(f == 1 ? d->src_vocab : d->tgt_vocab, &n);
+        if (!text) {
+            nb_errf(err, "out of memory");
+            goto done;
+        }
+        int w = cache_write(path[f], full, text, n, err);
+        free(text);
+        if (w) goto done;
+    }
+    rc = 0;
+done:
+    for (int i = 0; i < 3; i++)
+        free(body[i]);
+    return rc;
+}
+
+static void hash_split(EVP_MD_CTX *c, const nb_mt_split *s) {
+    int n[1] = {s->n};
+    EVP_DigestUpdate(c, n, sizeof n);
+    EVP_DigestUpdate(c, s->src_start, sizeof(int) * (size_t)(s->n + 1));
+    EVP_DigestUpdate(c, s->tgt_start, sizeof(int) * (size_t)(s->n + 1));
+    EVP_DigestUpdate(c, s->src, sizeof(int) * (size_t)s->src_start[s->n]);
+    EVP_DigestUpdate(c, s->tgt, sizeof(int) * (size_t)s->tgt_start[s->n]);
+    for (int i = 0; i < s->n; i++) {
+        EVP_DigestUpdate(c, s->src_text[i], strlen(s->src_text[i]) + 1);
+        EVP_DigestUpdate(c, s->tgt_text[i], strlen(s->tgt_text[i]) + 1);
+    }
+}
+
+/* d->data_hash: what a run reads (a resumed run must read the same). */
+static int data_hash(nb_mt_data *d, int max_len, nb_err *err) {
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    if (!c) return nb_errf(err, "out of memory");
+    int ok = EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1;
+    EVP_DigestUpdate(c, &max_len, sizeof max_len);
+    for (int f = 0; f < 3 && ok; f++) {
+        size_t n = 0;
+        char *t = f == 0 ? nb_bpe_text(d->bpe, &n)
+                         : nb_vocab_text(f == 1 ? d->src_vocab : d->tgt_vocab, &n);
+        if (!t)
+            ok = 0;
+        else
+            EVP_DigestUpdate(c, t, n + 0), EVP_DigestUpdate(c, "\0", 1);
+        free(t);
+    }
+    hash_split(c, &d->train);
+    hash_split(c, &d->val);
+    for (int t = 0; t < d->ntest; t++)
+        hash_split(c, &d->test[t]);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    ok = ok && EVP_DigestFinal_ex(c, md, &mdlen) == 1 && mdlen == 32;
+    EVP_MD_CTX_free(c);
+    if (!ok) return nb_errf(err, "out of memory hashing the data");
+    hex(md, 32, d->data_hash);
     return 0;
 }
 
@@ -452,14 +719,16 @@ int nb_mt_load(const char *dataset, const char *data_dir, const nb_mt_opts *opts
                 nb_hintf(err, "run 'normbench fetch %s' (or give --data-dir)", dataset);
             goto done;
         }
+        /* whole files compared before --subset keeps their first lines: a side with a line
+         * more or less is misaligned from that line on, wherever --subset cuts */
+        if (src[i].n != tgt[i].n) {
+            nb_errf(err, "'%s' has %d lines but '%s' has %d: not parallel text", sp[i], src[i].n,
+                    tp[i], tgt[i].n);
+            nb_hintf(err, "remove the dataset directory and fetch it again");
+            goto done;
+        }
         lines_truncate(&src[i], o.subset);
         lines_truncate(&tgt[i], o.subset);
-    }
-    if (src[0].n != tgt[0].n) {
-        nb_errf(err, "'%s' has %d lines but '%s' has %d: not parallel text", sp[0], src[0].n, tp[0],
-                tgt[0].n);
-        nb_hintf(err, "remove the dataset directory and fetch it again");
-        goto done;
     }
     if (codes_and_vocab(dataset, synth ? NULL : data_dir, &src[0], &tgt[0], &o, out, err))
         goto done;
@@ -476,14 +745,16 @@ int nb_mt_load(const char *dataset, const char *data_dir, const nb_mt_opts *opts
         nb_hintf(err, "raise --max-len");
         goto done;
     }
+    if (data_hash(out, o.max_len, err)) goto done;
     if (synth)
         snprintf(out->source, sizeof out->source,
                  "synthetic transduction (seed %llu, %d/%d/%d pairs), BPE %d merges",
                  (unsigned long long)o.synth_seed, out->train.n, out->val.n, out->test[0].n,
                  nb_bpe_size(out->bpe));
     else
-        snprintf(out->source, sizeof out->source, "%s/%s (BPE %d merges, cache %s)", data_dir,
-                 dataset, nb_bpe_size(out->bpe), out->key);
+        snprintf(out->source, sizeof out->source, "%s/%s (BPE %d merges, cache %s%s%s)", data_dir,
+                 dataset, nb_bpe_size(out->bpe), out->key, out->cache_note[0] ? ", " : "",
+                 out->cache_note);
     rc = 0;
 done:
     for (int i = 0; i < 4; i++) {

@@ -55,8 +55,11 @@ typedef struct nb_mt_split {
     int *tgt_start, *tgt;
     char **src_text, **tgt_text; /* raw lines (references for BLEU), owned */
     /* what reading did, never silent: pairs dropped (training only) because a side is empty
-     * or longer than max_len pieces; pieces encoded as <unk>; marker characters replaced */
-    long read, empty, too_long, unk, reserved;
+     * or longer than max_len pieces; pieces encoded as <unk>; marker characters replaced.
+     * Validation and test keep every pair: there empty and too_long count the pairs kept
+     * (too_long: a side over max_len), src_too_long those whose source is over max_len (the
+     * task decides what it does with them: tasks/mt.c) */
+    long read, empty, too_long, unk, reserved, src_too_long;
     int max_src_len, max_tgt_len; /* longest kept sentence, in pieces */
 } nb_mt_split;
 
@@ -71,7 +74,8 @@ typedef struct nb_mt_opts {
     int bpe_merges;   /* joint BPE merges (multi30k 8,000; wmt14 32,000) */
     int bpe_min_freq; /* subword-nmt's --min-frequency, 2 */
     int max_len;      /* training pairs with a side longer than this many pieces are dropped
-                         and counted (80, Nematus' maxlen); validation and test keep everything */
+                         and counted (80, Nematus' maxlen); validation and test keep everything,
+                         counting the pairs over it */
     int subset;       /* > 0: the first `subset` training pairs only (tests) */
     /* synthetic only */
     uint64_t synth_seed;
@@ -92,6 +96,9 @@ typedef struct nb_mt_data {
     nb_vocab *src_vocab, *tgt_vocab;
     char cache_dir[4096]; /* where the codes and vocabularies live ("" for synthetic) */
     char key[17];         /* the cache key: 16 hex digits */
+    char cache_note[256]; /* "" or why the cache was rebuilt ("rebuilt: its codes was ...") */
+    char data_hash[65];   /* SHA-256 (hex) of everything a run reads: the codes, vocabularies
+                           * and every split as encoded, with their text */
     double bpe_seconds;   /* time spent learning BPE (0 when read from the cache) */
     char source[1024];    /* where the data came from, for the run's record */
 } nb_mt_data;

@@ -1089,3 +1089,72 @@ int FN(nb_rnnsearch_beam)(FN(nb_rnnsearch) * m, const int *src, const int *src_l
     free(cost), free(len), free(fin), free(toks), free(back), free(ck), free(cw), free(cc);
     return 0;
 }
+
+#ifndef NB_F64
+/* ---- memory estimate --------------------------------------------------------------------------
+ */
+
+/* nb_gru_setup's parameters (floats) and buffers (bytes) for E inputs, H units, Tmax x Bmax. */
+static void gru_bytes(const nb_norm_cfg *nc, double E, double H, double Tmax, double Bmax,
+                      double *params, double *bytes) {
+    const nb_norm_kind k = nc->kind;
+    const int rowwise = k == NB_NORM_LAYER || k == NB_NORM_RMS || k == NB_NORM_PRMS;
+    const double H3 = 3 * H, TB = Tmax * Bmax, BH = Bmax * H;
+    double p = H3 * E + H3 + H3 * H;
+    if (k != NB_NORM_NONE && k != NB_NORM_WEIGHT) p += 2 * H3;
+    if (k == NB_NORM_LAYER || k == NB_NORM_BATCH || k == NB_NORM_WEIGHT) p += 2 * H3;
+    if (k == NB_NORM_BATCH) p += 4 * H3 * Tmax;
+    double b = 4 * TB * H3 + 3 * TB * H + TB * H + BH + 2 * BH;
+    if (rowwise || k == NB_NORM_BATCH) b += 4 * TB * H3;
+    if (rowwise) b += 8 * TB;
+    if (k == NB_NORM_BATCH) b += 4 * Tmax * H3;
+    if (k == NB_NORM_WEIGHT) b += 2 * (H3 * E + H3 * H) + 2 * H3;
+    *params += p;
+    *bytes += b * sizeof(float);
+}
+
+double nb_rnnsearch_mem_bytes(const nb_rnnsearch_cfg *cfg, double *params) {
+    const nb_norm_kind k = cfg->norm.kind;
+    const int wn = k == NB_NORM_WEIGHT;
+    const double E = cfg->E, H = cfg->H, C = 2 * H, A = 2 * H, Bm = cfg->Bmax, Tx = cfg->Txmax;
+    const double Td = cfg->Tymax > cfg->beam_max ? cfg->Tymax : cfg->beam_max;
+    const double Vs = cfg->Vs, Vt = cfg->Vt, R = Bm * cfg->beam_max;
+    double P = (Vs + Vt) * E + A, bytes = 0;
+    gru_bytes(&cfg->norm, E, H, Tx, Bm, &P, &bytes);
+    gru_bytes(&cfg->norm, E, H, Tx, Bm, &P, &bytes);
+    gru_bytes(&cfg->norm, E, H, Td, Bm, &P, &bytes);
+    gru_bytes(&cfg->norm, C, H, Td, Bm, &P, &bytes);
+    /* the dense layers (out, in, bias) and their norms */
+    const double dense[7][3] = {{H, C, 1}, {A, C, 1}, {A, H, 0}, {E, E, 1},
+                                {E, H, 1}, {E, C, 1}, {Vt, E, 1}};
+    double wnbuf = 0;
+    for (int i = 0; i < 7; i++) {
+        P += dense[i][0] * dense[i][1] + dense[i][2] * dense[i][0];
+        if (wn && i < 6) {
+            P += dense[i][0];
+            wnbuf += 2 * dense[i][0] * dense[i][1] + dense[i][0];
+        }
+        if (i < 6 && k != NB_NORM_NONE && !wn)
+            P += dense[i][0] * (k == NB_NORM_LAYER ? 2 : k == NB_NORM_BATCH ? 4 : 1);
+    }
+    const double XB = Tx * Bm, DB = Td * Bm, mx = (Bm > C ? Bm : C) + A + E;
+    double f = 2 * P;                               /* params, grads */
+    f += 2 * XB + DB + XB + DB;                     /* masks, word dropout */
+    f += 2 * XB * E + XB * H + XB * C;              /* xs, xsr, hfr, ctx */
+    f += Bm * C + 3 * Bm * H + 2 * mx;              /* cm, zi, zin, s0, sti */
+    f += 2 * XB * A + 2 * (XB + A);                 /* hcp, hc, sthc */
+    f += DB * E + 2 * DB * H + DB * C + 2 * DB * A; /* ye, s1, s, ct, hsp, hs */
+    f += 2 * (DB + A) * Td + DB * Tx;               /* sths, al */
+    f += 7 * DB * E + 6 * (DB + E) + DB * Vt;       /* pe..pcn, o, stp, probs */
+    const double big = DB * (A > E ? A : E);
+    f += (big > XB * A ? big : XB * A);                  /* dtmp */
+    f += 2 * DB * E + DB * H + DB * C + DB * E;          /* dtmp2, dhid, dS, dct, dye */
+    f += XB * C + XB * A + DB * A + 2 * Bm * H;          /* dctx, dhc, dhsp, ds, ds1 */
+    f += 2 * XB * E + 2 * XB * H + Bm * (C > A ? C : A); /* dxs, dxsr, dhf, dhb, drow */
+    f += Bm * A + Bm * Tx + 2 * Bm * A;                  /* dvgrp, dab, dvacc (double) */
+    f += 2 * R * H + R * Vt + wnbuf;                     /* decoding states, logp */
+    bytes += f * sizeof(float) + sizeof(int) * (XB + DB + 2 * R);
+    if (params) *params = P;
+    return bytes;
+}
+#endif

@@ -62,6 +62,11 @@ typedef struct nb_rnnsearch_stats {
 /* Fills cfg with the paper's values for the given sizes (E 512, H 1024, label smoothing 0.1, no
  * dropout, init 0.01 around 0, beam 5, norm `kind` with nb_norm_cfg_default). */
 void nb_rnnsearch_cfg_default(nb_rnnsearch_cfg *cfg, int Vs, int Vt, int eos, nb_norm_kind kind);
+/* The bytes nb_rnnsearch_init allocates for cfg (float model: parameters, gradients, the forward,
+ * backward and decoding buffers), computed without allocating, within a few percent; *params
+ * (may be NULL) receives the number of parameters. For refusing a model that cannot fit before
+ * building it. */
+double nb_rnnsearch_mem_bytes(const nb_rnnsearch_cfg *cfg, double *params);
 #endif
 
 typedef struct NB_FN(nb_rs_dense) {

@@ -1708,3 +1708,60 @@ int FN(nb_tf_tensors)(const model *m, nb_tf_tensor_info *out, int max) {
     }
     return t.n;
 }
+
+#ifndef NB_F64
+/* ---- memory estimate --------------------------------------------------------------------------
+ */
+
+/* A stack's parameters (floats, each tensor padded to 16 as take() does) and buffers (floats). */
+static void stack_floats(const nb_tf_cfg *c, int L, int dec, double R, double maxl, double *params,
+                         double *bufs) {
+    const double d = c->dim, F = c->ffn, H = c->heads;
+    const nb_norm_kind k = c->norm.kind;
+    const int wn = k == NB_NORM_WEIGHT;
+#define PAD16(n) ((double)(((size_t)(n) + 15) & ~(size_t)15))
+    double norm = 0;
+    if (rowwise(k) || k == NB_NORM_BATCH) norm += PAD16(d);
+    if (k == NB_NORM_LAYER || k == NB_NORM_BATCH) norm += PAD16(d);
+    if (k == NB_NORM_BATCH) norm += 2 * PAD16(d);
+#define LIN(o, i) (PAD16((o) * (i)) + PAD16(o) + (wn ? PAD16(o) : 0))
+    const double self = norm + LIN(3 * d, d) + LIN(d, d);
+    const double cross = norm + LIN(d, d) + LIN(2 * d, d) + LIN(d, d);
+    const double ffn = norm + LIN(F, d) + LIN(d, F);
+#undef LIN
+    const double stn = 2 * (R > d ? R : d);
+    const double sub_common = stn + 2 * R * d; /* st, y, u or z */
+    const double b_self = sub_common + R * 3 * d + H * R * maxl + R * d;
+    const double b_cross = sub_common + R * d + H * R * maxl + R * d + R * 2 * d;
+    const double b_ffn = sub_common + R * F;
+    const double nsub = L * (dec ? 3.0 : 2.0);
+    *params += L * (self + ffn + (dec ? cross : 0)) + (c->pre_norm ? norm : 0);
+    *bufs += (nsub + 1) * R * d + L * (b_self + b_ffn + (dec ? b_cross : 0)) +
+             (c->pre_norm ? R * d + stn : 0);
+#undef PAD16
+}
+
+double nb_tf_mem_bytes(const nb_tf_cfg *cfg, int max_rows, int nthreads, double *params) {
+    const double d = cfg->dim, V = cfg->vocab, R = max_rows, maxl = cfg->max_pos, F = cfg->ffn;
+    const double VD = (double)((((size_t)V * (size_t)d) + 15) & ~(size_t)15);
+    double P = VD * (cfg->share_emb ? 1 : 2) + d + (cfg->tie_out ? 0 : VD), f = 0;
+    stack_floats(cfg, cfg->enc_layers, 0, R, maxl, &P, &f);
+    stack_floats(cfg, cfg->dec_layers, 1, R, maxl, &P, &f);
+    f += maxl * d + R * V + 2 * R + 6 * R * d + 5 * R * d + 2 * R * F +
+         2 * maxl * maxl * (nthreads > 0 ? nthreads : 1);
+    if (cfg->norm.kind == NB_NORM_BATCH) f += 3 * R * d;
+    if (cfg->norm.kind == NB_NORM_WEIGHT) f += 3 * P;
+    if (params) *params = P;
+    return f * sizeof(float) + 4 * R * sizeof(int);
+}
+
+double nb_tf_decode_mem_bytes(const nb_tf_cfg *cfg, int B, int S, int beam, int nthreads) {
+    const double d = cfg->dim, L = cfg->dec_layers, Lc = cfg->max_pos, N = (double)B * S;
+    const double R = (double)B * (beam < 1 ? 1 : beam), F = cfg->ffn;
+    const double aw = 3 * d > F ? 3 * d : F;
+    double f = 2 * L * R * Lc * d + L * N * 2 * d + 5 * R * d + R * aw + 2 * (R > d ? R : d) +
+               R * cfg->vocab + R * Lc * d + (nthreads > 0 ? nthreads : 1) * Lc;
+    /* the search's own arrays: histories of up to max_pos tokens per hypothesis */
+    return f * sizeof(float) + 3 * R * Lc * sizeof(int) + 3 * R * sizeof(double);
+}
+#endif

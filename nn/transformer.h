@@ -75,6 +75,14 @@ const nb_tf_preset *nb_tf_preset_find(const char *name);
  * share_emb 1 (joint BPE), label smoothing 0.1, max_pos 256. */
 void nb_tf_cfg_from_preset(nb_tf_cfg *cfg, const nb_tf_preset *p, int V, nb_norm_kind kind);
 
+/* The bytes nb_tf_new allocates (float model) for batches of max_rows rows and sequences of
+ * cfg->max_pos, with nthreads OpenMP threads, computed without allocating (within a few percent);
+ * *params (may be NULL) receives the layout's floats. And the bytes nb_tf_translate adds for B
+ * sentences of S source tokens with a beam of `beam` (1: greedy). For refusing a model that cannot
+ * fit before building it. */
+double nb_tf_mem_bytes(const nb_tf_cfg *cfg, int max_rows, int nthreads, double *params);
+double nb_tf_decode_mem_bytes(const nb_tf_cfg *cfg, int B, int S, int beam, int nthreads);
+
 /* Loss statistics of one forward over the non-padded target tokens. */
 typedef struct nb_tf_stats {
     double loss;    /* the training loss above (what backward differentiates) */

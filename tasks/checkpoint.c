@@ -201,6 +201,43 @@ int nb_ckpt_read(const char *path, const nb_ckpt_ident *want, nb_ckpt_state *st,
     return 0;
 }
 
+int nb_ckpt_read_last_blob(const char *path, void *p, size_t n, nb_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return nb_errf(err, "cannot open checkpoint '%s': %s", path, strerror(errno));
+    char magic[8];
+    nb_ckpt_ident id;
+    nb_ckpt_state st;
+    uint32_t nb = 0;
+    int rc = -1;
+    if (fread(magic, 1, sizeof magic, f) != sizeof magic ||
+        memcmp(magic, head_magic, sizeof magic) != 0 || fread(&id, sizeof id, 1, f) != 1 ||
+        fread(&st, sizeof st, 1, f) != 1 || fread(&nb, sizeof nb, 1, f) != 1 || nb > 64)
+        goto out;
+    rc = 0;
+    for (uint32_t i = 0; i < nb; i++) {
+        uint64_t size;
+        if (fread(&size, sizeof size, 1, f) != 1) {
+            rc = -1;
+            break;
+        }
+        if (i + 1 < nb) {
+            if (fseeko(f, (off_t)size, SEEK_CUR) != 0) {
+                rc = -1;
+                break;
+            }
+        } else if (size == n) {
+            rc = fread(p, 1, n, f) == n ? 1 : -1;
+        }
+    }
+out:
+    fclose(f);
+    if (rc < 0) {
+        nb_errf(err, "checkpoint '%s' is not a complete normbench checkpoint", path);
+        return nb_hintf(err, "the run cannot be resumed from it; start a new run");
+    }
+    return rc;
+}
+
 int nb_ckpt_read_state(const char *path, nb_ckpt_ident *id, nb_ckpt_state *st, nb_err *err) {
     /* Read the whole file once to verify it, keeping only the state. */
     FILE *f = fopen(path, "rb");

@@ -67,6 +67,12 @@ int nb_ckpt_write(const char *path, const nb_ckpt_ident *id, const nb_ckpt_state
 int nb_ckpt_read(const char *path, const nb_ckpt_ident *want, nb_ckpt_state *st,
                  const nb_ckpt_blob *blobs, int nblobs, nb_err *err);
 
+/* The last blob of checkpoint path when it is n bytes (what a task appended after the loop's
+ * blobs, t->extra, to check before the loop resumes): 1 with it read into p, 0 when the last
+ * blob has another size (a checkpoint written without it), -1 with err when path is no
+ * complete checkpoint. The checksum is checked later, by nb_ckpt_read. */
+int nb_ckpt_read_last_blob(const char *path, void *p, size_t n, nb_err *err);
+
 /* Reads only the identity (id, may be NULL) and state of a checkpoint, after checking its
  * trailer and checksum. Returns 0, or -1 with err. */
 int nb_ckpt_read_state(const char *path, nb_ckpt_ident *id, nb_ckpt_state *st, nb_err *err);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "datasets/mt.h"
+#include "nn/mem.h"
 #include "tasks/train.h"
 #include "util/bleu.h"
 
@@ -104,8 +105,10 @@ static const nb_task_opt mt_opts_decl[] = {
      "joint BPE merges learned on the training text (multi30k 8000, wmt14 32000)", NULL, 0, 1e6,
      8000},
     {"max-len", NB_TOPT_INT, offsetof(mt_opts, max_len), "N",
-     "training pairs with a side longer than N pieces are dropped (and counted)", NULL, 1, 1000,
-     80},
+     "training pairs with a side longer than N pieces are dropped (and counted); validation "
+     "pairs over it are left out of val_xent (Nematus' maxlen), and validation and test sources "
+     "over it are cut to N pieces for translation (both counted: the run's eval_pairs)",
+     NULL, 1, 1000, 80},
     {"maxibatch", NB_TOPT_INT, offsetof(mt_opts, maxibatch), "N",
      "batches read together and sorted by length (Nematus)", NULL, 1, 1000, 20},
     {"beam", NB_TOPT_INT, offsetof(mt_opts, beam), "K",
@@ -217,6 +220,47 @@ static void model_free(mt_model *mm) {
     memset(mm, 0, sizeof *mm);
 }
 
+/* RNNSearch's configuration for model_open (and its memory estimate). */
+static void rs_model_cfg(nb_rnnsearch_cfg *mc, const nb_train_cfg *cfg, int Vs, int Vt, int Bmax,
+                         int Tx, int Ty, int beam) {
+    const mt_opts *o = opts_of(cfg);
+    nb_rnnsearch_cfg_default(mc, Vs, Vt, NB_EOS, cfg->norm.kind);
+    mc->norm = cfg->norm;
+    mc->E = o->dim_word;
+    mc->H = o->dim;
+    mc->Bmax = Bmax;
+    mc->Txmax = Tx;
+    mc->Tymax = Ty;
+    mc->beam_max = beam > 1 ? beam : 1;
+    mc->label_smoothing = o->label_smoothing;
+    mc->dropout_source = o->dropout_source;
+    mc->dropout_target = o->dropout_target;
+    mc->init_scale = o->init_scale;
+    mc->init_center = o->init_center;
+}
+
+/* The Transformer's configuration for model_open (and its memory estimate); NULL with err when
+ * the preset is unknown. */
+static const nb_tf_preset *tf_model_cfg(nb_tf_cfg *tc, const nb_train_cfg *cfg, int Vs, int Vt,
+                                        int Tx, int Ty, nb_err *err) {
+    const mt_opts *o = opts_of(cfg);
+    const nb_tf_preset *pr = nb_tf_preset_find(preset_choices[o->preset]);
+    if (!pr) return nb_errf(err, "no Transformer preset '%s'", preset_choices[o->preset]), NULL;
+    /* one vocabulary size for both sides, the embeddings not shared: normbench's BPE keeps a
+     * vocabulary per language (zero shares one joint vocabulary; docs/papers.md#mt) */
+    tf_config(tc, pr, o, Vs > Vt ? Vs : Vt, cfg->norm.kind);
+    tc->norm = cfg->norm;
+    tc->pad = NB_PAD;
+    tc->bos = -1; /* zero's shift: the decoder starts from the zero vector */
+    tc->eos = NB_EOS;
+    tc->share_emb = 0;
+    tc->tie_out = 1;
+    tc->pre_norm = o->norm_position == 1;
+    tc->label_smooth = o->label_smoothing;
+    tc->max_pos = (Tx > Ty ? Tx : Ty) + 64;
+    return pr;
+}
+
 /* Builds the configured model for vocabularies Vs, Vt, batches of Bmax sentences, sources of Tx
  * and targets of Ty tokens (eos included), beams of `beam`, drawing its initial values from
  * init. rows: the Transformer's most rows (sentences x length) in a batch; 0: Bmax sentences of
@@ -229,41 +273,17 @@ static int model_open(mt_model *mm, const nb_train_cfg *cfg, int Vs, int Vt, int
     mm->Bmax = Bmax, mm->Txmax = Tx, mm->Tymax = Ty;
     if (o->model == 0) {
         nb_rnnsearch_cfg mc;
-        nb_rnnsearch_cfg_default(&mc, Vs, Vt, NB_EOS, cfg->norm.kind);
-        mc.norm = cfg->norm;
-        mc.E = o->dim_word;
-        mc.H = o->dim;
-        mc.Bmax = Bmax;
-        mc.Txmax = Tx;
-        mc.Tymax = Ty;
-        mc.beam_max = beam > 1 ? beam : 1;
-        mc.label_smoothing = o->label_smoothing;
-        mc.dropout_source = o->dropout_source;
-        mc.dropout_target = o->dropout_target;
-        mc.init_scale = o->init_scale;
-        mc.init_center = o->init_center;
+        rs_model_cfg(&mc, cfg, Vs, Vt, Bmax, Tx, Ty, beam);
         if (nb_rnnsearch_init(&mm->rs, &mc, init, err) != 0) return -1;
         mm->layout = &mm->rs.layout;
         mm->params = mm->rs.params;
         mm->grads = mm->rs.grads;
         return 0;
     }
-    const nb_tf_preset *pr = nb_tf_preset_find(preset_choices[o->preset]);
-    if (!pr) return nb_errf(err, "no Transformer preset '%s'", preset_choices[o->preset]);
     nb_tf_cfg tc;
-    /* one vocabulary size for both sides, the embeddings not shared: normbench's BPE keeps a
-     * vocabulary per language (zero shares one joint vocabulary; docs/papers.md#mt) */
-    tf_config(&tc, pr, o, Vs > Vt ? Vs : Vt, cfg->norm.kind);
-    tc.norm = cfg->norm;
-    tc.pad = NB_PAD;
-    tc.bos = -1; /* zero's shift: the decoder starts from the zero vector */
-    tc.eos = NB_EOS;
-    tc.share_emb = 0;
-    tc.tie_out = 1;
-    tc.pre_norm = o->norm_position == 1;
-    tc.label_smooth = o->label_smoothing;
+    const nb_tf_preset *pr = tf_model_cfg(&tc, cfg, Vs, Vt, Tx, Ty, err);
+    if (!pr) return -1;
     int T = Tx > Ty ? Tx : Ty;
-    tc.max_pos = T + 64;
     mm->warmup = o->warmup > 0 ? o->warmup : pr->warmup;
     mm->dim = tc.dim;
     mm->alpha = 0.6;
@@ -354,7 +374,40 @@ typedef struct mt_run {
     double tokens; /* target tokens (eos included) trained on in this process */
     char **hyp;    /* translations, room for the largest split */
     int nhyp;
+    int *val_idx, nval; /* the validation pairs val_xent is over: both sides within --max-len */
+    int rows;           /* the Transformer's most rows in a batch (0: Bmax x the longest) */
+    unsigned char data_tag[8 + 32]; /* DATA_TAG and the data's SHA-256: the checkpoints' last
+                                     * blob, compared when the run resumes */
 } mt_run;
+
+#define DATA_TAG "nbmtdat1"
+
+/* The data's tag (DATA_TAG, then d->data_hash in bytes). */
+static void data_tag(const nb_mt_data *d, unsigned char tag[40]) {
+    memcpy(tag, DATA_TAG, 8);
+    for (int i = 0; i < 32; i++) {
+        unsigned v = 0;
+        sscanf(d->data_hash + 2 * i, "%2x", &v);
+        tag[8 + i] = (unsigned char)v;
+    }
+}
+
+/* A resumed run must read what it started with: the tag in its checkpoint against this data's.
+ * A checkpoint written before runs tagged their data carries none: the run resumes unchecked
+ * (*tagged 0) and says so. */
+static int check_resume_data(const mt_run *r, const char *ckpt, int *tagged, nb_err *err) {
+    unsigned char have[sizeof r->data_tag];
+    int k = nb_ckpt_read_last_blob(ckpt, have, sizeof have, err);
+    if (k < 0) return -1;
+    *tagged = k == 1 && memcmp(have, DATA_TAG, 8) == 0;
+    if (!*tagged || memcmp(have, r->data_tag, sizeof have) == 0) return 0;
+    nb_errf(err,
+            "the data differs from what this run started with (%s: its training text, BPE codes, "
+            "vocabularies or evaluation sets changed since its checkpoint '%s' was written)",
+            r->d.source, ckpt);
+    return nb_hintf(err, "restore the data the run started on, or start a new run: a resumed run "
+                         "must not train on other data under the same id");
+}
 
 /* Batch of split s's sentences idx[0..n): source (Tx, n) and target (Ty, n) time-major, the
  * target with NB_EOS appended; padding 0. */
@@ -555,11 +608,12 @@ static int mt_evaluate(void *self, int final, nb_metric *out, int max, nb_err *e
         double nll = 0;
         long ntok = 0;
         const int E = r->cfg->eval_batch < r->Bmax ? r->cfg->eval_batch : r->Bmax;
-        for (int i0 = 0, chunk = 0; i0 < v->n; i0 += E) {
+        /* the pairs within --max-len, as Nematus' validation reads them (its maxlen filter) */
+        for (int i0 = 0, chunk = 0; i0 < r->nval; i0 += E) {
             if (!my_chunk(r, chunk++)) continue;
-            int b = v->n - i0 < E ? v->n - i0 : E;
+            int b = r->nval - i0 < E ? r->nval - i0 : E;
             for (int j = 0; j < b; j++)
-                r->idx[j] = i0 + j;
+                r->idx[j] = r->val_idx[i0 + j];
             int Tx, Ty;
             fill_batch(r, v, r->idx, b, &Tx, &Ty);
             model_loss(&r->m, r->src, r->srclen, Tx, r->tgt, r->tgtlen, Ty, b, 0, NULL, &nll, &ntok,
@@ -698,11 +752,15 @@ static void run_free(mt_run *r) {
     free(r->hyp);
     if (r->have_data) nb_mt_free(&r->d);
     free(r->adam_m), free(r->adam_v), free(r->idx), free(r->src), free(r->srclen);
-    free(r->tgt), free(r->tgtlen), free(r->out), free(r->outlen);
+    free(r->tgt), free(r->tgtlen), free(r->out), free(r->outlen), free(r->val_idx);
 }
 
-/* Longest source and target (with eos) over every split. */
-static void longest(const nb_mt_data *d, int *tx, int *ty) {
+/* Longest source and target (with eos) over every split, each side cut at max_len pieces:
+ * training pairs over it were dropped; a validation or test source over it is cut to its first
+ * max_len pieces for translation, a target over it enters no loss (val_xent leaves such
+ * pairs out, translation reads only sources) — so no line of the data sizes the model beyond
+ * --max-len. */
+static void longest(const nb_mt_data *d, int max_len, int *tx, int *ty) {
     const nb_mt_split *s[2 + NB_MT_MAX_TEST] = {&d->train, &d->val};
     int ns = 2;
     for (int t = 0; t < d->ntest; t++)
@@ -712,10 +770,15 @@ static void longest(const nb_mt_data *d, int *tx, int *ty) {
         if (s[i]->max_src_len > *tx) *tx = s[i]->max_src_len;
         if (s[i]->max_tgt_len + 1 > *ty) *ty = s[i]->max_tgt_len + 1;
     }
+    if (*tx > max_len) *tx = max_len;
+    if (*ty > max_len + 1) *ty = max_len + 1;
 }
 
-/* Loads the data and builds the model with room for every split and the largest batch. */
-static int run_open(mt_run *r, const nb_train_cfg *cfg, int translations, nb_err *err) {
+/* Loads the data and sizes what the model must hold: the longest lengths by the rule above,
+ * the largest batch (the training batch, at most the training pairs; the evaluation batch, at
+ * most the largest evaluated split), and the Transformer's rows. Allocates nothing of the
+ * model's size. */
+static int run_load(mt_run *r, const nb_train_cfg *cfg, nb_err *err) {
     r->cfg = cfg;
     r->o = opts_of(cfg);
     nb_mt_opts mo = nb_mt_defaults(cfg->dataset);
@@ -726,21 +789,118 @@ static int run_open(mt_run *r, const nb_train_cfg *cfg, int translations, nb_err
     r->have_data = 1;
     if (r->d.train.n < 1)
         return nb_errf(err, "'%s' has no training pair to learn from", cfg->dataset);
-    longest(&r->d, &r->Txmax, &r->Tymax);
-    r->Bmax = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
-    int rows = 0; /* the Transformer's rows: Bmax sentences of the longest length */
+    longest(&r->d, r->o->max_len, &r->Txmax, &r->Tymax);
+    const nb_mt_split *v = &r->d.val;
+    r->val_idx = malloc(sizeof(int) * (size_t)(v->n > 0 ? v->n : 1));
+    if (!r->val_idx) return nb_errf(err, "out of memory");
+    for (int i = 0; i < v->n; i++)
+        if (nb_mt_src_len(v, i) <= r->o->max_len && nb_mt_tgt_len(v, i) <= r->o->max_len)
+            r->val_idx[r->nval++] = i;
+    int ne = v->n;
+    for (int t = 0; t < r->d.ntest; t++)
+        if (r->d.test[t].n > ne) ne = r->d.test[t].n;
+    const int E = cfg->eval_batch < ne ? cfg->eval_batch : ne > 0 ? ne : 1;
+    const int n = r->d.train.n;
+    r->Bmax = cfg->batch < n ? cfg->batch : n;
+    if (E > r->Bmax) r->Bmax = E;
+    r->rows = 0; /* the Transformer's rows: Bmax sentences of the longest length */
     if (r->o->batch_tokens > 0) {
-        /* token batches: up to batch_tokens sentences, batch_tokens padded rows (a longer pair
-         * alone), and the evaluation's batches */
-        const int T = r->Txmax > r->Tymax ? r->Txmax : r->Tymax;
-        r->Bmax = r->o->batch_tokens > cfg->eval_batch ? r->o->batch_tokens : cfg->eval_batch;
-        rows = r->o->batch_tokens > T ? r->o->batch_tokens : T;
-        if ((long)cfg->eval_batch * T > rows) rows = cfg->eval_batch * T;
+        /* token batches: up to batch_tokens sentences (at most the training pairs), batch_tokens
+         * padded rows (a longer pair alone, at most every pair at the longest length), and the
+         * evaluation's batches */
+        const long T = r->Txmax > r->Tymax ? r->Txmax : r->Tymax;
+        const int bt = r->o->batch_tokens;
+        r->Bmax = bt < n ? bt : n;
+        if (E > r->Bmax) r->Bmax = E;
+        long rows = bt < (long)n * T ? bt : (long)n * T;
+        if (rows < T) rows = T;
+        if ((long)E * T > rows) rows = (long)E * T;
+        r->rows = (int)rows;
     }
+    return 0;
+}
+
+static void human_bytes(char *buf, size_t n, double b) {
+    if (b >= 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, n, "%.0f MiB", b / (1024.0 * 1024));
+}
+
+/* Refuses a run whose model, optimizer state, batches and decoding cannot fit in memory,
+ * before any of it is allocated: the models' own estimates (nn/rnnsearch.h, nn/transformer.h)
+ * at the sizes run_load chose, compared with what this process can still have (nn/mem.h). The
+ * message gives the total and its parts; the hint, the options that shrink the largest part. */
+static int check_memory(const mt_run *r, nb_err *err) {
+    const nb_train_cfg *cfg = r->cfg;
+    const mt_opts *o = r->o;
+    const int Vs = nb_vocab_size(r->d.src_vocab), Vt = nb_vocab_size(r->d.tgt_vocab);
+    const int E = cfg->eval_batch < r->Bmax ? cfg->eval_batch : r->Bmax;
+    const int beam = o->beam > 1 ? o->beam : 1;
+    double P = 0, model = 0, decode = 0;
+    if (o->model == 0) {
+        nb_rnnsearch_cfg mc;
+        rs_model_cfg(&mc, cfg, Vs, Vt, r->Bmax, r->Txmax, r->Tymax, o->beam);
+        model = nb_rnnsearch_mem_bytes(&mc, &P);
+        /* beam search's histories and costs */
+        decode = (double)E * beam * (2.0 * r->Tymax * sizeof(int) + 4 * sizeof(double));
+    } else {
+        nb_tf_cfg tc;
+        if (!tf_model_cfg(&tc, cfg, Vs, Vt, r->Txmax, r->Tymax, err)) return -1;
+        const int T = r->Txmax > r->Tymax ? r->Txmax : r->Tymax;
+        const double rows = r->rows > 0 ? r->rows : (double)r->Bmax * T;
+        if (rows > 2147483647.0) {
+            model = INFINITY;
+        } else {
+            model = nb_tf_mem_bytes(&tc, (int)rows, cfg->threads, &P);
+            model += 2 * P * sizeof(float) + 2 * rows * sizeof(int); /* params, grads; bs, bt */
+            decode = nb_tf_decode_mem_bytes(&tc, E, r->Txmax, beam, cfg->threads);
+        }
+    }
+    /* Adam's two moments and the loop's copy of the best parameters */
+    const double state = 3 * P * sizeof(float);
+    const double bufs = (double)r->Bmax * sizeof(int) * (3.0 + r->Txmax + 2.0 * r->Tymax);
+    const double need = model + state + decode + bufs;
+    const char *which = NULL;
+    const double room = nb_mem_room(&which);
+    if (need <= room) return 0;
+    char tn[32], rn[32], pn[32], mn[32], dn[32];
+    human_bytes(tn, sizeof tn, need);
+    human_bytes(rn, sizeof rn, room);
+    human_bytes(pn, sizeof pn, P * sizeof(float) * 5);
+    human_bytes(mn, sizeof mn, model - 2 * P * sizeof(float) + bufs);
+    human_bytes(dn, sizeof dn, decode);
+    char bn[96];
+    if (o->batch_tokens > 0)
+        snprintf(bn, sizeof bn, "token batches of %d rows, sentences of up to %d/%d tokens",
+                 r->rows, r->Txmax, r->Tymax);
+    else
+        snprintf(bn, sizeof bn, "batches of %d sentences of up to %d/%d tokens", r->Bmax, r->Txmax,
+                 r->Tymax);
+    nb_errf(err,
+            "mt needs about %s before it starts, more than the %s left in %s: %.0f million "
+            "parameters with their gradients, Adam's moments and the best copy (%s), %s (%s), "
+            "decoding %d sentences with a beam of %d (%s)",
+            tn, rn, which, P / 1e6, pn, bn, mn, E, beam, dn);
+    const double parts[3] = {P * sizeof(float) * 5, model - 2 * P * sizeof(float) + bufs, decode};
+    int big = parts[0] >= parts[1] && parts[0] >= parts[2] ? 0 : parts[1] >= parts[2] ? 1 : 2;
+    if (big == 0)
+        return nb_hintf(err, "a smaller model: lower %s (or --bpe-merges for a smaller vocabulary)",
+                        o->model == 0 ? "--dim or --dim-word" : "--dim, --ffn or --layers");
+    if (big == 1)
+        return nb_hintf(err, "smaller batches: lower %s, --eval-batch or --max-len%s",
+                        o->batch_tokens > 0 ? "--batch-tokens" : "--batch",
+                        o->model == 1 ? " (or --heads: attention keeps a row per head)" : "");
+    return nb_hintf(err, "lower --eval-batch or --beam");
+}
+
+/* Builds the model with room for every split and the largest batch (run_load's sizes). */
+static int run_build(mt_run *r, nb_err *err) {
+    const nb_train_cfg *cfg = r->cfg;
     nb_rng init;
     nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
     if (model_open(&r->m, cfg, nb_vocab_size(r->d.src_vocab), nb_vocab_size(r->d.tgt_vocab),
-                   r->Bmax, r->Txmax, r->Tymax, rows, r->o->beam, &init, err) != 0) {
+                   r->Bmax, r->Txmax, r->Tymax, r->rows, r->o->beam, &init, err) != 0) {
         model_free(&r->m);
         return -1;
     }
@@ -756,13 +916,25 @@ static int run_open(mt_run *r, const nb_train_cfg *cfg, int translations, nb_err
     int nh = r->d.val.n;
     for (int t = 0; t < r->d.ntest; t++)
         if (r->d.test[t].n > nh) nh = r->d.test[t].n;
-    if (translations > nh) nh = translations;
     r->hyp = calloc((size_t)nh + 1, sizeof(char *));
     r->nhyp = r->hyp ? nh + 1 : 0;
     if (!r->idx || !r->src || !r->srclen || !r->tgt || !r->tgtlen || !r->out || !r->outlen ||
         !r->hyp)
         return nb_errf(err, "out of memory for the mt task's buffers");
     return 0;
+}
+
+/* What the evaluation does with validation and test pairs over --max-len, for the record. */
+static void eval_pairs_note(const mt_run *r, char *v, size_t n) {
+    const nb_mt_split *val = &r->d.val;
+    int k = snprintf(v, n,
+                     "val %d pairs: %d within --max-len %d in val_xent, %ld over it left out; "
+                     "%ld sources cut to %d pieces for val_bleu",
+                     val->n, r->nval, r->o->max_len, (long)(val->n - r->nval), val->src_too_long,
+                     r->o->max_len);
+    for (int t = 0; t < r->d.ntest && k > 0 && (size_t)k < n; t++)
+        k += snprintf(v + k, n - (size_t)k, "; %s %d pairs: %ld sources cut to %d pieces",
+                      r->d.test_name[t], r->d.test[t].n, r->d.test[t].src_too_long, r->o->max_len);
 }
 
 static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status, nb_err *err) {
@@ -776,14 +948,11 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
         nb_hintf(err, "leave out --bn-sync (per-rank statistics), or run in one process");
         return -1;
     }
-    if (run_open(&r, cfg, 0, err) != 0) goto out;
-    if (r.o->batch_tokens == 0 && cfg->batch > r.d.train.n) {
-        nb_errf(err, "batch size %d is larger than the %d training pairs", cfg->batch, r.d.train.n);
-        nb_hintf(err, "lower --batch or raise --subset");
-        goto out;
-    }
+    if (run_load(&r, cfg, err) != 0) goto out;
+    /* from here the run is recorded (its first parameter creates it): a set-up that fails
+     * below, the memory check's refusal included, leaves a failed run with its message */
     if (sink->param) {
-        char v[256];
+        char v[1024];
         snprintf(v, sizeof v, "%d/%d (source/target)", nb_vocab_size(r.d.src_vocab),
                  nb_vocab_size(r.d.tgt_vocab));
         if (sink->param(sink->ctx, "data_source", r.d.source, err) != 0 ||
@@ -801,7 +970,24 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
          * the batch and its positions), so that a batch split over ranks draws what one
          * process draws; earlier runs drew them by the batch's layout */
         if (sink->param(sink->ctx, "dropout_streams", "per-sentence", err) != 0) goto out;
+        eval_pairs_note(&r, v, sizeof v);
+        if (sink->param(sink->ctx, "eval_pairs", v, err) != 0 ||
+            sink->param(sink->ctx, "data_hash", r.d.data_hash, err) != 0)
+            goto out;
     }
+    data_tag(&r.d, r.data_tag);
+    int tagged = 1;
+    if (cfg->resume_from && check_resume_data(&r, cfg->resume_from, &tagged, err) != 0) goto out;
+    if (!tagged && sink->param &&
+        sink->param(sink->ctx, "resume_data_check",
+                    "none: the checkpoint was written before normbench tagged a run's data", err))
+        goto out;
+    if (r.o->batch_tokens == 0 && cfg->batch > r.d.train.n) {
+        nb_errf(err, "batch size %d is larger than the %d training pairs", cfg->batch, r.d.train.n);
+        nb_hintf(err, "lower --batch or raise --subset");
+        goto out;
+    }
+    if (check_memory(&r, err) != 0 || run_build(&r, err) != 0) goto out;
     nb_flush_denormals(cfg->flush_denormals);
     size_t P = r.m.layout->total;
     r.adam_m = calloc(P, sizeof(float));
@@ -846,7 +1032,10 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
                     .shard_loss_share = 1,
                     .schedule = mt_schedule,
                     .tokens = mt_tokens,
-                    .evaluate = mt_evaluate};
+                    .evaluate = mt_evaluate,
+                    /* the data's tag, last: a resume compares it first (check_resume_data) */
+                    .extra = {{r.data_tag, sizeof r.data_tag}},
+                    .nextra = tagged};
     rc = nb_train_loop(cfg, &t, sink, status, err);
     if (rc == 0 && *status == NB_STATUS_FINISHED && sink->model_dir) {
         /* the loop restored the kept parameters before the final evaluation */
