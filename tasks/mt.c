@@ -1019,8 +1019,8 @@ typedef struct mt_tr {
     nb_vocab *sv, *tv;
     mt_model m;
     mt_limits lim;
-    size_t max_bytes; /* nb_translate_limits' */
-    int B, beam;      /* lines a batch, beam width */
+    size_t max_bytes;          /* nb_translate_limits' */
+    int B, beam, batch_tokens; /* lines a batch, beam width, --batch-tokens */
     int *src, *srclen, *o, *olen;
     int *ids, idcap; /* one line's pieces */
 } mt_tr;
@@ -1097,6 +1097,7 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
         goto fail;
     }
     t->B = batch_tokens / S < E ? batch_tokens / S : E;
+    t->batch_tokens = batch_tokens;
     lim->src_max = S;
     lim->max_bytes = t->max_bytes = (size_t)S * piece_bytes(t->bpe);
     lim->batch_tokens = batch_tokens;
@@ -1187,8 +1188,11 @@ static int mt_translate_lines(void *self, char *const *lines, int n, char **out,
             if (l == 0) t->src[k] = NB_UNK, l = 1;
             t->srclen[k] = l;
         }
-        if (model_decode(&t->m, t->src, t->srclen, tx, b, t->beam, Ty, t->o, t->olen, err) != 0)
+        if (model_decode(&t->m, t->src, t->srclen, tx, b, t->beam, Ty, t->o, t->olen, err) != 0) {
+            nb_hintf(err, "lower --batch-tokens (now %d; %d holds one line of the longest)",
+                     t->batch_tokens, S);
             goto out;
+        }
         for (int k = 0; k < b; k++)
             if (!(out[order[i0 + k]] = nb_vocab_decode(t->tv, t->o + (size_t)k * Ty, t->olen[k])))
                 goto oom;
