@@ -32,8 +32,9 @@ static const char translate_usage[] =
     "lower it to use less memory. Output comes out a window at a time, in input order.\n"
     "\n"
     "Exit status: 0 every line translated, 1 failed (no such run, not finished, no model kept\n"
-    "or one of another run, unreadable input, a NUL byte; the lines before it may be written),\n"
-    "2 usage error, 3 translated but one or more lines were too long (their lines are empty).\n";
+    "or one of another run, unreadable input, a NUL byte: the windows of 1,000 lines before\n"
+    "the failing one are written), 2 usage error, 3 translated but one or more lines were too\n"
+    "long (their output lines are empty).\n";
 
 /* Lines read and translated at a time. */
 #define WINDOW 1000
