@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "datasets/mt.h"
+#include "nn/mem.h"
 #include "tasks/train.h"
 #include "util/bleu.h"
 
@@ -1050,6 +1051,39 @@ static size_t piece_bytes(const nb_bpe *b) {
     return most + 1;
 }
 
+/* Bytes translating batches of B lines of the longest (S pieces) takes: the model and its buffers
+ * (the models' allocators count them, nn/mem.h; params and grads counted here) and one decoding
+ * step's state, built and freed. Returns -1 with err set when even that cannot be built. */
+static double translate_bytes(const nb_train_cfg *cfg, const mt_tr *t, int B, nb_err *err) {
+    mt_model m;
+    nb_rng init;
+    nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
+    const int S = t->lim.src_max;
+    nb_mem_reset();
+    int rc = model_open(&m, cfg, nb_vocab_size(t->sv), nb_vocab_size(t->tv), B, S, t->lim.out_max,
+                        B * S, t->beam, &init, err);
+    int *src = calloc((size_t)B, sizeof(int)), *len = calloc((size_t)B, sizeof(int));
+    int *o = calloc((size_t)B, sizeof(int)), *olen = calloc((size_t)B, sizeof(int));
+    if (rc == 0 && (!src || !len || !o || !olen)) rc = nb_errf(err, "out of memory");
+    for (int b = 0; rc == 0 && b < B; b++)
+        src[b] = NB_UNK, len[b] = 1;
+    /* one step of a batch of one-piece lines: the decoder's state, sized by B and the model */
+    if (rc == 0) rc = model_decode(&m, src, len, 1, B, t->beam, 1, o, olen, err);
+    double bytes = (double)nb_mem_noted();
+    if (m.kind == 1) bytes += 2.0 * sizeof(float) * (double)m.layout->total;
+    bytes += (double)sizeof(int) * B * (2.0 * S + t->lim.out_max + 4);
+    model_free(&m);
+    free(src), free(len), free(o), free(olen);
+    return rc == 0 ? bytes : -1;
+}
+
+static void human(char *buf, size_t n, double b) {
+    if (b >= 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, n, "%.0f MiB", b / (1024.0 * 1024));
+}
+
 static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const nb_ckpt_ident *want,
                                int batch_tokens, nb_translate_limits *lim, nb_err *err) {
     mt_tr *t = calloc(1, sizeof *t);
@@ -1102,6 +1136,37 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
     lim->max_bytes = t->max_bytes = (size_t)S * piece_bytes(t->bpe);
     lim->batch_tokens = batch_tokens;
     lim->batch_lines = t->B;
+    /* refused before it is built when it cannot fit: what one and two lines a batch take, the
+     * lines beyond them as the second */
+    double one = translate_bytes(cfg, t, 1, err),
+           two = one < 0 ? -1 : translate_bytes(cfg, t, 2, err);
+    if (one < 0 || two < 0) {
+        nb_hintf(err, "this model cannot translate here: free some memory");
+        goto fail;
+    }
+    const double line = two > one ? two - one : 0, need = one + line * (t->B - 1);
+    const char *which = NULL;
+    const double room = nb_mem_room(&which);
+    if (need > room) {
+        char n1[32], n2[32];
+        human(n1, sizeof n1, need);
+        human(n2, sizeof n2, room);
+        if (one > room) {
+            nb_errf(err,
+                    "translating one line of %d pieces a batch needs about %s, more than the %s "
+                    "left in %s",
+                    S, n1, n2, which);
+            nb_hintf(err, "this model cannot translate here: free some memory or raise the limit");
+        } else {
+            int fit = line > 0 ? 1 + (int)((room - one) / line) : t->B;
+            nb_errf(
+                err,
+                "--batch-tokens %d (%d lines a batch) needs about %s, more than the %s left in %s",
+                batch_tokens, t->B, n1, n2, which);
+            nb_hintf(err, "give --batch-tokens %d or less (%d lines of the longest)", fit * S, fit);
+        }
+        goto fail;
+    }
     nb_rng init;
     nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
     const int Ty = decode_cap(&t->lim);

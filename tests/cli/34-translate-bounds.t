@@ -99,7 +99,7 @@ with open(sys.argv[1], 'w') as f:
         f.write(' '.join([sys.argv[2]] * (1000 if i == 39 else 5)) + '\n')
 PY
 if [ $asan = 1 ]; then
-    for i in 1 2 3 4 5 6 7; do n=$((n + 1)); echo "ok $n # skip AddressSanitizer build: no ulimit -v"; done
+    for i in $(seq 12); do n=$((n + 1)); echo "ok $n # skip AddressSanitizer build: no ulimit -v"; done
 else
     for r in 1 2; do
         ( ulimit -v 1000000; OPENBLAS_NUM_THREADS=1 exec timeout 60 "$NB" translate $r ) <"$tmp/mix" >"$tmp/out" 2>"$tmp/err"
@@ -108,6 +108,19 @@ else
         has "run $r: line 40 refused" "$tmp/err" "^error: standard input line 40 has"
         [ "$(grep -c . "$tmp/out")" = 79 ] && [ -z "$(sed -n 40p "$tmp/out")" ] && ok "run $r: 79 translations and an empty line 40" || not_ok "run $r: 79 translations and an empty line 40" "$(cat "$tmp/out")"
     done
+    # a model whose default batch (the run's --eval-batch 300 lines) needs about 1 GiB: refused
+    # up front under the limit, naming --batch-tokens and a value that fits, which then works
+    check "a Transformer run with --eval-batch 300" 0 "$NB" run mt --model transformer --layers 1 --dec-layers 2 --dim 256 --heads 4 --ffn 512 --dataset synthetic --batch 8 --eval-batch 300 --steps 1 --eval-every 1 --val-bleu-max 2 --test-max 2 --threads 2 --quiet
+    big=$(sqlite3 "$NORMBENCH_DB" "select max(id) from runs")
+    ( ulimit -v 1000000; OPENBLAS_NUM_THREADS=1 exec timeout 60 "$NB" translate $big ) <"$tmp/short" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" = 1 ] && ok "its default batches are refused under ulimit -v 1 GB" || not_ok "its default batches are refused under ulimit -v 1 GB (exit $rc)" "$(cat "$tmp/err")"
+    has "before they are built, naming the option, the size and the limit" "$tmp/err" "^error: --batch-tokens [0-9]+ \(300 lines a batch\) needs about [0-9.]+ (GiB|MiB), more than the [0-9]+ MiB left in the address-space limit \(ulimit -v\)$"
+    [ ! -s "$tmp/out" ] && ok "nothing written" || not_ok "nothing written"
+    fit=$(sed -n 's/^hint: give --batch-tokens \([0-9]*\) or less.*/\1/p' "$tmp/err")
+    ( ulimit -v 1000000; OPENBLAS_NUM_THREADS=1 exec timeout 60 "$NB" translate $big --batch-tokens "$fit" ) <"$tmp/short" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" = 0 ] && [ "$(wc -l <"$tmp/out")" = 79 ] && ok "the --batch-tokens the hint gives ($fit) translates under the same limit" || not_ok "--batch-tokens '$fit' under the same limit (exit $rc)" "$(cat "$tmp/err")"
     # random bytes without NUL under the same limit
     ( ulimit -v 1000000; OPENBLAS_NUM_THREADS=1 exec timeout 60 "$NB" translate 2 ) <"$tmp/rnd2" >"$tmp/out" 2>"$tmp/err"
     rc=$?
