@@ -92,10 +92,11 @@ int nb_run_resume_prepare(nb_store *open, const char *db, int64_t id, int from_s
 struct nb_train_cfg;
 /* The configuration of finished run id in store db, rebuilt from its recorded command line (the
  * strings live in *buf: free it, and cfg's task options with nb_task_opts_free, after use), and
- * the directory its model is kept in. Prints its errors; returns 0, NB_EXIT_FAIL or
- * NB_EXIT_USAGE. (cmd/cmd_run.c) */
+ * the directory its model is kept in, and (ident not NULL) what that model must belong to (the
+ * run and store, as a checkpoint: tasks/checkpoint.h). Prints its errors; returns 0,
+ * NB_EXIT_FAIL or NB_EXIT_USAGE. (cmd/cmd_run.c) */
 int nb_run_load_config(const char *db, int64_t id, struct nb_train_cfg *cfg, char **buf,
-                       char *model, size_t model_size);
+                       char *model, size_t model_size, nb_ckpt_ident *ident);
 
 /* `normbench help run TASK`: the common options and TASK's own, with defaults. */
 int nb_run_help_task(const char *name);

@@ -171,6 +171,14 @@ static int sink_param(void *ctx, const char *key, const char *value, nb_err *err
     return c->rec->param(c->rec->ctx, c->run_id, key, value, err);
 }
 
+/* What the run's checkpoints and kept model belong to (sink.ckpt_ident), once the run exists. */
+static void set_ident(run_ctx *c) {
+    if (c->have_ident) return;
+    nb_ckpt_ident_set(&c->ident, c->store_id, c->run_id, c->spec.task, c->spec.norm, c->spec.seed,
+                      c->spec.config_json);
+    c->have_ident = 1;
+}
+
 static const char *sink_checkpoint(void *ctx, nb_err *err) {
     run_ctx *c = ctx;
     if (ensure_run(c, err) != 0) return NULL;
@@ -182,11 +190,7 @@ static const char *sink_checkpoint(void *ctx, nb_err *err) {
     }
     if (!c->ckpt[0] && checkpoint_file(c->ckpt, sizeof c->ckpt, c->db, c->run_id, 1, err) != 0)
         return NULL;
-    if (!c->have_ident) {
-        nb_ckpt_ident_set(&c->ident, c->store_id, c->run_id, c->spec.task, c->spec.norm,
-                          c->spec.seed, c->spec.config_json);
-        c->have_ident = 1;
-    }
+    set_ident(c);
     return c->ckpt;
 }
 
@@ -207,6 +211,7 @@ static const char *sink_model_dir(void *ctx, nb_err *err) {
         return NULL;
     }
     snprintf(c->model, sizeof c->model, "%.*s.model", (int)(n - 5), ck); /* run-ID.ckpt -> .model */
+    set_ident(c); /* written into the model (sink.ckpt_ident) */
     if (mkdir(c->model, 0755) != 0 && errno != EEXIST) {
         nb_errf(err, "cannot create '%s': %s", c->model, strerror(errno));
         return NULL;
@@ -882,7 +887,7 @@ static void remove_stale_checkpoints(const char *db) {
 }
 
 int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf, char *model,
-                       size_t model_size) {
+                       size_t model_size, nb_ckpt_ident *ident) {
     nb_err err;
     nb_err_clear(&err);
     nb_store *s = NULL;
@@ -927,6 +932,16 @@ int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf
         goto out;
     }
     snprintf(model, model_size, "%.*s.model", (int)strlen(ck) - 5, ck);
+    if (ident) {
+        /* what the run's kept model must belong to: as resume_prepare checks a checkpoint */
+        char store_id[40];
+        if (nb_store_id(s, store_id, sizeof store_id, &err) != 0) {
+            nb_task_opts_free(cfg);
+            nb_report_err(&err);
+            goto out;
+        }
+        nb_ckpt_ident_set(ident, store_id, id, d->info.task, d->info.norm, d->info.seed, d->config);
+    }
     rc = 0;
 out:
     nb_run_detail_free(d);

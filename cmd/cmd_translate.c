@@ -1,26 +1,91 @@
 /* cmd/cmd_translate.c — `normbench translate RUN`: raw source sentences on stdin, one detokenized
- * translation a line on stdout, by the finished run's kept model with the beam search and length
- * normalization its test_bleu used (so translating its test set and scoring it reproduces
- * test_bleu). */
+ * translation a line on stdout, by the finished run's kept model with the beam search, length
+ * normalization and decoding limits its test_bleu used. Lines are read a window at a time, each
+ * line at most as long as the model takes (a longer one is refused, its output line empty), and
+ * translated in batches the user bounds (--batch-tokens): memory does not grow with the input. */
 #include "cmd/cmd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tasks/checkpoint.h"
 #include "tasks/task.h"
 
 static const char translate_usage[] =
-    "usage: normbench translate RUN [--db FILE] < source.txt > translation.txt\n\n"
+    "usage: normbench translate RUN [--db FILE] [--batch-tokens N] < source.txt > translation.txt\n"
+    "\n"
     "Reads raw source sentences, one a line, and writes exactly one detokenized translation a\n"
     "line (an empty line for an empty one), with the model a finished translation run (task mt)\n"
-    "kept beside the store, its BPE codes and vocabularies, and the same beam search and length\n"
-    "normalization as its recorded test_bleu. Exit status: 0 translated, 1 failed (no such\n"
-    "run, not finished, no model kept, unreadable input), 2 usage error.\n";
+    "kept beside the store, its BPE codes and vocabularies, and the same beam search, length\n"
+    "normalization and decoding limits as its recorded test_bleu. The kept model records the\n"
+    "run and store it belongs to, and is refused in another run or store, or when its files\n"
+    "changed (a model kept before this check existed is refused too: train the run again).\n"
+    "\n"
+    "A line may have at most as many BPE pieces as the longest source sentence of the run's data\n"
+    "(test_bleu's rule). A longer line is not translated: it is named on stderr and its output\n"
+    "line is empty (split it and translate the parts). Input with a NUL byte is not text and is\n"
+    "refused, naming the line; other bytes (invalid UTF-8 too) are translated as words, as\n"
+    "`bleu` reads them. Lines are read 1,000 at a time, sorted by length and translated in\n"
+    "batches of at most --batch-tokens source pieces, reckoned at the longest line the model\n"
+    "takes (default: the run's --eval-batch lines of that length, what its test_bleu used):\n"
+    "lower it to use less memory. Batches that cannot fit in the memory left (physical, or\n"
+    "ulimit -v) are refused before the model is built, naming a --batch-tokens that fits.\n"
+    "Output comes out a window at a time, in input order.\n"
+    "\n"
+    "Exit status: 0 every line translated, 1 failed (no such run, not finished, no model kept\n"
+    "or one of another run, unreadable input, a NUL byte: the windows of 1,000 lines before\n"
+    "the failing one are written), 2 usage error, 3 translated but one or more lines were too\n"
+    "long (their output lines are empty).\n";
+
+/* Lines read and translated at a time. */
+#define WINDOW 1000
+
+/* Reads one line of stdin (without its '\n', and a trailing '\r'), keeping at most keep + 1
+ * bytes of it in *buf (so a longer line reads as longer than keep); the rest is read and
+ * dropped. Returns 1 for a line, 0 at the end, -1 on a read error, -2 for a NUL byte. */
+static int read_line(char **buf, size_t *cap, size_t keep, size_t *len) {
+    size_t n = 0;
+    int c, any = 0, nul = 0;
+    while ((c = getchar()) != EOF) {
+        any = 1;
+        if (c == '\n') break;
+        if (c == '\0') nul = 1;
+        if (n <= keep) {
+            if (n + 2 > *cap) {
+                size_t nc = *cap ? 2 * *cap : 256;
+                if (nc > keep + 2) nc = keep + 2;
+                char *p = realloc(*buf, nc);
+                if (!p) return -1;
+                *buf = p;
+                *cap = nc;
+            }
+            (*buf)[n++] = (char)c;
+        }
+    }
+    if (ferror(stdin)) return -1;
+    if (!any) return 0;
+    if (nul) return -2;
+    if (n > 0 && n <= keep && (*buf)[n - 1] == '\r') n--;
+    if (!*buf) {
+        *buf = malloc(1);
+        if (!*buf) return -1;
+        *cap = 1;
+    }
+    (*buf)[n] = '\0';
+    *len = n;
+    return 1;
+}
 
 int cmd_translate(int argc, const char **argv) {
     const char *db = NULL;
-    nb_opt opts[] = {NB_OPT_DB(&db), {NULL}};
+    int batch_tokens = 0;
+    nb_opt opts[] = {NB_OPT_DB(&db),
+                     {"batch-tokens", NB_OPT_INT, &batch_tokens, "N",
+                      "source pieces a batch holds, reckoned at the longest line the model takes "
+                      "(default: the run's --eval-batch lines of that length)",
+                      NULL, 1, 1e9},
+                     {NULL}};
     const char *pos[1];
     int npos = 0;
     int rc = nb_parse_opts("translate", translate_usage, argc, argv, opts, pos, 1, &npos);
@@ -31,59 +96,97 @@ int cmd_translate(int argc, const char **argv) {
     if (nb_parse_int(pos[0], &id) != 0 || id < 1)
         return nb_usage_error("translate", "a run is a positive number, not '%s'", pos[0]);
     nb_train_cfg cfg;
+    nb_ckpt_ident want;
     char *buf = NULL, model[4200];
-    rc = nb_run_load_config(db ? db : nb_default_db(), id, &cfg, &buf, model, sizeof model);
+    rc = nb_run_load_config(db ? db : nb_default_db(), id, &cfg, &buf, model, sizeof model, &want);
     if (rc) return rc;
     const nb_task *task = nb_task_find(cfg.task);
-    if (!task->translate) {
+    if (!task->translate_open) {
         nb_task_opts_free(&cfg);
         free(buf);
         return nb_die("run %lld is a '%s' run: only translation runs (task mt) translate", id,
                       cfg.task);
     }
-    /* every line first: the model translates them in batches */
-    char **lines = NULL, **out = NULL;
-    int n = 0, cap = 0;
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t got;
-    while ((got = getline(&line, &lcap, stdin)) >= 0) {
-        if (got > 0 && line[got - 1] == '\n') line[--got] = '\0';
-        if (got > 0 && line[got - 1] == '\r') line[--got] = '\0';
-        if (n == cap) {
-            cap = cap ? 2 * cap : 256;
-            char **nl = realloc(lines, sizeof *lines * (size_t)cap);
-            if (!nl) break;
-            lines = nl;
-        }
-        lines[n] = strdup(line);
-        if (!lines[n]) break;
-        n++;
-    }
-    int read_ok = feof(stdin) && !ferror(stdin);
-    free(line);
     nb_err err;
     nb_err_clear(&err);
+    nb_translate_limits lim;
+    memset(&lim, 0, sizeof lim);
+    void *tr = task->translate_open(&cfg, model, &want, batch_tokens, &lim, &err);
+    if (!tr) {
+        rc = nb_report_err(&err);
+        nb_task_opts_free(&cfg);
+        free(buf);
+        return rc;
+    }
+    char *lines[WINDOW], *out[WINDOW];
+    size_t caps[WINDOW];
+    int pieces[WINDOW];
+    memset(lines, 0, sizeof lines);
+    memset(out, 0, sizeof out);
+    memset(caps, 0, sizeof caps);
+    long line_no = 0, refused = 0;
     rc = NB_EXIT_OK;
-    if (!read_ok) {
-        rc = nb_die("cannot read the source sentences from standard input");
-    } else if (n > 0) {
-        out = calloc((size_t)n, sizeof *out);
-        if (!out) {
-            rc = nb_die("out of memory");
-        } else if (task->translate(&cfg, model, lines, n, out, &err) != 0) {
+    for (int done = 0; !done && rc == NB_EXIT_OK;) {
+        int n = 0;
+        while (n < WINDOW) {
+            size_t len = 0;
+            int got = read_line(&lines[n], &caps[n], lim.max_bytes, &len);
+            if (got == 0) {
+                done = 1;
+                break;
+            }
+            if (got == -1) {
+                rc = nb_die("cannot read the source sentences from standard input");
+                break;
+            }
+            line_no++;
+            if (got == -2) {
+                nb_die("standard input line %ld holds a NUL byte: not text", line_no);
+                fprintf(stderr, "hint: translate reads plain text, one sentence a line\n");
+                rc = NB_EXIT_FAIL;
+                break;
+            }
+            n++;
+        }
+        if (rc != NB_EXIT_OK || n == 0) break;
+        if (task->translate(tr, lines, n, out, pieces, &err) != 0) {
             rc = nb_report_err(&err);
-        } else {
-            for (int i = 0; i < n; i++)
-                printf("%s\n", out[i]);
+            break;
+        }
+        long first = line_no - n + 1;
+        for (int i = 0; i < n; i++) {
+            if (!out[i]) {
+                refused++;
+                if (pieces[i] < 0)
+                    fprintf(stderr,
+                            "error: standard input line %ld has more than %zu bytes, so more than "
+                            "the %d BPE pieces this model takes: its output line is empty\n",
+                            first + i, lim.max_bytes, lim.src_max);
+                else
+                    fprintf(stderr,
+                            "error: standard input line %ld has %d BPE pieces, more than the %d "
+                            "this model takes: its output line is empty\n",
+                            first + i, pieces[i], lim.src_max);
+            }
+            fputs(out[i] ? out[i] : "", stdout);
+            putchar('\n');
+            free(out[i]);
+            out[i] = NULL;
         }
     }
-    for (int i = 0; i < n; i++) {
-        free(lines[i]);
-        if (out) free(out[i]);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (rc == NB_EXIT_OK) rc = nb_die("cannot write the translations to standard output");
+    } else if (rc == NB_EXIT_OK && refused) {
+        fprintf(stderr,
+                "error: %ld of %ld lines were too long to translate (at most %d BPE pieces, the "
+                "longest source sentence of run %lld's data)\n",
+                refused, line_no, lim.src_max, id);
+        fprintf(stderr, "hint: split those lines (at sentence ends) and translate the parts\n");
+        rc = 3;
     }
-    free(lines);
-    free(out);
+    for (int i = 0; i < WINDOW; i++)
+        free(lines[i]);
+    task->translate_close(tr);
     nb_task_opts_free(&cfg);
     free(buf);
     return rc;

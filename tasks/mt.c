@@ -541,8 +541,28 @@ static int my_chunk(const mt_run *r, int k) {
     return !D || k % D->size == D->rank;
 }
 
+/* ---- the decoding limits: test_bleu's rule, which translate follows ------------------------ */
+
+/* What a model decodes: sources of at most src_max pieces, each into at most out_max pieces.
+ * decode_limits is the one rule, test_bleu's: the longest source and the longest target (its
+ * eos included) of every split (run_open's Txmax, Tymax). A finished run keeps them with its
+ * model (save_model), and translate refuses a longer source line. */
+typedef struct mt_limits {
+    int src_max, out_max;
+} mt_limits;
+
+static mt_limits decode_limits(const mt_run *r) {
+    return (mt_limits){r->Txmax, r->Tymax};
+}
+
+/* The most pieces one translation of a batch may have: model_decode's maxlen. */
+static int decode_cap(const mt_limits *l) {
+    return l->out_max;
+}
+
 static int translate_split(mt_run *r, const nb_mt_split *s, int n, int K, nb_err *err) {
     const int E = r->cfg->eval_batch < r->Bmax ? r->cfg->eval_batch : r->Bmax;
+    const mt_limits lim = decode_limits(r);
     for (int i0 = 0, chunk = 0; i0 < n; i0 += E) {
         if (!my_chunk(r, chunk++)) continue;
         int b = n - i0 < E ? n - i0 : E;
@@ -550,7 +570,7 @@ static int translate_split(mt_run *r, const nb_mt_split *s, int n, int K, nb_err
             r->idx[k] = i0 + k;
         int Tx, Ty;
         fill_batch(r, s, r->idx, b, &Tx, &Ty);
-        int maxlen = r->Tymax;
+        int maxlen = decode_cap(&lim);
         if (model_decode(&r->m, r->src, r->srclen, Tx, b, K, maxlen, r->out, r->outlen, err) != 0)
             return -1;
         for (int k = 0; k < b; k++) {
@@ -674,7 +694,25 @@ static int mt_evaluate(void *self, int final, nb_metric *out, int max, nb_err *e
 
 /* ---- the model kept for translate ---------------------------------------------------------- */
 
-#define MODEL_MAGIC "normbench-mt-params 1\n"
+/* The model a finished run keeps (sink->model_dir): codes, src.vocab and tgt.vocab, then params
+ * last, which binds them. params (format 2): the magic line, a kept_head (what the model belongs
+ * to: the run and store, as checkpoints record it; its decoding limits; FNV-1a hashes of the
+ * three other files' bytes; the number of parameters), the parameters (float), and an FNV-1a
+ * hash of everything before it. Format 1 (no identity: the magic, "N HASH\n", the parameters)
+ * is refused, saying how to get a new one. */
+#define MODEL_MAGIC "normbench-mt-params 2\n"
+#define MODEL_MAGIC_V1 "normbench-mt-params 1\n"
+#define FNV_BASIS 1469598103934665603ULL
+
+typedef struct kept_head {
+    nb_ckpt_ident id;
+    int32_t src_max, out_max; /* mt_limits */
+    uint64_t file_hash[3];    /* codes, src.vocab, tgt.vocab */
+    uint64_t nparams;
+} kept_head;
+_Static_assert(sizeof(kept_head) == sizeof(nb_ckpt_ident) + 8 + 3 * 8 + 8, "kept_head: no padding");
+
+static const char *const kept_files[3] = {"codes", "src.vocab", "tgt.vocab"};
 
 static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
     const unsigned char *b = p;
@@ -685,14 +723,14 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
 
 /* Writes path atomically: a temporary file, fsync, rename. */
 static int write_atomic(const char *path, const void *a, size_t na, const void *b, size_t nb,
-                        nb_err *err) {
+                        const void *c, size_t nc, nb_err *err) {
     char tmp[4300];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
         return nb_errf(err, "path '%s' is too long", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) return nb_errf(err, "cannot write '%s': %s", tmp, strerror(errno));
-    int ok = fwrite(a, 1, na, f) == na && (!nb || fwrite(b, 1, nb, f) == nb) && fflush(f) == 0 &&
-             fsync(fileno(f)) == 0;
+    int ok = fwrite(a, 1, na, f) == na && (!nb || fwrite(b, 1, nb, f) == nb) &&
+             (!nc || fwrite(c, 1, nc, f) == nc) && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, path) != 0) {
         int e = errno;
@@ -702,23 +740,85 @@ static int write_atomic(const char *path, const void *a, size_t na, const void *
     return 0;
 }
 
-static int save_model(mt_run *r, const char *dir, nb_err *err) {
-    char path[4200];
-    size_t n = r->m.layout->total;
-    char head[128];
-    uint64_t h = fnv1a(r->m.params, sizeof(float) * n, 1469598103934665603ULL);
-    int hl = snprintf(head, sizeof head, "%s%zu %016llx\n", MODEL_MAGIC, n, (unsigned long long)h);
-    snprintf(path, sizeof path, "%s/params", dir);
-    if (write_atomic(path, head, (size_t)hl, r->m.params, sizeof(float) * n, err) != 0) return -1;
-    snprintf(path, sizeof path, "%s/codes", dir);
-    if (nb_bpe_write(r->d.bpe, path, err) != 0) return -1;
-    snprintf(path, sizeof path, "%s/src.vocab", dir);
-    if (nb_vocab_write(r->d.src_vocab, path, err) != 0) return -1;
-    snprintf(path, sizeof path, "%s/tgt.vocab", dir);
-    return nb_vocab_write(r->d.tgt_vocab, path, err);
+/* The bytes of a regular file of at most max bytes (malloc'ed, NUL-terminated) into *buf, *n. */
+static int read_whole(const char *path, size_t max, char **buf, size_t *n, nb_err *err) {
+    *buf = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        nb_errf(err, "cannot open the model's '%s': %s", path, strerror(e));
+        return nb_hintf(err, "a run keeps its model when it finishes; is the run finished?");
+    }
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+        close(fd);
+        nb_errf(err, "the model's '%s' is not a regular file of at most %zu bytes", path, max);
+        return nb_hintf(err, "train the run again to keep a new model");
+    }
+    size_t want = (size_t)st.st_size, got = 0;
+    char *p = malloc(want + 1);
+    if (!p) {
+        close(fd);
+        return nb_errf(err, "out of memory reading '%s'", path);
+    }
+    while (got < want) {
+        ssize_t k = read(fd, p + got, want - got);
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    close(fd);
+    if (got != want) {
+        free(p);
+        return nb_errf(err, "cannot read the model's '%s'", path);
+    }
+    p[got] = '\0';
+    *buf = p;
+    *n = got;
+    return 0;
 }
 
-static int load_params(mt_model *m, const char *dir, nb_err *err) {
+/* The largest of the model's codes and vocabularies, read whole. */
+#define KEPT_FILE_MAX ((size_t)256 << 20)
+
+static int save_model(mt_run *r, const char *dir, const nb_ckpt_ident *id, nb_err *err) {
+    char path[4200];
+    kept_head kh;
+    memset(&kh, 0, sizeof kh);
+    if (id) kh.id = *id;
+    const mt_limits lim = decode_limits(r);
+    kh.src_max = lim.src_max;
+    kh.out_max = lim.out_max;
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, kept_files[i]);
+        int rc = i == 0   ? nb_bpe_write(r->d.bpe, path, err)
+                 : i == 1 ? nb_vocab_write(r->d.src_vocab, path, err)
+                          : nb_vocab_write(r->d.tgt_vocab, path, err);
+        char *buf;
+        size_t n;
+        if (rc != 0 || read_whole(path, KEPT_FILE_MAX, &buf, &n, err) != 0) return -1;
+        kh.file_hash[i] = fnv1a(buf, n, FNV_BASIS);
+        free(buf);
+    }
+    size_t n = r->m.layout->total;
+    kh.nparams = n;
+    uint64_t h = fnv1a(MODEL_MAGIC, sizeof MODEL_MAGIC - 1, FNV_BASIS);
+    h = fnv1a(&kh, sizeof kh, h);
+    h = fnv1a(r->m.params, sizeof(float) * n, h);
+    /* the magic and the head, the parameters, the hash */
+    char head[sizeof MODEL_MAGIC - 1 + sizeof kh];
+    memcpy(head, MODEL_MAGIC, sizeof MODEL_MAGIC - 1);
+    memcpy(head + sizeof MODEL_MAGIC - 1, &kh, sizeof kh);
+    snprintf(path, sizeof path, "%s/params", dir);
+    return write_atomic(path, head, sizeof head, r->m.params, sizeof(float) * n, &h, sizeof h, err);
+}
+
+/* Reads the head of the model kept in dir (params) and checks it: a model of this format, of run
+ * want (NULL: not checked), and the codes and vocabularies it was kept with (bufs[i], n[i]: the
+ * bytes read of kept_files[i]). The parameters are read later (load_params). */
+static int load_head(const char *dir, const nb_ckpt_ident *want, char *const *bufs, const size_t *n,
+                     kept_head *kh, nb_err *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/params", dir);
     FILE *f = fopen(path, "rb");
@@ -727,15 +827,68 @@ static int load_params(mt_model *m, const char *dir, nb_err *err) {
         return nb_hintf(err, "a run keeps its model when it finishes; is the run finished?");
     }
     char magic[sizeof MODEL_MAGIC];
-    unsigned long long h = 0;
-    size_t n = 0;
     int ok = fread(magic, 1, sizeof MODEL_MAGIC - 1, f) == sizeof MODEL_MAGIC - 1;
     magic[sizeof MODEL_MAGIC - 1] = '\0';
-    ok = ok && strcmp(magic, MODEL_MAGIC) == 0 && fscanf(f, "%zu %llx", &n, &h) == 2 &&
-         fgetc(f) == '\n' && n == m->layout->total && fread(m->params, sizeof(float), n, f) == n &&
-         fgetc(f) == EOF;
+    if (ok && strcmp(magic, MODEL_MAGIC_V1) == 0) {
+        fclose(f);
+        nb_errf(err,
+                "the model '%s' was kept by an older normbench (format 1, which does not record "
+                "the run it belongs to): it cannot be checked",
+                path);
+        return nb_hintf(err, "train the run again (`normbench show RUN` gives its command line) "
+                             "and translate with the new run, which keeps a model of format 2");
+    }
+    ok = ok && strcmp(magic, MODEL_MAGIC) == 0 && fread(kh, sizeof *kh, 1, f) == 1;
     fclose(f);
-    if (!ok || fnv1a(m->params, sizeof(float) * n, 1469598103934665603ULL) != h) {
+    if (!ok) {
+        nb_errf(err, "the model '%s' is not a normbench translation model", path);
+        return nb_hintf(err, "train the run again to keep a new model");
+    }
+    if (want && nb_ckpt_ident_check(path, &kh->id, want, err) != 0) {
+        /* nb_ckpt_ident_check speaks of a checkpoint */
+        char why[sizeof err->msg];
+        const char *c = strstr(err->msg, "belongs to another run: ");
+        memcpy(why, c ? c + strlen("belongs to another run: ") : err->msg,
+               strlen(c ? c + strlen("belongs to another run: ") : err->msg) + 1);
+        nb_errf(err, "the model '%s' belongs to another run: %s", path, why);
+        return nb_hintf(err, "it was copied from another store or run: translate with the run "
+                             "that made it, or train this run again to keep its own model");
+    }
+    for (int i = 0; i < 3; i++)
+        if (fnv1a(bufs[i], n[i], FNV_BASIS) != kh->file_hash[i]) {
+            nb_errf(err, "'%s/%s' is not the file the model '%s' was kept with", dir, kept_files[i],
+                    path);
+            return nb_hintf(err, "it was changed or copied from another run: train the run "
+                                 "again to keep a new model");
+        }
+    if (kh->src_max < 1 || kh->out_max < 1 || kh->src_max > 1 << 20 || kh->out_max > 1 << 20) {
+        nb_errf(err, "the model '%s' is damaged (decoding limits %d, %d)", path, kh->src_max,
+                kh->out_max);
+        return nb_hintf(err, "train the run again to keep a new model");
+    }
+    return 0;
+}
+
+/* Reads the parameters of the model kept in dir into m (built to the run's configuration),
+ * checking the file's hash. */
+static int load_params(mt_model *m, const char *dir, nb_err *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/params", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return nb_errf(err, "cannot open the model '%s': %s", path, strerror(errno));
+    char magic[sizeof MODEL_MAGIC];
+    kept_head kh;
+    uint64_t stored = 0;
+    size_t n = m->layout->total;
+    int ok = fread(magic, 1, sizeof MODEL_MAGIC - 1, f) == sizeof MODEL_MAGIC - 1 &&
+             memcmp(magic, MODEL_MAGIC, sizeof MODEL_MAGIC - 1) == 0 &&
+             fread(&kh, sizeof kh, 1, f) == 1 && kh.nparams == n &&
+             fread(m->params, sizeof(float), n, f) == n &&
+             fread(&stored, sizeof stored, 1, f) == 1 && fgetc(f) == EOF;
+    fclose(f);
+    uint64_t h = fnv1a(MODEL_MAGIC, sizeof MODEL_MAGIC - 1, FNV_BASIS);
+    h = fnv1a(&kh, sizeof kh, h);
+    if (!ok || fnv1a(m->params, sizeof(float) * n, h) != stored) {
         nb_errf(err, "the model '%s' is damaged or does not fit this run's configuration", path);
         return nb_hintf(err, "train the run again to make a new model");
     }
@@ -1040,7 +1193,7 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
     if (rc == 0 && *status == NB_STATUS_FINISHED && sink->model_dir) {
         /* the loop restored the kept parameters before the final evaluation */
         const char *dir = sink->model_dir(sink->ctx, err);
-        if (!dir || save_model(&r, dir, err) != 0) rc = -1;
+        if (!dir || save_model(&r, dir, sink->ckpt_ident, err) != 0) rc = -1;
     }
 out:
     run_free(&r);
@@ -1049,101 +1202,267 @@ out:
 
 /* ---- translate ------------------------------------------------------------------------------ */
 
-static int mt_translate(const nb_train_cfg *cfg, const char *dir, char *const *lines, int n,
-                        char **out, nb_err *err) {
-    char path[4200];
-    nb_bpe *bpe = NULL;
-    nb_vocab *sv = NULL, *tv = NULL;
-    int rc = -1, have_model = 0;
+/* A finished run's kept model, open for translating (nb_task.translate_open). */
+typedef struct mt_tr {
+    nb_bpe *bpe;
+    nb_vocab *sv, *tv;
     mt_model m;
-    memset(&m, 0, sizeof m);
-    int *ids = NULL, cap = 0, *src = NULL, *srclen = NULL, *o = NULL, *olen = NULL;
-    snprintf(path, sizeof path, "%s/codes", dir);
-    if (!(bpe = nb_bpe_read(path, err))) goto out;
-    snprintf(path, sizeof path, "%s/src.vocab", dir);
-    if (!(sv = nb_vocab_read(path, err))) goto out;
-    snprintf(path, sizeof path, "%s/tgt.vocab", dir);
-    if (!(tv = nb_vocab_read(path, err))) goto out;
-    /* every line's pieces first: the model is built for the longest */
+    mt_limits lim;
+    size_t max_bytes;          /* nb_translate_limits' */
+    int B, beam, batch_tokens; /* lines a batch, beam width, --batch-tokens */
+    int *src, *srclen, *o, *olen;
+    int *ids, idcap; /* one line's pieces */
+} mt_tr;
+
+static void mt_translate_close(void *self) {
+    mt_tr *t = self;
+    if (!t) return;
+    model_free(&t->m);
+    nb_bpe_free(t->bpe);
+    nb_vocab_free(t->sv);
+    nb_vocab_free(t->tv);
+    free(t->src), free(t->srclen), free(t->o), free(t->olen), free(t->ids);
+    free(t);
+}
+
+/* The most bytes of raw text one piece stands for: a BPE symbol (a merge's two halves, less the
+ * end-of-word marker) or one character (4 bytes at most), plus the space between tokens that
+ * pre-tokenization drops. A line of more than src_max times this has more than src_max pieces. */
+static size_t piece_bytes(const nb_bpe *b) {
+    size_t most = 4;
+    for (int i = 0; i < nb_bpe_size(b); i++) {
+        const char *l, *r;
+        nb_bpe_merge(b, i, &l, &r);
+        size_t n = strlen(l) + strlen(r);
+        if (n > most) most = n;
+    }
+    return most + 1;
+}
+
+/* Bytes translating batches of B lines of the longest (S pieces) takes: the model and its buffers
+ * (the models' allocators count them, nn/mem.h; params and grads counted here) and one decoding
+ * step's state, built and freed. Returns -1 with err set when even that cannot be built. */
+static double translate_bytes(const nb_train_cfg *cfg, const mt_tr *t, int B, nb_err *err) {
+    mt_model m;
+    nb_rng init;
+    nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
+    const int S = t->lim.src_max;
+    nb_mem_reset();
+    int rc = model_open(&m, cfg, nb_vocab_size(t->sv), nb_vocab_size(t->tv), B, S, t->lim.out_max,
+                        B * S, t->beam, &init, err);
+    int *src = calloc((size_t)B, sizeof(int)), *len = calloc((size_t)B, sizeof(int));
+    int *o = calloc((size_t)B, sizeof(int)), *olen = calloc((size_t)B, sizeof(int));
+    if (rc == 0 && (!src || !len || !o || !olen)) rc = nb_errf(err, "out of memory");
+    for (int b = 0; rc == 0 && b < B; b++)
+        src[b] = NB_UNK, len[b] = 1;
+    /* one step of a batch of one-piece lines: the decoder's state, sized by B and the model */
+    if (rc == 0) rc = model_decode(&m, src, len, 1, B, t->beam, 1, o, olen, err);
+    double bytes = (double)nb_mem_noted();
+    if (m.kind == 1) bytes += 2.0 * sizeof(float) * (double)m.layout->total;
+    bytes += (double)sizeof(int) * B * (2.0 * S + t->lim.out_max + 4);
+    model_free(&m);
+    free(src), free(len), free(o), free(olen);
+    return rc == 0 ? bytes : -1;
+}
+
+static void human(char *buf, size_t n, double b) {
+    if (b >= 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, n, "%.0f MiB", b / (1024.0 * 1024));
+}
+
+static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const nb_ckpt_ident *want,
+                               int batch_tokens, nb_translate_limits *lim, nb_err *err) {
+    mt_tr *t = calloc(1, sizeof *t);
+    if (!t) {
+        nb_errf(err, "out of memory");
+        return NULL;
+    }
+    /* the codes and vocabularies read once, their bytes checked against what the model was kept
+     * with, then parsed */
+    char path[4200], *bufs[3] = {NULL, NULL, NULL};
+    size_t n[3] = {0, 0, 0};
+    kept_head kh;
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, kept_files[i]);
+        ok = read_whole(path, KEPT_FILE_MAX, &bufs[i], &n[i], err) == 0;
+    }
+    ok = ok && load_head(dir, want, bufs, n, &kh, err) == 0;
+    if (ok) {
+        snprintf(path, sizeof path, "%s/%s", dir, kept_files[0]);
+        ok = (t->bpe = nb_bpe_parse(bufs[0], n[0], path, err)) != NULL;
+    }
+    if (ok) {
+        snprintf(path, sizeof path, "%s/%s", dir, kept_files[1]);
+        ok = (t->sv = nb_vocab_parse(bufs[1], n[1], path, err)) != NULL;
+    }
+    if (ok) {
+        snprintf(path, sizeof path, "%s/%s", dir, kept_files[2]);
+        ok = (t->tv = nb_vocab_parse(bufs[2], n[2], path, err)) != NULL;
+    }
+    for (int i = 0; i < 3; i++)
+        free(bufs[i]);
+    if (!ok) goto fail;
+    const mt_opts *mo = opts_of(cfg);
+    t->lim = (mt_limits){kh.src_max, kh.out_max};
+    t->beam = mo->beam;
+    const int S = t->lim.src_max, E = cfg->eval_batch > 0 ? cfg->eval_batch : 80;
+    /* a batch: at most batch_tokens pieces, reckoned at the longest line the model takes, and at
+     * most the run's evaluation batch (the default: what its test_bleu translated at once) */
+    if (batch_tokens <= 0) batch_tokens = E * S;
+    if (batch_tokens < S) {
+        nb_errf(err, "--batch-tokens %d cannot hold one line of the %d pieces this model takes",
+                batch_tokens, S);
+        nb_hintf(err, "give --batch-tokens %d or more (a longer line is refused, not split)", S);
+        goto fail;
+    }
+    t->B = batch_tokens / S < E ? batch_tokens / S : E;
+    t->batch_tokens = batch_tokens;
+    lim->src_max = S;
+    lim->max_bytes = t->max_bytes = (size_t)S * piece_bytes(t->bpe);
+    lim->batch_tokens = batch_tokens;
+    lim->batch_lines = t->B;
+    /* refused before it is built when it cannot fit: what one and two lines a batch take, the
+     * lines beyond them as the second */
+    double one = translate_bytes(cfg, t, 1, err),
+           two = one < 0 ? -1 : translate_bytes(cfg, t, 2, err);
+    if (one < 0 || two < 0) {
+        nb_hintf(err, "this model cannot translate here: free some memory");
+        goto fail;
+    }
+    const double line = two > one ? two - one : 0, need = one + line * (t->B - 1);
+    const char *which = NULL;
+    const double room = nb_mem_room(&which);
+    if (need > room) {
+        char n1[32], n2[32];
+        human(n1, sizeof n1, need);
+        human(n2, sizeof n2, room);
+        if (one > room) {
+            nb_errf(err,
+                    "translating one line of %d pieces a batch needs about %s, more than the %s "
+                    "left in %s",
+                    S, n1, n2, which);
+            nb_hintf(err, "this model cannot translate here: free some memory or raise the limit");
+        } else {
+            int fit = line > 0 ? 1 + (int)((room - one) / line) : t->B;
+            nb_errf(
+                err,
+                "--batch-tokens %d (%d lines a batch) needs about %s, more than the %s left in %s",
+                batch_tokens, t->B, n1, n2, which);
+            nb_hintf(err, "give --batch-tokens %d or less (%d lines of the longest)", fit * S, fit);
+        }
+        goto fail;
+    }
+    nb_rng init;
+    nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
+    const int Ty = decode_cap(&t->lim);
+    if (model_open(&t->m, cfg, nb_vocab_size(t->sv), nb_vocab_size(t->tv), t->B, S, t->lim.out_max,
+                   t->B * S, t->beam, &init, err) != 0) {
+        /* the model's own hint names run's options: translate's is --batch-tokens */
+        nb_hintf(err, "lower --batch-tokens (now %d; %d holds one line of the longest)",
+                 batch_tokens, S);
+        goto fail;
+    }
+    if (load_params(&t->m, dir, err) != 0) goto fail;
+    t->src = calloc((size_t)t->B * S, sizeof(int));
+    t->srclen = calloc((size_t)t->B, sizeof(int));
+    t->o = calloc((size_t)t->B * Ty, sizeof(int));
+    t->olen = calloc((size_t)t->B, sizeof(int));
+    if (!t->src || !t->srclen || !t->o || !t->olen) {
+        nb_errf(err, "out of memory for translation batches of %d lines", t->B);
+        nb_hintf(err, "lower --batch-tokens (now %d; %d holds one line of the longest)",
+                 batch_tokens, S);
+        goto fail;
+    }
+    return t;
+fail:
+    mt_translate_close(t);
+    return NULL;
+}
+
+/* Lines sorted by their pieces, then by their place. */
+static const int *sort_len;
+static int by_len(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    if (sort_len[i] != sort_len[j]) return sort_len[i] < sort_len[j] ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+static int mt_translate_lines(void *self, char *const *lines, int n, char **out, int *pieces,
+                              nb_err *err) {
+    mt_tr *t = self;
+    const int S = t->lim.src_max, Ty = decode_cap(&t->lim);
+    const size_t max_bytes = t->max_bytes;
     int **enc = calloc((size_t)n + 1, sizeof *enc), *len = calloc((size_t)n + 1, sizeof *len);
-    if (!enc || !len) {
-        free(enc), free(len);
+    int *order = calloc((size_t)n + 1, sizeof *order), m = 0, rc = -1;
+    if (!enc || !len || !order) {
         nb_errf(err, "out of memory");
         goto out;
     }
-    int Tx = 1;
+    /* every line's pieces; an over-long line is left out (out NULL), an empty one is "" */
     for (int i = 0; i < n; i++) {
+        out[i] = NULL;
+        size_t bytes = strlen(lines[i]);
+        if (bytes > max_bytes) {
+            pieces[i] = -1;
+            continue;
+        }
         int k = 0;
         long unk = 0, reserved = 0;
-        ids = NULL, cap = 0;
-        if (nb_vocab_encode_line(sv, bpe, lines[i], strlen(lines[i]), &ids, &k, &cap, &unk,
-                                 &reserved, err) != 0) {
-            for (int j = 0; j < i; j++)
-                free(enc[j]);
-            free(enc), free(len), free(ids);
+        if (nb_vocab_encode_line(t->sv, t->bpe, lines[i], bytes, &t->ids, &k, &t->idcap, &unk,
+                                 &reserved, err) != 0)
+            goto out;
+        pieces[i] = k;
+        if (k > S) continue;
+        if (bytes == 0) {
+            if (!(out[i] = strdup(""))) goto oom;
+            continue;
+        }
+        if (!(enc[i] = malloc(sizeof(int) * (size_t)(k ? k : 1)))) goto oom;
+        memcpy(enc[i], t->ids, sizeof(int) * (size_t)k);
+        len[i] = k;
+        order[m++] = i;
+    }
+    /* batches of similar lengths, as training's (less padding); each line's translation does not
+     * depend on the others of its batch */
+    sort_len = len;
+    qsort(order, (size_t)m, sizeof *order, by_len);
+    for (int i0 = 0; i0 < m; i0 += t->B) {
+        int b = m - i0 < t->B ? m - i0 : t->B, tx = 1;
+        for (int k = 0; k < b; k++)
+            if (len[order[i0 + k]] > tx) tx = len[order[i0 + k]];
+        memset(t->src, 0, sizeof(int) * (size_t)b * tx);
+        for (int k = 0; k < b; k++) {
+            int l = len[order[i0 + k]];
+            for (int p = 0; p < l; p++)
+                t->src[p * b + k] = enc[order[i0 + k]][p];
+            if (l == 0) t->src[k] = NB_UNK, l = 1;
+            t->srclen[k] = l;
+        }
+        if (model_decode(&t->m, t->src, t->srclen, tx, b, t->beam, Ty, t->o, t->olen, err) != 0) {
+            nb_hintf(err, "lower --batch-tokens (now %d; %d holds one line of the longest)",
+                     t->batch_tokens, S);
             goto out;
         }
-        enc[i] = ids;
-        len[i] = k;
-        if (k > Tx) Tx = k;
-    }
-    const mt_opts *mo = opts_of(cfg);
-    int B = cfg->eval_batch > 0 ? cfg->eval_batch : 80;
-    if (B > n) B = n > 0 ? n : 1;
-    int Ty = 2 * Tx + 10; /* Nematus' translate: up to twice the source, and a margin */
-    nb_rng init;
-    nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
-    if ((have_model = model_open(&m, cfg, nb_vocab_size(sv), nb_vocab_size(tv), B, Tx, Ty, 0,
-                                 mo->beam, &init, err) == 0) == 0 ||
-        load_params(&m, dir, err) != 0) {
-        for (int j = 0; j < n; j++)
-            free(enc[j]);
-        free(enc), free(len);
-        goto out;
-    }
-    src = calloc((size_t)B * Tx, sizeof(int));
-    srclen = calloc((size_t)B, sizeof(int));
-    o = calloc((size_t)B * Ty, sizeof(int));
-    olen = calloc((size_t)B, sizeof(int));
-    int ok = src && srclen && o && olen;
-    for (int i0 = 0; ok && i0 < n; i0 += B) {
-        int b = n - i0 < B ? n - i0 : B, tx = 1;
         for (int k = 0; k < b; k++)
-            if (len[i0 + k] > tx) tx = len[i0 + k];
-        memset(src, 0, sizeof(int) * (size_t)b * tx);
-        for (int k = 0; k < b; k++) {
-            int l = len[i0 + k];
-            for (int t = 0; t < l; t++)
-                src[t * b + k] = enc[i0 + k][t];
-            if (l == 0) src[k] = NB_UNK, l = 1;
-            srclen[k] = l;
-        }
-        if (model_decode(&m, src, srclen, tx, b, mo->beam, Ty, o, olen, err) != 0) {
-            ok = 0;
-            break;
-        }
-        for (int k = 0; k < b; k++) {
-            /* an empty input line gives an empty line */
-            out[i0 + k] = len[i0 + k] == 0 && lines[i0 + k][0] == '\0'
-                              ? strdup("")
-                              : nb_vocab_decode(tv, o + (size_t)k * Ty, olen[k]);
-            if (!out[i0 + k]) ok = 0;
-        }
-    }
-    for (int j = 0; j < n; j++)
-        free(enc[j]);
-    free(enc), free(len);
-    if (!ok) {
-        if (!err->msg[0]) nb_errf(err, "out of memory for translations");
-        goto out;
+            if (!(out[order[i0 + k]] = nb_vocab_decode(t->tv, t->o + (size_t)k * Ty, t->olen[k])))
+                goto oom;
     }
     rc = 0;
+    goto out;
+oom:
+    nb_errf(err, "out of memory for translations");
 out:
-    model_free(&m);
-    nb_bpe_free(bpe);
-    nb_vocab_free(sv);
-    nb_vocab_free(tv);
-    free(src), free(srclen), free(o), free(olen);
+    if (rc != 0)
+        for (int i = 0; i < n; i++) {
+            free(out[i]);
+            out[i] = NULL;
+        }
+    for (int i = 0; enc && i < n; i++)
+        free(enc[i]);
+    free(enc), free(len), free(order);
     return rc;
 }
 
@@ -1474,7 +1793,9 @@ const nb_task nb_task_mt = {
     .defaults = mt_defaults,
     .finish = mt_finish,
     .train = mt_train,
-    .translate = mt_translate,
+    .translate_open = mt_translate_open,
+    .translate = mt_translate_lines,
+    .translate_close = mt_translate_close,
     .bench_open = mt_bench_open,
     .bench_step = mt_bench_step,
     .data_parallel = 1,

@@ -84,6 +84,14 @@ typedef struct nb_progress {
 
 struct nb_ckpt_ident; /* tasks/checkpoint.h */
 
+/* What `normbench translate` may hand a translation model (nb_task.translate_open). */
+typedef struct nb_translate_limits {
+    int src_max;      /* the most pieces a source line may have (test_bleu's rule) */
+    size_t max_bytes; /* a line of more bytes has more than src_max pieces, surely */
+    int batch_tokens; /* source pieces a batch holds, padding counted (the option, or default) */
+    int batch_lines;  /* and lines (the run's --eval-batch) */
+} nb_translate_limits;
+
 typedef struct nb_sink {
     void *ctx;
     /* Records metrics; a non-zero return (with err set) fails the run. */
@@ -171,12 +179,21 @@ typedef struct nb_task {
     void *(*bench_open)(const nb_train_cfg *cfg, nb_err *err);
     double (*bench_step)(void *bench);
     void (*bench_close)(void *bench);
-    /* Translation with a finished run's model (`normbench translate RUN`): cfg is the run's
-     * configuration, dir its model_dir; translates the n raw source lines into out[i] (newly
-     * allocated, detokenized; "" for an empty line). Returns 0, or -1 with err set. NULL: the
-     * task does not translate. */
-    int (*translate)(const nb_train_cfg *cfg, const char *dir, char *const *lines, int n,
-                     char **out, nb_err *err);
+    /* Translation with a finished run's model (`normbench translate RUN`), in three calls.
+     * translate_open loads the model kept in dir (its model_dir) for the run cfg configures,
+     * refusing one that belongs to another run or store than want (tasks/checkpoint.h) or that
+     * was changed since, and sets *lim (what a line may be, how lines are batched); batch_tokens
+     * bounds a batch's source pieces, padding counted (0: what the run's test_bleu used), and so
+     * the memory translating takes. translate translates n raw source lines into out[i] (newly
+     * allocated, detokenized; "" for an empty line), a line longer than lim->src_max pieces
+     * into out[i] = NULL with pieces[i] its length in pieces (a lower bound, -1, when it has
+     * more than lim->max_bytes bytes: the caller need not pass it whole). Each returns 0 (or
+     * the translator), or -1 (NULL) with err set. NULL: the task does not translate. */
+    void *(*translate_open)(const nb_train_cfg *cfg, const char *dir,
+                            const struct nb_ckpt_ident *want, int batch_tokens,
+                            nb_translate_limits *lim, nb_err *err);
+    int (*translate)(void *tr, char *const *lines, int n, char **out, int *pieces, nb_err *err);
+    void (*translate_close)(void *tr);
     /* Batch sizes `bench step` times by default, 0-terminated (the paper's settings). */
     const int *bench_batches;
     /* The level `report` measures steps and seconds to reach, unless --target says otherwise. */
