@@ -153,22 +153,23 @@ c=$(sqlite3 "$tmp/k.db" "select count(*) from runs")
 # ---- data-parallel runs: one run over the ranks -------------------------------------------------
 # Agreement with the single-process run: every recorded training loss to 1e-4 relative, the
 # final parameters (NORMBENCH_DUMP_PARAMS) to 1e-4 of their largest magnitude.
-agree() { # DESC A.db B.db A.bin B.bin
-    python3 - "$2" "$3" "$4" "$5" <<'PY' >"$tmp/agree" 2>&1
+agree() { # DESC A.db B.db A.bin B.bin [TOLERANCE, relative; 1e-4]
+    python3 - "$2" "$3" "$4" "$5" "${6:-1e-4}" <<'PY' >"$tmp/agree" 2>&1
 import array, sqlite3, sys
 def losses(db):
     c = sqlite3.connect(db)
     return dict(c.execute("select step, value from metrics where name='train_loss'"))
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 bad = [] if a and a.keys() == b.keys() else ["steps differ: %d vs %d" % (len(a), len(b))]
+tol = float(sys.argv[5])
 worst = max((abs(a[k] - b[k]) / abs(a[k]) for k in a if k in b), default=1)
-if worst > 1e-4: bad.append("train_loss differs by %.3g relative" % worst)
+if worst > tol: bad.append("train_loss differs by %.3g relative" % worst)
 p = array.array('f', open(sys.argv[3], 'rb').read())
 q = array.array('f', open(sys.argv[4], 'rb').read())
 if len(p) != len(q) or not p: bad.append("parameter counts differ")
 else:
     d = (sum((x - y) ** 2 for x, y in zip(p, q)) / sum(x * x for x in p)) ** 0.5
-    if d > 1e-4: bad.append("parameters differ by %.3g (relative L2)" % d)
+    if d > tol: bad.append("parameters differ by %.3g (relative L2)" % d)
 print("; ".join(bad) if bad else "train_loss within %.2g, parameters %.2g" % (worst, d))
 sys.exit(1 if bad else 0)
 PY
@@ -224,7 +225,12 @@ uneven="--dataset synthetic --subset 600 --batch 10 --steps 100 --lr 1e-4 --log-
 NORMBENCH_DUMP_PARAMS=$tmp/u1.bin "$NB" run mnist --norm batch $uneven --db "$tmp/u1.db" >/dev/null
 check "batch 10 on 3 ranks (4, 3, 3 rows)" 0 env NORMBENCH_DUMP_PARAMS=$tmp/u3.bin $MPIRUN -np 3 \
     "$NB" run mnist --norm batch --bn-sync $uneven --db "$tmp/u3.db"
-agree "an uneven split agrees too" "$tmp/u1.db" "$tmp/u3.db" "$tmp/u1.bin" "$tmp/u3.bin"
+# Batch 10 with BN over 4, 3 and 3 rows: the last-bit differences of the split sums grow with
+# the steps (Adam divides by small second moments). On an Intel Xeon (family 6 model 207,
+# OpenBLAS's SkylakeX kernels) they reached 3.4e-4 relative by step 97 — on AMD Zen 4/5 under
+# 1e-4 — so this check allows 1e-3, still far below what a real difference in the statistics
+# gives (per-rank BN against sync BN above: 0.8).
+agree "an uneven split agrees too" "$tmp/u1.db" "$tmp/u3.db" "$tmp/u1.bin" "$tmp/u3.bin" 1e-3
 # cifar: the ConvPool-CNN-C at width 0.125 with noise, dropout and max-pooling, 100 steps at its
 # own learning rate (3e-3). Its dropout and noise are drawn per example (the stream of the
 # example's row in the whole batch), one gemm per image and the gradients summed image by image in
