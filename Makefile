@@ -4,6 +4,7 @@
 #   make test       install missing Debian packages, build, run unit + gradient + reference + CLI tests
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       every norm on Fashion-MNIST, then the report
+#   make docs       the generated tables and docs/commands.md from their sources, the figures redrawn
 #   make lint       -Wall -Wextra -Werror build, cppcheck, clang-format check, banned functions
 #   make install    PREFIX=/usr/local (the binary, the man page normbench.1, the bash completion)
 #   make cuda       ./normbench with the CUDA backend (nn/cuda/, needs nvcc; see README.md)
@@ -64,7 +65,7 @@ LIB      := $(BUILD)/libnormbench.a
 BIN      := $(if $(filter build,$(BUILD)),normbench,$(BUILD)/normbench)
 MAN      := $(BUILD)/normbench.1
 
-.PHONY: all test check unit cli asan demo compare lint format install install-files deps clean fuzz cuda test-cuda FORCE
+.PHONY: all test check unit cli asan demo docs compare lint format install install-files deps clean fuzz cuda test-cuda FORCE
 .DEFAULT_GOAL := all
 
 all: $(BIN) $(MAN)
@@ -221,6 +222,20 @@ demo: deps $(BIN)
 	    || exit 1; \
 	done
 	./$(BIN) report --db $(DEMO_DB)
+
+# The documentation's generated parts (tools/mkdocs.pl): every `<!-- generated: COMMAND -->`
+# block of README.md and docs/ rewritten by running its command (report, runs, show on the
+# stores kept in docs/results/), docs/commands.md from the help texts, every relative link
+# checked; then every figure redrawn: the Fashion-MNIST sweep's from its store (data and script
+# too), the historical ones (their stores are elsewhere) by gnuplot from the data beside them.
+# No training, no benchmark; tests/cli/90-docs.t fails when a page differs from what this writes.
+docs: $(BIN)
+	perl tools/mkdocs.pl $(CURDIR)/$(BIN)
+	./$(BIN) plot --task mnist --db docs/results/mnist-fashion.db --out docs/results/mnist-fashion
+	@command -v gnuplot >/dev/null || { echo "make docs: gnuplot is needed to redraw the figures (apt-get install gnuplot-nox)"; exit 1; }
+	@for gp in docs/results/*.gp; do \
+	  (cd docs/results && gnuplot "$$(basename $$gp)") || { echo "make docs: gnuplot $$gp failed"; exit 1; }; \
+	done
 
 # normbench against PyTorch on every task's training step, both in one session (needs Debian's
 # python3-torch; never run by `make test`). README's speed table comes from this. A task joins
