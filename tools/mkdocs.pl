@@ -239,8 +239,10 @@ for my $page (@pages) {
         if ($line =~ /^\s*(```|~~~)/) { $fence = !$fence; next; }
         next if $fence;
         (my $text = $line) =~ s/`[^`]*`//g;    # code spans hold no links
-        while ($text =~ /\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g) {
-            my $target = $1;
+        my @targets;
+        push @targets, $1 while $text =~ /\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g;
+        push @targets, $1 if $text =~ /^\s{0,3}\[[^\]]+\]:\s+(\S+)/;    # [label]: target
+        for my $target (@targets) {
             next if $target =~ m{^[a-z][a-z0-9+.-]*:}i;    # http:, mailto:
             $links++;
             my ($file, $anchor) = $target =~ /^([^#]*)(?:#(.*))?$/;

@@ -1,0 +1,81 @@
+#!/bin/bash
+# The documentation's generated parts (issue 33; tools/mkdocs.pl, `make docs`): every
+# `<!-- generated: COMMAND -->` block of README.md and docs/ is what its normbench command prints
+# now from the stores kept in docs/results/, docs/commands.md is the binary's help, every
+# relative link holds; and the check fails on a block edited by hand, on a stored metric changed
+# by one unit in its last place, on a broken link. Also the README's own bar: at most 20 KB, the
+# two commands and the start of the answer table on its first screen (TAP, for prove).
+set -u
+. "$(dirname "$0")/lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mkdocs() { perl "$root/tools/mkdocs.pl" "$@"; }
+page=docs/results/mnist.md
+store=docs/results/mnist-fashion.db
+report_block="normbench report --db $store --paper --format md"
+
+# 1. The tree as it is: up to date.
+check "every generated block, docs/commands.md and every link are up to date" 0 mkdocs --check --root "$root" "$NB"
+[ -s "$tmp/out" ] && grep -q "all up to date" "$tmp/out" || echo "$(head -n 60 "$tmp/out")" | sed 's/^/# /'
+has "it checked the blocks and the links" "$tmp/out" "^mkdocs: [1-9][0-9]* generated blocks, docs/commands.md and [1-9][0-9]* links checked"
+grep -qF -- "<!-- generated: $report_block -->" "$root/$page" && ok "$page has the report block of its store" \
+    || not_ok "$page has the report block of its store"
+
+# A copy of the pages and stores to spoil.
+fresh() {
+    rm -rf "$tmp/tree"
+    mkdir -p "$tmp/tree"
+    cp -R "$root/README.md" "$root/docs" "$tmp/tree/"
+    rm -rf "$tmp/tree"/docs/results/*.db-wal "$tmp/tree"/docs/results/*.db-shm "$tmp/tree"/docs/results/*-checkpoints
+}
+
+# 2. A number edited by hand inside a generated block: found, and `make docs` puts it back.
+fresh
+perl -0pi -e 's/(<!-- generated: normbench report[^\n]*\n(?:(?!<!-- end generated).*\n)*?\| layer \| \d+ \| \d\.\d{3})(\d)/$1.(($2 + 1) % 10)/e' "$tmp/tree/$page"
+if cmp -s "$tmp/tree/$page" "$root/$page"; then not_ok "the hand edit was made"; else ok "the hand edit was made"; fi
+check "a block edited by hand fails the check" 1 mkdocs --check --root "$tmp/tree" "$NB"
+has "naming the page, the line and the command" "$tmp/out" "^docs/results/mnist\.md:[0-9]+: the block of '$report_block' differs"
+has "with the difference" "$tmp/out" '^\+\| layer \| '
+check "make docs' rewrite" 0 mkdocs --root "$tmp/tree" "$NB"
+cmp -s "$tmp/tree/$page" "$root/$page" && ok "restores the block as it was" || not_ok "restores the block as it was"
+check "and the check passes again" 0 mkdocs --check --root "$tmp/tree" "$NB"
+
+# 3. A stored metric changed by one unit in its last place: one more test image wrong for run 4
+# (test_error is a count over the 10,000 test images: 4 decimals).
+fresh
+sqlite3 "$tmp/tree/$store" "update metrics set value = value + 0.0001 where rowid = (select rowid from metrics where run = 4 and name = 'test_error' order by step desc limit 1)"
+check "a stored metric changed by one unit in its last place fails the check" 1 mkdocs --check --root "$tmp/tree" "$NB"
+has "in the block printed from that store" "$tmp/out" "^docs/results/mnist\.md:[0-9]+: the block of '$report_block' differs"
+
+# 4. docs/commands.md edited by hand; a broken link; a command that fails.
+fresh
+sed -i 's/results store/result store/' "$tmp/tree/docs/commands.md"
+check "docs/commands.md edited by hand fails the check" 1 mkdocs --check --root "$tmp/tree" "$NB"
+has "naming it" "$tmp/out" "^docs/commands\.md differs from what the help texts say now"
+fresh
+printf '\nSee [nothing](nowhere.md) and [the guide](guide.md#no-such-heading).\n' >>"$tmp/tree/docs/speed.md"
+check "a broken link fails the check" 1 mkdocs --check --root "$tmp/tree" "$NB"
+has "a missing file is named" "$tmp/out" "^docs/speed\.md:[0-9]+: link to 'nowhere\.md': no file 'docs/nowhere\.md'"
+has "a missing anchor is named" "$tmp/out" "^docs/speed\.md:[0-9]+: link to 'guide\.md#no-such-heading': no heading or id 'no-such-heading' in docs/guide\.md"
+fresh
+printf '\n<!-- generated: normbench report --db docs/results/no-such.db --format md -->\n<!-- end generated -->\n' >>"$tmp/tree/docs/speed.md"
+check "a block whose command fails is an error" 2 mkdocs --check --root "$tmp/tree" "$NB"
+has "naming the page and the command" "$tmp/err" "^docs/speed\.md:[0-9]+: 'normbench report --db docs/results/no-such\.db --format md' exited 1"
+fresh
+printf '\n<!-- generated: echo 0.1234 -->\n<!-- end generated -->\n' >>"$tmp/tree/docs/speed.md"
+check "a block whose command is not normbench is refused" 2 mkdocs --check --root "$tmp/tree" "$NB"
+
+# 5. The README: at most 20 KB; its first screen holds the two commands and the answer table.
+size=$(wc -c <"$root/README.md")
+[ "$size" -le 20480 ] && ok "README.md is at most 20 KB ($size bytes)" || not_ok "README.md is at most 20 KB ($size bytes)"
+head -n 40 "$root/README.md" >"$tmp/screen"
+has "its first 40 lines hold 'make demo'" "$tmp/screen" '^ +make demo'
+has "and 'make test'" "$tmp/screen" '^ +make test'
+has "and the answer table" "$tmp/screen" '^\| \[mnist\]'
+grep -E '^\| \[' "$tmp/screen" | grep -oE '\]\[[a-z]+\]' | sort -u | tr -d '[]' >"$tmp/labels"
+bad=""
+for l in $(cat "$tmp/labels"); do grep -qE "^\[$l\]: docs/results/[a-z-]+\.md" "$root/README.md" || bad="$bad $l"; done
+[ -s "$tmp/labels" ] && [ -z "$bad" ] && ok "whose cells link to the results pages ($(tr '\n' ' ' <"$tmp/labels"))" \
+    || not_ok "whose cells link to the results pages (labels not in docs/results/:$bad)"
+
+echo "1..$n"
+[ $fails -eq 0 ]
