@@ -7,7 +7,7 @@
 #   make docs       the generated tables and docs/commands.md from their sources, the figures redrawn
 #   make lint       -Wall -Wextra -Werror build, cppcheck, clang-format check, banned functions
 #   make install    PREFIX=/usr/local (the binary, the man page normbench.1, the bash completion)
-#   make cuda       ./normbench with the CUDA backend (nn/cuda/, needs nvcc; see README.md)
+#   make cuda       ./normbench with the CUDA backend (nn/cuda/, needs nvcc; see docs/cuda.md)
 #   make test-cuda  the CUDA kernels against the CPU ones (on a machine with an NVIDIA GPU)
 
 CC      ?= gcc
@@ -17,7 +17,7 @@ OPT     ?= -O2 -march=native
 # -fopenmp: the OpenMP build of OpenBLAS (libopenblas0-openmp) shares libgomp's thread pool with
 # our own parallel loops (docs/numerics.md#threads: pthread OpenBLAS beside OpenMP loops slowed both here).
 # Open MPI (Debian's libopenmpi-dev): cmd/mpi.c, for sweeps and data-parallel runs under mpirun
-# or srun (README.md, "More than one machine"). Only cmd/ includes mpi.h.
+# or srun (docs/mpi.md). Only cmd/ includes mpi.h.
 # -Wno-psabi: gcc notes that 64-byte vector arguments change ABI where AVX-512 is off (an
 # -march without it); the helpers are static, so no ABI is crossed.
 MPI_CFLAGS ?= $(shell pkg-config --cflags ompi-c 2>/dev/null)
@@ -238,7 +238,7 @@ docs: $(BIN)
 	done
 
 # normbench against PyTorch on every task's training step, both in one session (needs Debian's
-# python3-torch; never run by `make test`). README's speed table comes from this. A task joins
+# python3-torch; never run by `make test`). docs/speed.md's tables come from this. A task joins
 # by adding compare/pytorch/TASK.py and a line here.
 COMPARE_THREADS ?= 2
 compare: $(BIN)
