@@ -77,5 +77,34 @@ for l in $(cat "$tmp/labels"); do grep -qE "^\[$l\]: docs/results/[a-z-]+\.md" "
 [ -s "$tmp/labels" ] && [ -z "$bad" ] && ok "whose cells link to the results pages ($(tr '\n' ' ' <"$tmp/labels"))" \
     || not_ok "whose cells link to the results pages (labels not in docs/results/:$bad)"
 
+# 6. Every mnist cell of the README's answer table is a number of the generated report block
+# (the test error's mean ± std of a norm's row; "X× faster|slower" of its sentence).
+perl -e '
+    my ($readme, $page) = @ARGV;
+    open(my $r, "<", $readme) or die;
+    my @rows = grep { /^\| \[mnist\]\[m\]/ } <$r>;
+    open(my $p, "<", $page) or die;
+    local $/;
+    my ($block) = <$p> =~ /<!-- generated: normbench report[^\n]*\n(.*?)<!-- end generated -->/s;
+    die "no report block in $page\n" unless defined $block;
+    my @norms = qw(none batch weight layer rms prms);
+    my ($cells, $bad) = (0, 0);
+    for my $row (@rows) {
+        my @c = split /\s*\|\s*/, $row;
+        splice(@c, 0, 2);
+        for my $i (0 .. 5) {
+            next unless defined $c[$i] && $c[$i] =~ /^\[(.+)\]\[m\]$/;
+            my $v = $1;
+            $cells++;
+            my $found = $v =~ /^\d\.\d+ ± \d\.\d+$/ ? $block =~ /^\| $norms[$i] \| \d+ \| \Q$v\E \|/m
+                : $v =~ /× (faster|slower)$/ ? $block =~ /^- $norms[$i] ran \Q$v\E per step than layer$/m : 0;
+            if (!$found) { print "$norms[$i]: \x27$v\x27 is not in the report block of $page\n"; $bad++; }
+        }
+    }
+    print "$cells cells\n";
+    exit($bad || $cells < 10 ? 1 : 0);
+' "$root/README.md" "$root/$page" >"$tmp/out" 2>&1 && ok "the README's mnist cells are the generated block's numbers ($(tail -n 1 "$tmp/out"))" \
+    || not_ok "the README's mnist cells are the generated block's numbers" "$(cat "$tmp/out")"
+
 echo "1..$n"
 [ $fails -eq 0 ]
