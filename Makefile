@@ -230,12 +230,12 @@ demo: deps $(BIN)
 # too), the historical ones (their stores are elsewhere) by gnuplot from the data beside them.
 # No training, no benchmark; tests/cli/90-docs.t fails when a page differs from what this writes.
 docs: $(BIN)
-	perl tools/mkdocs.pl $(CURDIR)/$(BIN)
 	./$(BIN) plot --task mnist --db docs/results/mnist-fashion.db --out docs/results/mnist-fashion
 	@command -v gnuplot >/dev/null || { echo "make docs: gnuplot is needed to redraw the figures (apt-get install gnuplot-nox)"; exit 1; }
 	@for gp in docs/results/*.gp; do \
 	  (cd docs/results && gnuplot "$$(basename $$gp)") || { echo "make docs: gnuplot $$gp failed"; exit 1; }; \
 	done
+	perl tools/mkdocs.pl $(CURDIR)/$(BIN)
 
 # normbench against PyTorch on every task's training step, both in one session (needs Debian's
 # python3-torch; never run by `make test`). docs/speed.md's tables come from this. A task joins
