@@ -25,6 +25,7 @@ use warnings;
 use Cwd qw(abs_path);
 use File::Find;
 use File::Temp qw(tempfile);
+use Encode qw(decode);
 
 my ($check, $root, $bin) = (0, '.');
 while (@ARGV) {
@@ -214,7 +215,7 @@ sub anchors_of {
     my %a;
     my %seen;
     my $fence = 0;
-    for my $line (split /\n/, read_file($page)) {
+    for my $line (split /\n/, decode("UTF-8", read_file($page))) {
         if ($line =~ /^(```|~~~)/) { $fence = !$fence; next; }
         next if $fence;
         if ($line =~ /^#{1,6}\s+(.*?)\s*#*\s*$/) {
@@ -255,7 +256,7 @@ for my $page (@pages) {
                 next;
             }
             next unless defined $anchor && length $anchor;
-            if ($path !~ /\.md$/ || !anchors_of($path)->{$anchor}) {
+            if ($path !~ /\.md$/ || !anchors_of($path)->{decode("UTF-8", $anchor)}) {
                 print "$page:$n: link to '$target': no heading or id '$anchor' in $path\n";
                 $failed = 1;
             }
