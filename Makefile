@@ -226,12 +226,15 @@ demo: deps $(BIN)
 # The documentation's generated parts (tools/mkdocs.pl): every `<!-- generated: COMMAND -->`
 # block of README.md and docs/ rewritten by running its command (report, runs, show on the
 # stores kept in docs/results/), docs/commands.md from the help texts, every relative link
-# checked; then every figure redrawn: the Fashion-MNIST sweep's from its store (data and script
-# too), the historical ones (their stores are elsewhere) by gnuplot from the data beside them.
+# checked; first every figure is redrawn: those of the stores kept here (Fashion-MNIST, mt
+# synthetic) from their stores, data and script too, the historical ones (their stores are
+# elsewhere) by gnuplot from the data beside them.
 # No training, no benchmark; tests/cli/90-docs.t fails when a page differs from what this writes.
 docs: $(BIN)
-	./$(BIN) plot --task mnist --db docs/results/mnist-fashion.db --out docs/results/mnist-fashion
 	@command -v gnuplot >/dev/null || { echo "make docs: gnuplot is needed to redraw the figures (apt-get install gnuplot-nox)"; exit 1; }
+	./$(BIN) plot --task mnist --db docs/results/mnist-fashion.db --out docs/results/mnist-fashion
+	./$(BIN) plot --task mt --db docs/results/mt-rnnsearch-synthetic.db --metric train_loss,val_bleu \
+	  --out docs/results/mt-rnnsearch-synthetic
 	@for gp in docs/results/*.gp; do \
 	  (cd docs/results && gnuplot "$$(basename $$gp)") || { echo "make docs: gnuplot $$gp failed"; exit 1; }; \
 	done
