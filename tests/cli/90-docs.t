@@ -106,5 +106,32 @@ perl -e '
 ' "$root/README.md" "$root/$page" >"$tmp/out" 2>&1 && ok "the README's mnist cells are the generated block's numbers ($(tail -n 1 "$tmp/out"))" \
     || not_ok "the README's mnist cells are the generated block's numbers" "$(cat "$tmp/out")"
 
+# The README's synthetic mt cells ("here") are the steps-to-target column of that page's block.
+perl -e '
+    my ($readme, $page) = @ARGV;
+    open(my $r, "<", $readme) or die;
+    my ($row) = grep { /^\| \[mt RNNSearch\]\[r\] synthetic toy, here/ } <$r>;
+    die "no synthetic row in $readme\n" unless $row;
+    open(my $p, "<", $page) or die;
+    local $/;
+    my ($block) = <$p> =~ /<!-- generated: normbench report --db docs\/results\/mt-rnnsearch-synthetic\.db[^\n]*\n(.*?)<!-- end generated -->/s;
+    die "no report block of the synthetic store in $page\n" unless defined $block;
+    my @norms = qw(none batch weight layer rms prms);
+    my @c = split /\s*\|\s*/, $row;
+    splice(@c, 0, 2);
+    my ($cells, $bad) = (0, 0);
+    for my $i (0 .. 5) {
+        next unless $c[$i] =~ /^\[(.+)\]\[r\]$/;
+        (my $v = $1) =~ s/^never /- /;
+        $cells++;
+        # the row of the first table: norm | runs | 6 metric columns | speed-up | steps to target
+        my ($got) = $block =~ /^\| $norms[$i] \|(?: [^|]+ \|){7} ([^|]+) \|/m;
+        if (!defined $got || $got ne $v) { print "$norms[$i]: \x27$v\x27, the block says \x27", $got // "nothing", "\x27\n"; $bad++; }
+    }
+    print "$cells cells\n";
+    exit($bad || $cells < 4 ? 1 : 0);
+' "$root/README.md" "$root/docs/results/mt-rnnsearch.md" >"$tmp/out" 2>&1 && ok "the README's synthetic mt cells are the generated block's ($(tail -n 1 "$tmp/out"))" \
+    || not_ok "the README's synthetic mt cells are the generated block's" "$(cat "$tmp/out")"
+
 echo "1..$n"
 [ $fails -eq 0 ]
