@@ -4,9 +4,10 @@
 #   make test       install missing Debian packages, build, run unit + gradient + reference + CLI tests
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       every norm on Fashion-MNIST, then the report
+#   make docs       the generated tables and docs/commands.md from their sources, the figures redrawn
 #   make lint       -Wall -Wextra -Werror build, cppcheck, clang-format check, banned functions
 #   make install    PREFIX=/usr/local (the binary, the man page normbench.1, the bash completion)
-#   make cuda       ./normbench with the CUDA backend (nn/cuda/, needs nvcc; see README.md)
+#   make cuda       ./normbench with the CUDA backend (nn/cuda/, needs nvcc; see docs/cuda.md)
 #   make test-cuda  the CUDA kernels against the CPU ones (on a machine with an NVIDIA GPU)
 
 CC      ?= gcc
@@ -16,7 +17,7 @@ OPT     ?= -O2 -march=native
 # -fopenmp: the OpenMP build of OpenBLAS (libopenblas0-openmp) shares libgomp's thread pool with
 # our own parallel loops (docs/numerics.md#threads: pthread OpenBLAS beside OpenMP loops slowed both here).
 # Open MPI (Debian's libopenmpi-dev): cmd/mpi.c, for sweeps and data-parallel runs under mpirun
-# or srun (README.md, "More than one machine"). Only cmd/ includes mpi.h.
+# or srun (docs/mpi.md). Only cmd/ includes mpi.h.
 # -Wno-psabi: gcc notes that 64-byte vector arguments change ABI where AVX-512 is off (an
 # -march without it); the helpers are static, so no ABI is crossed.
 MPI_CFLAGS ?= $(shell pkg-config --cflags ompi-c 2>/dev/null)
@@ -64,7 +65,7 @@ LIB      := $(BUILD)/libnormbench.a
 BIN      := $(if $(filter build,$(BUILD)),normbench,$(BUILD)/normbench)
 MAN      := $(BUILD)/normbench.1
 
-.PHONY: all test check unit cli asan demo compare lint format install install-files deps clean fuzz cuda test-cuda FORCE
+.PHONY: all test check unit cli asan demo docs compare lint format install install-files deps clean fuzz cuda test-cuda FORCE
 .DEFAULT_GOAL := all
 
 all: $(BIN) $(MAN)
@@ -222,8 +223,25 @@ demo: deps $(BIN)
 	done
 	./$(BIN) report --db $(DEMO_DB)
 
+# The documentation's generated parts (tools/mkdocs.pl): every `<!-- generated: COMMAND -->`
+# block of README.md and docs/ rewritten by running its command (report, runs, show on the
+# stores kept in docs/results/), docs/commands.md from the help texts, every relative link
+# checked; first every figure is redrawn: those of the stores kept here (Fashion-MNIST, mt
+# synthetic) from their stores, data and script too, the historical ones (their stores are
+# elsewhere) by gnuplot from the data beside them.
+# No training, no benchmark; tests/cli/90-docs.t fails when a page differs from what this writes.
+docs: $(BIN)
+	@command -v gnuplot >/dev/null || { echo "make docs: gnuplot is needed to redraw the figures (apt-get install gnuplot-nox)"; exit 1; }
+	./$(BIN) plot --task mnist --db docs/results/mnist-fashion.db --out docs/results/mnist-fashion
+	./$(BIN) plot --task mt --db docs/results/mt-rnnsearch-synthetic.db --metric train_loss,val_bleu \
+	  --out docs/results/mt-rnnsearch-synthetic
+	@for gp in docs/results/*.gp; do \
+	  (cd docs/results && gnuplot "$$(basename $$gp)") || { echo "make docs: gnuplot $$gp failed"; exit 1; }; \
+	done
+	perl tools/mkdocs.pl $(CURDIR)/$(BIN)
+
 # normbench against PyTorch on every task's training step, both in one session (needs Debian's
-# python3-torch; never run by `make test`). README's speed table comes from this. A task joins
+# python3-torch; never run by `make test`). docs/speed.md's tables come from this. A task joins
 # by adding compare/pytorch/TASK.py and a line here.
 COMPARE_THREADS ?= 2
 compare: $(BIN)

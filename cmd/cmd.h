@@ -179,7 +179,7 @@ int nb_opt_seen(const nb_opt *opts, const char *name);
 /* Prints usage and the option table to f. */
 void nb_print_help(FILE *f, const char *usage, const nb_opt *opts);
 
-/* Shared environment defaults (README, "Commands"): the store path (NORMBENCH_DB, else
+/* Shared environment defaults (docs/guide.md, "Commands"): the store path (NORMBENCH_DB, else
  * ./normbench.db) and the data directory (NORMBENCH_DATA, else $XDG_CACHE_HOME/normbench, else
  * ~/.cache/normbench). Return pointers to static storage. */
 const char *nb_default_db(void);

@@ -44,8 +44,8 @@ static const char sweep_usage[] =
     "'normbench run' (see 'normbench run --help'); --norm and --seed are replaced by --norms and\n"
     "--seeds. The options that vary are recorded as the run's variant ('--batch 4'); report\n"
     "compares norms within a variant. Under mpirun or srun the jobs are handed out to the MPI\n"
-    "ranks, one per rank at a time, and rank 0 alone writes the store (README: More than one\n"
-    "machine). Exit status: 0 when every job finished, 1 when any did not, 2 usage error.\n";
+    "ranks, one per rank at a time, and rank 0 alone writes the store (docs/mpi.md in the\n"
+    "source). Exit status: 0 when every job finished, 1 when any did not, 2 usage error.\n";
 
 /* run's options whose values are never split at commas. */
 static const char *const no_split[] = {"data-dir", "tag", "dataset", NULL};

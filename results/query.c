@@ -653,7 +653,7 @@ int nb_run_find_by_tag(nb_store *s, const char *key, const char *value, const ch
     return 0;
 }
 
-/* Keep in step with nb_report_ignored_keys (the SQL list below) and README's report section. */
+/* Keep in step with nb_report_ignored_keys (the SQL list below) and docs/guide.md, report. */
 #define IGNORED_KEYS "'seed', 'threads', 'data_dir', 'eval_batch', 'log_every'"
 const char nb_report_ignored_keys[] = "seed, threads, data_dir, eval_batch, log_every";
 

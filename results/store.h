@@ -1,4 +1,4 @@
-/* results/store.h — the SQLite results store (README, "Commands").
+/* results/store.h — the SQLite results store (docs/guide.md, "Commands").
  *
  * Tables (STRICT): runs, params, metrics, tags. A store is marked by PRAGMA application_id
  * ("norm"); a database is identified as a store (by that id, or, for a store made before it, by

@@ -1151,7 +1151,7 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
     }
     /* token batches: an epoch is the batches of one pass in the order of a first shuffle
      * (each epoch's shuffle cuts a few more or fewer: a short pass runs on into the next
-     * shuffle, a long one is cut; docs: README, task mt) */
+     * shuffle, a long one is cut; docs: docs/results/mt-rnnsearch.md, the task) */
     int64_t steps_per_epoch = (r.d.train.n + cfg->batch - 1) / cfg->batch;
     if (r.o->batch_tokens > 0) {
         nb_rng trial;

@@ -208,5 +208,5 @@ the fetched datasets
 .SH SEE ALSO
 .BR gnuplot (1),
 .BR sqlite3 (1);
-README.md, docs/papers.md and docs/numerics.md in normbench's source.
+README.md, docs/guide.md, docs/results/, docs/papers.md and docs/numerics.md in normbench's source.
 EOF

@@ -1,5 +1,5 @@
 #!/bin/bash
-# README's full comparisons on the real Multi30k (issues 16 and 17's quality bars), one script for
+# The full comparisons on the real Multi30k of docs/results/mt-rnnsearch.md and mt-transformer.md (issues 16 and 17's quality bars), one script for
 # both models: a queue of runs, JOBS at a time with THREADS threads each, then `report` and `plot`.
 #
 #   MODEL=rnnsearch (default): RNNSearch 256/512, 10 epochs (3,630 steps of batch 80), lr 5e-4,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# README's one-epoch Multi30k comparison: RNNSearch (256/512) on the real Multi30k, six runs side
+# The one-epoch Multi30k comparison of docs/results/mt-rnnsearch.md: RNNSearch (256/512) on the real Multi30k, six runs side
 # by side with 2 threads each (a 16-core machine): none, layer, rms, prms with seed 1, layer and
 # rms with seed 2; one epoch, lr 5e-4, no dropout, validation twice, test BLEU on 200 sentences
 # per test set. The full comparison's script with these settings.

@@ -1,5 +1,6 @@
-# normbench plot: mnist / fashion-mnist
-# made by: normbench plot --task mnist --db /tmp/readme.db --out docs/mnist-fashion
+# normbench plot: the figure, and the command line that made it
+nb_figure = 'mnist / fashion-mnist'
+nb_command = 'normbench plot --task mnist --db docs/results/mnist-fashion.db --out docs/results/mnist-fashion'
 # Edit and rerun from this directory: gnuplot mnist-fashion.gp
 # Data: mnist-fashion-data/METRIC-step|time-NORM.dat, columns: x (training step, or seconds
 # since the run started), smoothed mean over the runs, that mean minus and
@@ -28,7 +29,7 @@ set xrange [0:*]
 set autoscale xfixmax
 set multiplot layout 2,2 title 'mnist / fashion-mnist'."\n".'mean over seeds, band ± 1 std within the runs'' range; training loss: debiased EMA 0.6 (faint: raw)'
 
-# ---- train_loss against steps
+# ---- a panel against steps
 set title 'training loss against training steps'
 set xlabel 'training step'
 set ylabel 'training loss (cross-entropy, nats)'
@@ -46,14 +47,14 @@ plot 'mnist-fashion-data/train_loss-step-none.dat' using 1:3:4 with filledcurves
      'mnist-fashion-data/train_loss-step-layer.dat' using 1:5 with lines lc rgb '#a01f77b4' lw 1 notitle, \
      'mnist-fashion-data/train_loss-step-rms.dat' using 1:5 with lines lc rgb '#a0d62728' lw 1 notitle, \
      'mnist-fashion-data/train_loss-step-prms.dat' using 1:5 with lines lc rgb '#a0ff7f0e' lw 1 notitle, \
-     'mnist-fashion-data/train_loss-step-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs)', \
-     'mnist-fashion-data/train_loss-step-batch.dat' using 1:2 with lines lc rgb '#2ca02c' lw 2.5 title 'batch (3 runs)', \
-     'mnist-fashion-data/train_loss-step-weight.dat' using 1:2 with lines lc rgb '#8c564b' lw 2.5 title 'weight (3 runs)', \
-     'mnist-fashion-data/train_loss-step-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs)', \
-     'mnist-fashion-data/train_loss-step-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs)', \
-     'mnist-fashion-data/train_loss-step-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs)'
+     'mnist-fashion-data/train_loss-step-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-step-batch.dat' using 1:2 with lines lc rgb '#2ca02c' lw 2.5 title 'batch (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-step-weight.dat' using 1:2 with lines lc rgb '#8c564b' lw 2.5 title 'weight (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-step-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-step-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-step-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)'
 
-# ---- train_loss against time
+# ---- a panel against time
 set title 'training loss against wall-clock time'
 set xlabel 'wall-clock time since the run started (s, evaluation included)'
 set ylabel 'training loss (cross-entropy, nats)'
@@ -71,14 +72,14 @@ plot 'mnist-fashion-data/train_loss-time-none.dat' using 1:3:4 with filledcurves
      'mnist-fashion-data/train_loss-time-layer.dat' using 1:5 with lines lc rgb '#a01f77b4' lw 1 notitle, \
      'mnist-fashion-data/train_loss-time-rms.dat' using 1:5 with lines lc rgb '#a0d62728' lw 1 notitle, \
      'mnist-fashion-data/train_loss-time-prms.dat' using 1:5 with lines lc rgb '#a0ff7f0e' lw 1 notitle, \
-     'mnist-fashion-data/train_loss-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs)', \
-     'mnist-fashion-data/train_loss-time-batch.dat' using 1:2 with lines lc rgb '#2ca02c' lw 2.5 title 'batch (3 runs)', \
-     'mnist-fashion-data/train_loss-time-weight.dat' using 1:2 with lines lc rgb '#8c564b' lw 2.5 title 'weight (3 runs)', \
-     'mnist-fashion-data/train_loss-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs)', \
-     'mnist-fashion-data/train_loss-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs)', \
-     'mnist-fashion-data/train_loss-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs)'
+     'mnist-fashion-data/train_loss-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-time-batch.dat' using 1:2 with lines lc rgb '#2ca02c' lw 2.5 title 'batch (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-time-weight.dat' using 1:2 with lines lc rgb '#8c564b' lw 2.5 title 'weight (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)'
 
-# ---- val_error against steps
+# ---- a panel against steps
 set title 'validation error against training steps'
 set xlabel 'training step'
 set ylabel 'validation error (fraction)'
@@ -90,14 +91,14 @@ plot 'mnist-fashion-data/val_error-step-none.dat' using 1:3:4 with filledcurves 
      'mnist-fashion-data/val_error-step-layer.dat' using 1:3:4 with filledcurves fc rgb '#1f77b4' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/val_error-step-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/val_error-step-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
-     'mnist-fashion-data/val_error-step-none.dat' using 1:2 with linespoints lc rgb '#7f7f7f' lw 2.5 pt 7 ps 0.7 title 'none (3 runs)', \
-     'mnist-fashion-data/val_error-step-batch.dat' using 1:2 with linespoints lc rgb '#2ca02c' lw 2.5 pt 7 ps 0.7 title 'batch (3 runs)', \
-     'mnist-fashion-data/val_error-step-weight.dat' using 1:2 with linespoints lc rgb '#8c564b' lw 2.5 pt 7 ps 0.7 title 'weight (3 runs)', \
-     'mnist-fashion-data/val_error-step-layer.dat' using 1:2 with linespoints lc rgb '#1f77b4' lw 2.5 pt 7 ps 0.7 title 'layer (3 runs)', \
-     'mnist-fashion-data/val_error-step-rms.dat' using 1:2 with linespoints lc rgb '#d62728' lw 2.5 pt 7 ps 0.7 title 'rms (3 runs)', \
-     'mnist-fashion-data/val_error-step-prms.dat' using 1:2 with linespoints lc rgb '#ff7f0e' lw 2.5 pt 7 ps 0.7 title 'prms (3 runs)'
+     'mnist-fashion-data/val_error-step-none.dat' using 1:2 with linespoints lc rgb '#7f7f7f' lw 2.5 pt 7 ps 0.7 title 'none (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-step-batch.dat' using 1:2 with linespoints lc rgb '#2ca02c' lw 2.5 pt 7 ps 0.7 title 'batch (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-step-weight.dat' using 1:2 with linespoints lc rgb '#8c564b' lw 2.5 pt 7 ps 0.7 title 'weight (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-step-layer.dat' using 1:2 with linespoints lc rgb '#1f77b4' lw 2.5 pt 7 ps 0.7 title 'layer (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-step-rms.dat' using 1:2 with linespoints lc rgb '#d62728' lw 2.5 pt 7 ps 0.7 title 'rms (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-step-prms.dat' using 1:2 with linespoints lc rgb '#ff7f0e' lw 2.5 pt 7 ps 0.7 title 'prms (3 runs, seeds 1,2,3)'
 
-# ---- val_error against time
+# ---- a panel against time
 set title 'validation error against wall-clock time'
 set xlabel 'wall-clock time since the run started (s, evaluation included)'
 set ylabel 'validation error (fraction)'
@@ -109,12 +110,12 @@ plot 'mnist-fashion-data/val_error-time-none.dat' using 1:3:4 with filledcurves 
      'mnist-fashion-data/val_error-time-layer.dat' using 1:3:4 with filledcurves fc rgb '#1f77b4' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/val_error-time-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/val_error-time-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
-     'mnist-fashion-data/val_error-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs)', \
-     'mnist-fashion-data/val_error-time-batch.dat' using 1:2 with lines lc rgb '#2ca02c' lw 2.5 title 'batch (3 runs)', \
-     'mnist-fashion-data/val_error-time-weight.dat' using 1:2 with lines lc rgb '#8c564b' lw 2.5 title 'weight (3 runs)', \
-     'mnist-fashion-data/val_error-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs)', \
-     'mnist-fashion-data/val_error-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs)', \
-     'mnist-fashion-data/val_error-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs)'
+     'mnist-fashion-data/val_error-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-time-batch.dat' using 1:2 with lines lc rgb '#2ca02c' lw 2.5 title 'batch (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-time-weight.dat' using 1:2 with lines lc rgb '#8c564b' lw 2.5 title 'weight (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)'
 unset multiplot
 set output
 }
