@@ -27,7 +27,7 @@ set tics nomirror
 set format x '%g'
 set xrange [0:*]
 set autoscale xfixmax
-set multiplot layout 2,2 title 'mt / synthetic [rnnsearch]'."\n".'mean over seeds, band ± 1 std within the runs'' range; training loss: debiased EMA 0.6 (faint: raw)'
+set multiplot layout 2,2 title 'mt / synthetic [rnnsearch]'."\n".'mean over seeds, band ± 1 std within the runs'."'".' range; training loss: debiased EMA 0.6 (faint: raw)'
 
 # ---- a panel against steps
 set title 'training loss against training steps'
