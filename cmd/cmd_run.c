@@ -240,7 +240,8 @@ static void kv_int(nb_buf *b, const char *k, int64_t v) {
     nb_buf_printf(b, ": %lld", (long long)v);
 }
 
-static char *config_json(const nb_train_cfg *cfg) {
+/* hosts: 0 leaves out the ranks and their hosts (the text the ranks compare, cmd/mpi.h) */
+static char *config_json(const nb_train_cfg *cfg, int hosts) {
     nb_buf j = {0};
     nb_buf_puts(&j, "{");
     kv_str(&j, "task", cfg->task);
@@ -275,12 +276,14 @@ static char *config_json(const nb_train_cfg *cfg) {
     kv_int(&j, "threads", cfg->threads);
     kv_str(&j, "denormals", cfg->flush_denormals ? "flushed-to-zero" : "ieee");
     nb_task_opts_json(nb_task_find(cfg->task), cfg, &j); /* the task's own options */
-    if (cfg->dist && cfg->dist->size > 1) {              /* data-parallel (cmd/mpi.h) */
+    if (cfg->dist && cfg->dist->size > 1 && hosts) {     /* data-parallel (cmd/mpi.h) */
         kv_int(&j, "ranks", cfg->dist->size);
-        char *hosts = nb_mpi_hosts_json();
+        char *list = nb_mpi_hosts_json();
         nb_buf_puts(&j, ", \"hosts\": ");
-        nb_buf_puts(&j, hosts ? hosts : "null");
-        free(hosts);
+        nb_buf_puts(&j, list ? list : "null");
+        free(list);
+    }
+    if (cfg->dist && cfg->dist->size > 1) {
         kv_str(&j, "bn_statistics", cfg->dist->bn_sync ? "global" : "per-rank");
     }
     nb_buf_puts(&j, "}");
@@ -942,7 +945,19 @@ int cmd_run(int argc, const char **argv) {
     return nb_run_exec(argc, argv, NULL);
 }
 
+static int run_exec(int argc, const char **argv, const nb_run_host *h);
+
 int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
+    /* data-parallel: until the first step the ranks meet only in agreements (cmd/mpi.h); a rank
+     * whose set-up stopped before its next one takes part in it, so that no rank waits */
+    const int dp = nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop));
+    if (dp) nb_mpi_setup_begin();
+    int rc = run_exec(argc, argv, h);
+    if (dp) nb_mpi_setup_fail(rc);
+    return rc;
+}
+
+static int run_exec(int argc, const char **argv, const nb_run_host *h) {
     /* --resume RUN [--db FILE] [--quiet]: continue a run from its last checkpoint. */
     int64_t resume_id = 0, resume_step = 0;
     int from_scratch = 0;
@@ -990,6 +1005,15 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
                                      &resume_buf, rargs + 1, 250, &nargs, resume_ckpt,
                                      sizeof resume_ckpt, &resume_step, &resume_ident, &resume_ranks,
                                      &resume_bn_groups);
+            if (dp) { /* every rank resumes this run */
+                char what[96];
+                snprintf(what, sizeof what, "resumes run %lld%s", (long long)resume_id,
+                         from_scratch ? " from scratch" : "");
+                if ((rrc = nb_mpi_setup_agree(NB_MPI_START, rrc, what)) != 0) {
+                    free(resume_buf);
+                    return rrc;
+                }
+            }
             if (dp) { /* ... and gives every rank what it found, the checkpoint's bytes too */
                 nb_mpi_resume sh;
                 memset(&sh, 0, sizeof sh);
@@ -1047,6 +1071,10 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
             argv = rargs;
             break;
         }
+    if (dp && !resume_id) {
+        int src = nb_mpi_setup_agree(NB_MPI_START, 0, "starts a new run");
+        if (src) return src;
+    }
     run_args a;
     int rc = parse_run(argc, argv, &a);
     if (rc < 0) return NB_EXIT_OK;
@@ -1160,8 +1188,14 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
             remove_stale_checkpoints(dbpath);
         }
     }
-    /* data-parallel: a rank that failed alone (rank 0 with the store) stops every rank */
-    if (dp) rc = nb_mpi_agree(rc);
+    /* data-parallel: the ranks' configurations agree, and a rank that failed alone (rank 0
+     * with the store) stops every rank */
+    if (dp) {
+        char *canon = rc ? NULL : config_json(&cfg, 0);
+        if (!rc && !canon) rc = nb_die("out of memory");
+        rc = nb_mpi_setup_agree(NB_MPI_CONFIG, rc, canon);
+        free(canon);
+    }
     if (rc) {
         nb_store_close(ctx.store);
         free(resume_buf);
@@ -1183,7 +1217,7 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
         sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session */
     }
 
-    char *json = config_json(&cfg);
+    char *json = config_json(&cfg, 1);
     if (!json) {
         free(resume_buf);
         free(resume_bytes);
