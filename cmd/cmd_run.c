@@ -40,6 +40,13 @@ static const char run_usage[] =
     "its sentences) of every batch (data-parallel; --bn-sync for BatchNorm over the global\n"
     "batch: mnist and cifar), and\n"
     "'mpirun -np N normbench run --resume RUN' resumes it (rank 0 sends the checkpoint).\n"
+    "Every rank must be given the same options and data (only --data-dir, --threads, --db,\n"
+    "--quiet and --no-fetch may differ): the ranks compare them before the first step, and all\n"
+    "stop naming the first option (or part of the data) that differs; a run whose options\n"
+    "differ is not recorded, one whose data differ is recorded as failed.\n"
+    "A write that finds the store locked by another process waits for it (120 s in all, or\n"
+    "NORMBENCH_STORE_WAIT seconds); past that the run fails, and the message says how to\n"
+    "continue it with --resume.\n"
     "Exit status: 0 finished, 1 failed, interrupted or diverged, 2 usage error.\n";
 
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
@@ -181,6 +188,12 @@ static const char *sink_checkpoint(void *ctx, nb_err *err) {
         return NULL;
     }
     if (!c->ckpt[0] && checkpoint_file(c->ckpt, sizeof c->ckpt, c->db, c->run_id, 1, err) != 0)
+        return NULL;
+    /* a resumed run's path is known already: its directory may not be (--from-scratch of a
+     * run that never wrote a checkpoint) */
+    char dir[4096];
+    if (!c->rec->ckpt_dir && c->db &&
+        checkpoint_file(dir, sizeof dir, c->db, c->run_id, 1, err) != 0)
         return NULL;
     if (!c->have_ident) {
         nb_ckpt_ident_set(&c->ident, c->store_id, c->run_id, c->spec.task, c->spec.norm,
@@ -1185,6 +1198,12 @@ static int run_exec(int argc, const char **argv, const nb_run_host *h) {
         } else {
             local.ctx = ctx.store;
             rec = &local;
+            /* how long a write waits for another process's lock (tests set a short wait) */
+            const char *w = getenv("NORMBENCH_STORE_WAIT");
+            char *end = NULL;
+            double ws = w && *w ? strtod(w, &end) : -1;
+            if (ws >= 0 && ws <= 86400 && end && !*end)
+                nb_store_set_busy_timeout(ctx.store, (int)(ws * 1000));
             remove_stale_checkpoints(dbpath);
         }
     }
@@ -1312,6 +1331,19 @@ static int run_exec(int argc, const char **argv, const nb_run_host *h) {
     int trc = nb_task_find(cfg.task)->train(&cfg, &sink, &status, &err);
     nb_progress_end(&ctx.progress);
     int exit_code = NB_EXIT_OK;
+    /* the store stayed locked past the wait: the run is kept as it was, and resumable */
+    const int locked_out = ctx.store && nb_store_gave_up(ctx.store) && ctx.created;
+    if (locked_out) {
+        struct stat ck;
+        const int have_ckpt = ctx.ckpt[0] && stat(ctx.ckpt, &ck) == 0;
+        nb_hintf(trc != 0 ? &err : NULL,
+                 "the run is kept%s: once the store is free, continue it with 'normbench run "
+                 "--resume %lld%s --db %s'",
+                 have_ckpt ? " with its last checkpoint" : "", (long long)ctx.run_id,
+                 have_ckpt ? "" : " --from-scratch", dbpath);
+        /* recording its end waits no longer: it shows as crashed until resumed */
+        nb_store_set_busy_timeout(ctx.store, 1000);
+    }
     if (trc != 0) {
         status = NB_STATUS_FAILED;
         exit_code = nb_report_err(&err);
@@ -1325,8 +1357,19 @@ static int run_exec(int argc, const char **argv, const nb_run_host *h) {
         const char *msg = status == NB_STATUS_FINISHED      ? NULL
                           : status == NB_STATUS_INTERRUPTED ? "interrupted by a signal"
                                                             : err.msg;
-        if (rec->finish(rec->ctx, ctx.run_id, nb_status_name(status), msg, &ferr) != 0)
-            exit_code = nb_report_err(&ferr);
+        if (rec->finish(rec->ctx, ctx.run_id, nb_status_name(status), msg, &ferr) != 0) {
+            if (ctx.store && nb_store_gave_up(ctx.store)) {
+                struct stat ck;
+                const int have_ckpt = ctx.ckpt[0] && stat(ctx.ckpt, &ck) == 0;
+                nb_hintf(&ferr,
+                         "run %lld is kept%s and shows as crashed: once the store is free, "
+                         "continue it with 'normbench run --resume %lld%s --db %s'",
+                         (long long)ctx.run_id, have_ckpt ? " with its last checkpoint" : "",
+                         (long long)ctx.run_id, have_ckpt ? "" : " --from-scratch", dbpath);
+            }
+            if (!locked_out || trc == 0) exit_code = nb_report_err(&ferr);
+            status = NB_STATUS_FAILED; /* not finished: its checkpoint is kept */
+        }
         if (status == NB_STATUS_DIVERGED)
             fprintf(stderr, "error: run %lld diverged: %s\n", (long long)ctx.run_id, err.msg);
         else if (status == NB_STATUS_INTERRUPTED)
