@@ -133,7 +133,8 @@ typedef struct nb_trainer {
 } nb_trainer;
 
 /* Adds the line "name n hash" to t->data_fp: n bytes at p and a 64-bit hash of them (8 bytes
- * at a time: ~1 ms per 10 MB). name: a part of the data, e.g. "train.x". */
+ * at a time in four lanes: 0.9 s for 600 MB, CIFAR-10's training images, on a loaded machine).
+ * name: a part of the data, e.g. "train.x". */
 void nb_train_fp(nb_trainer *t, const char *name, const void *p, size_t n);
 
 /* The update that follows a step's backward, as the loop does it: clipping (global at clip > 0
