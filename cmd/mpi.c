@@ -960,9 +960,13 @@ int nb_mpi_setup_agree(int stage, int rc, const char *text) {
                     "--data-dir, --threads, --db, --quiet and --no-fetch may differ)\n",
                     k0, v0, vr, r, opt);
         }
-        if (mpi_rank != 0)
+        const char *what = stage == NB_MPI_CONFIG ? "options" : "command line";
+        if (mpi_rank == r)
             fprintf(stderr, "error: rank %d stops: its %s differ from rank 0's (rank 0 says how)\n",
-                    mpi_rank, stage == NB_MPI_CONFIG ? "options" : "command line and options");
+                    r, what);
+        else if (mpi_rank != 0)
+            fprintf(stderr, "error: rank %d stops: rank %d's %s differ from rank 0's\n", mpi_rank,
+                    r, what);
     }
     if (!out && stage == NB_MPI_CONFIG) { /* kept for the data's message */
         setup_dirs_free();

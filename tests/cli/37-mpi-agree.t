@@ -31,6 +31,13 @@ for c in '--lr 1e-3 1e-2 lr 0.001 0.01' '--norm layer rms norm "layer" "rms"' '-
     [ "$(runs "$db")" = 0 ] && ok "$opt: no run recorded" || not_ok "$opt: no run recorded ($(runs "$db"))"
 done
 
+# three ranks, the last one different: every rank says why it stops
+check "-np 2 --lr 1e-3 : -np 1 --lr 1e-2 is refused" 2 $MPI -np 2 "$NB" run mnist $q --db "$tmp/3.db" \
+    --lr 1e-3 : -np 1 "$NB" run mnist $q --db "$tmp/3.db" --lr 1e-2
+has "rank 0 names rank 2" "$tmp/err" '^error: the ranks were given different options: lr is 0.001 on rank 0 but 0.01 on rank 2'
+has "rank 1 says rank 2 differs" "$tmp/err" "^error: rank 1 stops: rank 2's options differ from rank 0's"
+has "rank 2 says it differs" "$tmp/err" "^error: rank 2 stops: its options differ from rank 0's"
+
 # --bn-sync on one rank only: BatchNorm's statistics differ (the collectives too)
 check "--bn-sync on one rank only is refused" 2 $MPI -np 1 "$NB" run mnist $q --norm batch \
     --db "$tmp/bn.db" --bn-sync : -np 1 "$NB" run mnist $q --norm batch --db "$tmp/bn.db"
