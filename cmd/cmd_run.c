@@ -40,6 +40,13 @@ static const char run_usage[] =
     "its sentences) of every batch (data-parallel; --bn-sync for BatchNorm over the global\n"
     "batch: mnist and cifar), and\n"
     "'mpirun -np N normbench run --resume RUN' resumes it (rank 0 sends the checkpoint).\n"
+    "Every rank must be given the same options and data (only --data-dir, --threads, --db,\n"
+    "--quiet and --no-fetch may differ): the ranks compare them before the first step, and all\n"
+    "stop naming the first option (or part of the data) that differs; a run whose options\n"
+    "differ is not recorded, one whose data differ is recorded as failed.\n"
+    "A write that finds the store locked by another process waits for it (120 s in all, or\n"
+    "NORMBENCH_STORE_WAIT seconds); past that the run fails, and the message says how to\n"
+    "continue it with --resume.\n"
     "Exit status: 0 finished, 1 failed, interrupted or diverged, 2 usage error.\n";
 
 static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
@@ -190,6 +197,12 @@ static const char *sink_checkpoint(void *ctx, nb_err *err) {
     }
     if (!c->ckpt[0] && checkpoint_file(c->ckpt, sizeof c->ckpt, c->db, c->run_id, 1, err) != 0)
         return NULL;
+    /* a resumed run's path is known already: its directory may not be (--from-scratch of a
+     * run that never wrote a checkpoint) */
+    char dir[4096];
+    if (!c->rec->ckpt_dir && c->db &&
+        checkpoint_file(dir, sizeof dir, c->db, c->run_id, 1, err) != 0)
+        return NULL;
     set_ident(c);
     return c->ckpt;
 }
@@ -245,7 +258,8 @@ static void kv_int(nb_buf *b, const char *k, int64_t v) {
     nb_buf_printf(b, ": %lld", (long long)v);
 }
 
-static char *config_json(const nb_train_cfg *cfg) {
+/* hosts: 0 leaves out the ranks and their hosts (the text the ranks compare, cmd/mpi.h) */
+static char *config_json(const nb_train_cfg *cfg, int hosts) {
     nb_buf j = {0};
     nb_buf_puts(&j, "{");
     kv_str(&j, "task", cfg->task);
@@ -280,12 +294,14 @@ static char *config_json(const nb_train_cfg *cfg) {
     kv_int(&j, "threads", cfg->threads);
     kv_str(&j, "denormals", cfg->flush_denormals ? "flushed-to-zero" : "ieee");
     nb_task_opts_json(nb_task_find(cfg->task), cfg, &j); /* the task's own options */
-    if (cfg->dist && cfg->dist->size > 1) {              /* data-parallel (cmd/mpi.h) */
+    if (cfg->dist && cfg->dist->size > 1 && hosts) {     /* data-parallel (cmd/mpi.h) */
         kv_int(&j, "ranks", cfg->dist->size);
-        char *hosts = nb_mpi_hosts_json();
+        char *list = nb_mpi_hosts_json();
         nb_buf_puts(&j, ", \"hosts\": ");
-        nb_buf_puts(&j, hosts ? hosts : "null");
-        free(hosts);
+        nb_buf_puts(&j, list ? list : "null");
+        free(list);
+    }
+    if (cfg->dist && cfg->dist->size > 1) {
         kv_str(&j, "bn_statistics", cfg->dist->bn_sync ? "global" : "per-rank");
     }
     nb_buf_puts(&j, "}");
@@ -957,7 +973,19 @@ int cmd_run(int argc, const char **argv) {
     return nb_run_exec(argc, argv, NULL);
 }
 
+static int run_exec(int argc, const char **argv, const nb_run_host *h);
+
 int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
+    /* data-parallel: until the first step the ranks meet only in agreements (cmd/mpi.h); a rank
+     * whose set-up stopped before its next one takes part in it, so that no rank waits */
+    const int dp = nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop));
+    if (dp) nb_mpi_setup_begin();
+    int rc = run_exec(argc, argv, h);
+    if (dp) nb_mpi_setup_fail(rc);
+    return rc;
+}
+
+static int run_exec(int argc, const char **argv, const nb_run_host *h) {
     /* --resume RUN [--db FILE] [--quiet]: continue a run from its last checkpoint. */
     int64_t resume_id = 0, resume_step = 0;
     int from_scratch = 0;
@@ -1005,6 +1033,15 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
                                      &resume_buf, rargs + 1, 250, &nargs, resume_ckpt,
                                      sizeof resume_ckpt, &resume_step, &resume_ident, &resume_ranks,
                                      &resume_bn_groups);
+            if (dp) { /* every rank resumes this run */
+                char what[96];
+                snprintf(what, sizeof what, "resumes run %lld%s", (long long)resume_id,
+                         from_scratch ? " from scratch" : "");
+                if ((rrc = nb_mpi_setup_agree(NB_MPI_START, rrc, what)) != 0) {
+                    free(resume_buf);
+                    return rrc;
+                }
+            }
             if (dp) { /* ... and gives every rank what it found, the checkpoint's bytes too */
                 nb_mpi_resume sh;
                 memset(&sh, 0, sizeof sh);
@@ -1062,6 +1099,10 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
             argv = rargs;
             break;
         }
+    if (dp && !resume_id) {
+        int src = nb_mpi_setup_agree(NB_MPI_START, 0, "starts a new run");
+        if (src) return src;
+    }
     run_args a;
     int rc = parse_run(argc, argv, &a);
     if (rc < 0) return NB_EXIT_OK;
@@ -1172,11 +1213,23 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
         } else {
             local.ctx = ctx.store;
             rec = &local;
+            /* how long a write waits for another process's lock (tests set a short wait) */
+            const char *w = getenv("NORMBENCH_STORE_WAIT");
+            char *end = NULL;
+            double ws = w && *w ? strtod(w, &end) : -1;
+            if (ws >= 0 && ws <= 86400 && end && !*end)
+                nb_store_set_busy_timeout(ctx.store, (int)(ws * 1000));
             remove_stale_checkpoints(dbpath);
         }
     }
-    /* data-parallel: a rank that failed alone (rank 0 with the store) stops every rank */
-    if (dp) rc = nb_mpi_agree(rc);
+    /* data-parallel: the ranks' configurations agree, and a rank that failed alone (rank 0
+     * with the store) stops every rank */
+    if (dp) {
+        char *canon = rc ? NULL : config_json(&cfg, 0);
+        if (!rc && !canon) rc = nb_die("out of memory");
+        rc = nb_mpi_setup_agree(NB_MPI_CONFIG, rc, canon);
+        free(canon);
+    }
     if (rc) {
         nb_store_close(ctx.store);
         free(resume_buf);
@@ -1198,7 +1251,7 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
         sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session */
     }
 
-    char *json = config_json(&cfg);
+    char *json = config_json(&cfg, 1);
     if (!json) {
         free(resume_buf);
         free(resume_bytes);
@@ -1293,6 +1346,19 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
     int trc = nb_task_find(cfg.task)->train(&cfg, &sink, &status, &err);
     nb_progress_end(&ctx.progress);
     int exit_code = NB_EXIT_OK;
+    /* the store stayed locked past the wait: the run is kept as it was, and resumable */
+    const int locked_out = ctx.store && nb_store_gave_up(ctx.store) && ctx.created;
+    if (locked_out) {
+        struct stat ck;
+        const int have_ckpt = ctx.ckpt[0] && stat(ctx.ckpt, &ck) == 0;
+        nb_hintf(trc != 0 ? &err : NULL,
+                 "the run is kept%s: once the store is free, continue it with 'normbench run "
+                 "--resume %lld%s --db %s'",
+                 have_ckpt ? " with its last checkpoint" : "", (long long)ctx.run_id,
+                 have_ckpt ? "" : " --from-scratch", dbpath);
+        /* recording its end waits no longer: it shows as crashed until resumed */
+        nb_store_set_busy_timeout(ctx.store, 1000);
+    }
     if (trc != 0) {
         status = NB_STATUS_FAILED;
         exit_code = nb_report_err(&err);
@@ -1306,8 +1372,19 @@ int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
         const char *msg = status == NB_STATUS_FINISHED      ? NULL
                           : status == NB_STATUS_INTERRUPTED ? "interrupted by a signal"
                                                             : err.msg;
-        if (rec->finish(rec->ctx, ctx.run_id, nb_status_name(status), msg, &ferr) != 0)
-            exit_code = nb_report_err(&ferr);
+        if (rec->finish(rec->ctx, ctx.run_id, nb_status_name(status), msg, &ferr) != 0) {
+            if (ctx.store && nb_store_gave_up(ctx.store)) {
+                struct stat ck;
+                const int have_ckpt = ctx.ckpt[0] && stat(ctx.ckpt, &ck) == 0;
+                nb_hintf(&ferr,
+                         "run %lld is kept%s and shows as crashed: once the store is free, "
+                         "continue it with 'normbench run --resume %lld%s --db %s'",
+                         (long long)ctx.run_id, have_ckpt ? " with its last checkpoint" : "",
+                         (long long)ctx.run_id, have_ckpt ? "" : " --from-scratch", dbpath);
+            }
+            if (!locked_out || trc == 0) exit_code = nb_report_err(&ferr);
+            status = NB_STATUS_FAILED; /* not finished: its checkpoint is kept */
+        }
         if (status == NB_STATUS_DIVERGED)
             fprintf(stderr, "error: run %lld diverged: %s\n", (long long)ctx.run_id, err.msg);
         else if (status == NB_STATUS_INTERRUPTED)

@@ -117,6 +117,8 @@ void nb_mpi_bn_sum(void *ctx, double *x, int n) {
     sum_d(ctx, x, (size_t)n);
 }
 
+static int agree_data(void *ctx, const char *fp, nb_err *err);
+
 void nb_mpi_dist(nb_dist *d, int bn_sync) {
     memset(d, 0, sizeof *d);
     d->rank = mpi_rank;
@@ -125,6 +127,7 @@ void nb_mpi_dist(nb_dist *d, int bn_sync) {
     d->sum_d = sum_d;
     d->bcast_f = bcast_f;
     d->bn_sync = bn_sync;
+    d->agree = agree_data;
 }
 
 char *nb_mpi_hosts_json(void) {
@@ -692,9 +695,365 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop) {
 
 /* ---- a data-parallel run's resume ------------------------------------------------------------ */
 
+/* ---- the set-up agreements (cmd/mpi.h) ------------------------------------------------------ */
+
+static int setup_pending = 0;
+/* every rank's data_dir, from the configuration's agreement (for the data's message) */
+static char **setup_dirs = NULL;
+
+static void setup_dirs_free(void) {
+    for (int r = 0; setup_dirs && r < mpi_size; r++)
+        free(setup_dirs[r]);
+    free(setup_dirs);
+    setup_dirs = NULL;
+}
+
+void nb_mpi_setup_begin(void) {
+    setup_pending = 1;
+    setup_dirs_free();
+}
+
+static const char *stage_name(int64_t stage) {
+    switch (stage) {
+    case NB_MPI_START:
+        return "the start (--resume or a new run)";
+    case NB_MPI_CONFIG:
+        return "the configuration";
+    case NB_MPI_STATUS:
+        return "a status check";
+    case NB_MPI_DATA:
+        return "the data";
+    default:
+        return "a failed set-up";
+    }
+}
+
+/* One exchange: every rank's {stage, rc, text length}, then (when every rc is 0 and every stage
+ * the same) every rank's text. Returns the largest rc (texts not exchanged, *failed the lowest
+ * rank that failed), -1 when the stages differ (*failed the lowest rank at another stage than
+ * rank 0), else 0 with *texts (mpi_size strings, free with texts_free). Collective: every rank
+ * takes the same path through it. */
+static int exchange(int stage, int rc, const char *text, char ***texts, int *failed) {
+    int64_t h[3] = {stage, rc, text ? (int64_t)strlen(text) : 0};
+    int64_t *all = malloc(sizeof h * (size_t)mpi_size);
+    if (!all) { /* 24 bytes a rank: nothing can go on, and the others must not wait */
+        fprintf(stderr, "error: rank %d: out of memory\n", mpi_rank);
+        MPI_Abort(MPI_COMM_WORLD, NB_EXIT_FAIL);
+    }
+    MPI_Allgather(h, 3, MPI_INT64_T, all, 3, MPI_INT64_T, MPI_COMM_WORLD);
+    int64_t worst = 0, bad = 0;
+    *failed = -1;
+    for (int r = 0; r < mpi_size; r++)
+        if (all[3 * r + 1] != 0) {
+            if (*failed < 0) *failed = r;
+            if (all[3 * r + 1] > worst) worst = all[3 * r + 1];
+        }
+    if (worst) {
+        free(all);
+        return (int)worst;
+    }
+    for (int r = 1; r < mpi_size; r++)
+        if (all[3 * r] != all[0]) {
+            *failed = r;
+            if (mpi_rank == 0)
+                fprintf(stderr,
+                        "error: the ranks are out of step: rank 0 is at %s, rank %d at %s\n"
+                        "hint: start every rank of a data-parallel run with the same command\n",
+                        stage_name(all[0]), r, stage_name(all[3 * r]));
+            free(all);
+            return -1;
+        }
+    int *cnt = malloc(sizeof(int) * (size_t)mpi_size),
+        *off = malloc(sizeof(int) * (size_t)mpi_size);
+    int64_t total = 0;
+    for (int r = 0; cnt && off && r < mpi_size; r++) {
+        cnt[r] = (int)all[3 * r + 2];
+        off[r] = (int)total;
+        total += all[3 * r + 2];
+    }
+    char *buf = cnt && off && total < INT32_MAX ? malloc((size_t)total + 1) : NULL;
+    char **t = buf ? calloc((size_t)mpi_size, sizeof *t) : NULL;
+    bad = !t;
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (!bad)
+        MPI_Allgatherv(text ? text : "", (int)h[2], MPI_CHAR, buf, cnt, off, MPI_CHAR,
+                       MPI_COMM_WORLD);
+    for (int r = 0; !bad && r < mpi_size; r++) {
+        t[r] = malloc((size_t)cnt[r] + 1);
+        if (t[r]) {
+            memcpy(t[r], buf + off[r], (size_t)cnt[r]);
+            t[r][cnt[r]] = '\0';
+        }
+    }
+    free(buf), free(cnt), free(off), free(all);
+    int lost = bad;
+    for (int r = 0; !bad && r < mpi_size; r++)
+        lost |= !t[r];
+    int64_t l = lost;
+    MPI_Allreduce(MPI_IN_PLACE, &l, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (l) {
+        if (lost) fprintf(stderr, "error: rank %d: out of memory\n", mpi_rank);
+        for (int r = 0; t && r < mpi_size; r++)
+            free(t[r]);
+        free(t);
+        return NB_EXIT_FAIL;
+    }
+    *texts = t;
+    return 0;
+}
+
+static void texts_free(char **t) {
+    for (int r = 0; t && r < mpi_size; r++)
+        free(t[r]);
+    free(t);
+}
+
+/* The configuration's next "KEY": VALUE pair from *p (a flat JSON object as cmd_run.c's
+ * config_json writes it, values strings, numbers or one array), into key and val (a string's
+ * text with its quotes and escapes as written). Returns 0 at the end. */
+static int next_pair(const char **p, char *key, size_t ksize, char *val, size_t vsize) {
+    const char *s = *p;
+    while (*s && *s != '"')
+        s++;
+    if (!*s) return 0;
+    const char *k = ++s;
+    while (*s && *s != '"')
+        s += s[0] == '\\' && s[1] ? 2 : 1;
+    snprintf(key, ksize, "%.*s", (int)(s - k), k);
+    if (*s) s++;
+    while (*s == ':' || *s == ' ')
+        s++;
+    const char *v = s;
+    int depth = 0, str = 0;
+    for (; *s; s++) {
+        if (str) {
+            if (*s == '\\' && s[1])
+                s++;
+            else if (*s == '"')
+                str = 0;
+        } else if (*s == '"') {
+            str = 1;
+        } else if (*s == '[' || *s == '{') {
+            depth++;
+        } else if ((*s == ']' || *s == '}') && depth > 0) {
+            depth--;
+        } else if ((*s == ',' || *s == '}') && depth == 0) {
+            break;
+        }
+    }
+    snprintf(val, vsize, "%.*s", (int)(s - v), v);
+    *p = s;
+    return 1;
+}
+
+/* The keys that may differ per rank: where the data lie (the data themselves are compared when
+ * loaded) and how many threads a rank uses. */
+static int per_rank_key(const char *key) {
+    return strcmp(key, "data_dir") == 0 || strcmp(key, "threads") == 0;
+}
+
+/* The option that sets a configuration key. */
+static void option_of(const char *key, char *out, size_t size) {
+    static const char *const map[][2] = {{"eps_placement", "eps-outside"},
+                                         {"bn_batch_variance", "bn-var"},
+                                         {"bn_running_variance", "bn-var"},
+                                         {"wn_init", "no-wn-init"},
+                                         {"activation", "act"},
+                                         {"adam_eps_placement", "adam-eps-inside"},
+                                         {"adam_bias_correction", "adam-bias"},
+                                         {"clip_global", "clip"},
+                                         {"denormals", "no-ftz"},
+                                         {"bn_statistics", "bn-sync"},
+                                         {"model_label", "model"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(key, map[i][0]) == 0) {
+            snprintf(out, size, "--%s", map[i][1]);
+            return;
+        }
+    snprintf(out, size, "--%s", key);
+    for (char *c = out; *c; c++)
+        if (*c == '_') *c = '-';
+}
+
+/* Whether rank r's configuration differs from rank 0's: the first differing key and both
+ * values (keys k0/kr differ when the configurations hold different keys there). */
+static int config_diff(const char *c0, const char *cr, char *k0, char *v0, char *kr, char *vr,
+                       size_t size) {
+    for (;;) {
+        int a, b;
+        do
+            a = next_pair(&c0, k0, size, v0, size);
+        while (a && per_rank_key(k0));
+        do
+            b = next_pair(&cr, kr, size, vr, size);
+        while (b && per_rank_key(kr));
+        if (!a && !b) return 0;
+        if (!a) snprintf(k0, size, "(none)"), v0[0] = '\0';
+        if (!b) snprintf(kr, size, "(none)"), vr[0] = '\0';
+        if (a != b || strcmp(k0, kr) != 0 || strcmp(v0, vr) != 0) return 1;
+    }
+}
+
+/* A rank's data_dir from its configuration ("?" when none). */
+static char *dir_of(const char *cfg) {
+    char k[256], v[4200];
+    while (next_pair(&cfg, k, sizeof k, v, sizeof v))
+        if (strcmp(k, "data_dir") == 0) {
+            size_t n = strlen(v);
+            if (n >= 2 && v[0] == '"' && v[n - 1] == '"') v[n - 1] = '\0';
+            return strdup(v[0] == '"' ? v + 1 : v);
+        }
+    return strdup("?");
+}
+
+/* On rank 0: rank `failed` (and perhaps others) could not set up; every rank stops. */
+static void say_failed(int failed) {
+    if (mpi_rank == 0 && failed > 0)
+        fprintf(stderr,
+                "error: rank %d could not set up the run (its error is above): every rank "
+                "stops\n",
+                failed);
+}
+
+int nb_mpi_setup_agree(int stage, int rc, const char *text) {
+    char **t = NULL;
+    int failed = -1;
+    int x = exchange(stage, rc, text, &t, &failed);
+    if (x != 0) {
+        setup_pending = 0;
+        setup_dirs_free();
+        if (x > 0) say_failed(failed);
+        return x > 0 ? x : NB_EXIT_FAIL;
+    }
+    int out = 0;
+    enum { N = 4200 };
+    char *k0 = malloc(N), *v0 = malloc(N), *kr = malloc(N), *vr = malloc(N);
+    if (!k0 || !v0 || !kr || !vr) {
+        fprintf(stderr, "error: rank %d: out of memory\n", mpi_rank);
+        out = NB_EXIT_FAIL;
+    }
+    for (int r = 1; !out && r < mpi_size; r++) {
+        if (stage == NB_MPI_CONFIG ? !config_diff(t[0], t[r], k0, v0, kr, vr, N)
+                                   : strcmp(t[0], t[r]) == 0)
+            continue;
+        out = NB_EXIT_USAGE;
+        char opt[300];
+        option_of(k0, opt, sizeof opt);
+        if (stage != NB_MPI_CONFIG) {
+            if (mpi_rank == 0)
+                fprintf(stderr,
+                        "error: the ranks were started differently: rank 0 %s, rank %d %s\n"
+                        "hint: start every rank of a data-parallel run with the same command\n",
+                        t[0], r, t[r]);
+        } else if (strcmp(k0, kr) != 0) {
+            if (mpi_rank == 0)
+                fprintf(stderr,
+                        "error: the ranks were given different options: rank 0's configuration "
+                        "has %s where rank %d's has %s\n"
+                        "hint: start every rank of a data-parallel run with the same options\n",
+                        k0, r, kr);
+        } else if (mpi_rank == 0) {
+            fprintf(stderr,
+                    "error: the ranks were given different options: %s is %s on rank 0 but %s "
+                    "on rank %d (%s)\n"
+                    "hint: start every rank of a data-parallel run with the same options (only "
+                    "--data-dir, --threads, --db, --quiet and --no-fetch may differ)\n",
+                    k0, v0, vr, r, opt);
+        }
+        const char *what = stage == NB_MPI_CONFIG ? "options" : "command line";
+        if (mpi_rank == r)
+            fprintf(stderr, "error: rank %d stops: its %s differ from rank 0's (rank 0 says how)\n",
+                    r, what);
+        else if (mpi_rank != 0)
+            fprintf(stderr, "error: rank %d stops: rank %d's %s differ from rank 0's\n", mpi_rank,
+                    r, what);
+    }
+    if (!out && stage == NB_MPI_CONFIG) { /* kept for the data's message */
+        setup_dirs_free();
+        setup_dirs = calloc((size_t)mpi_size, sizeof *setup_dirs);
+        for (int r = 0; setup_dirs && r < mpi_size; r++)
+            setup_dirs[r] = dir_of(t[r]);
+    }
+    free(k0), free(v0), free(kr), free(vr);
+    texts_free(t);
+    /* out differs from 0 on every rank alike (every rank compared the same texts) */
+    if (out) {
+        setup_pending = 0;
+        setup_dirs_free();
+    }
+    return out;
+}
+
+void nb_mpi_setup_fail(int rc) {
+    if (!setup_pending) return;
+    char **t = NULL;
+    int failed = -1;
+    (void)exchange(NB_MPI_FAILED, rc ? rc : NB_EXIT_FAIL, NULL, &t, &failed);
+    setup_pending = 0;
+    setup_dirs_free();
+}
+
 int nb_mpi_agree(int rc) {
-    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return rc;
+    char **t = NULL;
+    int failed = -1;
+    int x = exchange(NB_MPI_STATUS, rc, NULL, &t, &failed);
+    texts_free(t);
+    if (x != 0) {
+        setup_pending = 0;
+        setup_dirs_free();
+        if (x > 0 && failed != 0 && rc == 0) say_failed(failed);
+    }
+    return x > 0 ? x : x < 0 ? NB_EXIT_FAIL : 0;
+}
+
+/* nb_dist.agree: the data's agreement, the last of the set-up. */
+static int agree_data(void *ctx, const char *fp, nb_err *err) {
+    (void)ctx;
+    char **t = NULL;
+    int failed = -1;
+    int x = exchange(NB_MPI_DATA, 0, fp, &t, &failed);
+    setup_pending = 0;
+    if (x > 0) {
+        nb_errf(err, "rank %d could not set up the run (its error is above)", failed);
+        nb_hintf(err, "every rank stops; fix what rank %d reported and start the run again",
+                 failed);
+    } else if (x < 0) {
+        nb_errf(err, "the ranks are out of step at the data (rank %d)", failed);
+        nb_hintf(err, "start every rank of a data-parallel run with the same command");
+    }
+    for (int r = 1; x == 0 && r < mpi_size; r++) {
+        if (strcmp(t[0], t[r]) == 0) continue;
+        x = 1;
+        /* the first line that differs: "PART BYTES HASH" */
+        const char *a = t[0], *b = t[r];
+        while (*a && *a == *b) {
+            const char *na = strchr(a, '\n'), *nb = strchr(b, '\n');
+            if (!na || !nb || na - a != nb - b || memcmp(a, b, (size_t)(na - a)) != 0) break;
+            a = na + 1;
+            b = nb + 1;
+        }
+        int la = (int)strcspn(a, "\n"), lb = (int)strcspn(b, "\n");
+        const char *d0 = setup_dirs && setup_dirs[0] ? setup_dirs[0] : "?";
+        const char *dr = setup_dirs && setup_dirs[r] ? setup_dirs[r] : "?";
+        char dirs[9000] = "";
+        if (strcmp(d0, dr) != 0)
+            snprintf(dirs, sizeof dirs, " (--data-dir %.4000s on rank 0, %.4000s on rank %d)", d0,
+                     dr, r);
+        char who[64] = "";
+        if (mpi_rank != 0) snprintf(who, sizeof who, "rank %d stops: ", mpi_rank);
+        if (mpi_rank == 0 || mpi_rank == r)
+            nb_errf(err,
+                    "%sthe ranks loaded different data%s: rank 0 has %.*s, rank %d has %.*s "
+                    "(part, bytes, hash)",
+                    who, dirs, la ? la : 6, la ? a : "(none)", r, lb ? lb : 6, lb ? b : "(none)");
+        else
+            nb_errf(err, "rank %d stops: rank %d's data differ from rank 0's", mpi_rank, r);
+        nb_hintf(err, "give every rank the same data: the same files under each rank's "
+                      "--data-dir (normbench fetch on every host)");
+    }
+    texts_free(t);
+    setup_dirs_free();
+    return x ? -1 : 0;
 }
 
 /* Rank 0's n bytes at *p to every rank (the others: *p newly allocated, NULL when out of

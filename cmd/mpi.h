@@ -60,8 +60,30 @@ char *nb_mpi_hosts_json(void);
 
 /* Every rank's rc (an exit status, 0: go on) combined: the largest, on every rank. A rank that
  * failed alone (rank 0 opening the store) reports its error, then every rank stops with its
- * status instead of waiting for it in a collective. Collective. */
+ * status instead of waiting for it in a collective. Collective: one of the set-up agreements
+ * below (the same collective), so that it meets a rank whose set-up failed elsewhere. */
 int nb_mpi_agree(int rc);
+
+/* ---- a data-parallel run's set-up: the ranks agree before the first step ------------------- *
+ *
+ * Until its first training step a data-parallel run's only collectives are agreements, all made
+ * of the same two collectives (every rank's status, stage and text length; then the texts), so
+ * that wherever a rank's set-up stops, the others meet it at their next agreement and every
+ * rank stops there instead of waiting: the start (NB_MPI_START: resume run ID or a new run), the
+ * configuration (NB_MPI_CONFIG: the canonical configuration; the keys data_dir and threads may
+ * differ per rank), nb_mpi_agree, and the data (the training loop's nb_dist.agree: what each
+ * rank loaded). A difference names the first key (option) or part of the data that differs and
+ * both ranks' values, on rank 0 in full and in one line on every other rank. */
+enum { NB_MPI_FAILED = 0, NB_MPI_START, NB_MPI_CONFIG, NB_MPI_STATUS, NB_MPI_DATA };
+/* Opens the set-up of a data-parallel run on this rank (an agreement is now due). */
+void nb_mpi_setup_begin(void);
+/* One agreement (stage NB_MPI_START or NB_MPI_CONFIG) of this rank's rc (an exit status: 0
+ * going on; a rank that failed printed why) and text. Returns 0 on every rank, or the same exit
+ * status on every rank after the messages (NB_EXIT_USAGE: the ranks' options differ). */
+int nb_mpi_setup_agree(int stage, int rc, const char *text);
+/* A rank whose set-up stopped (rc, an exit status) before its next agreement takes part in it,
+ * so that no rank waits for it; nothing when no agreement is due (the set-up ended). */
+void nb_mpi_setup_fail(int rc);
 
 /* What rank 0 gives the other ranks of a data-parallel `run --resume` (rank 0 alone holds the
  * store and the checkpoint; the other ranks may share no filesystem with it). */

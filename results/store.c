@@ -520,6 +520,7 @@ static int open_readwrite(nb_store *s, nb_err *err) {
 int nb_store_open(nb_store **out, const char *path, int readonly, nb_err *err) {
     *out = NULL;
     nb_store *s = calloc(1, sizeof *s);
+    if (s) s->write_wait_ms = NB_STORE_WRITE_WAIT_MS;
     if (!s || !(s->path = strdup(path))) {
         free(s);
         return nb_errf(err, "out of memory");
@@ -599,6 +600,54 @@ void nb_store_close(nb_store *s) {
 
 void nb_store_set_busy_timeout(nb_store *s, int ms) {
     sqlite3_busy_timeout(s->db, ms);
+    s->write_wait_ms = ms;
+}
+
+int nb_store_gave_up(const nb_store *s) {
+    return s && s->gave_up;
+}
+
+static double mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* BEGIN IMMEDIATE, waiting for another process's lock (SQLITE_BUSY or SQLITE_LOCKED) up to
+ * s->write_wait_ms in all: SQLite's busy handler for up to BUSY_TIMEOUT_MS at a time, then a
+ * pause that doubles from 0.1 s to 2 s, again and again. */
+static int begin_write(nb_store *s, const char *what, nb_err *err) {
+    const double t0 = mono_ms();
+    int pause = 100, rc;
+    s->gave_up = 0;
+    for (;;) {
+        rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        const int code = rc & 0xff;
+        const double left = s->write_wait_ms - (mono_ms() - t0);
+        if (rc == SQLITE_OK || (code != SQLITE_BUSY && code != SQLITE_LOCKED) || left <= 0) break;
+        const int p = left < pause ? (int)left : pause;
+        struct timespec ts = {p / 1000, (long)(p % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        pause = pause < 1000 ? 2 * pause : 2000;
+        /* the next try's busy handler waits no longer than what is left */
+        const double rest = s->write_wait_ms - (mono_ms() - t0);
+        sqlite3_busy_timeout(s->db,
+                             rest < BUSY_TIMEOUT_MS ? (rest > 1 ? (int)rest : 1) : BUSY_TIMEOUT_MS);
+    }
+    sqlite3_busy_timeout(s->db,
+                         s->write_wait_ms < BUSY_TIMEOUT_MS ? s->write_wait_ms : BUSY_TIMEOUT_MS);
+    if (rc == SQLITE_OK) return 0;
+    const int code = rc & 0xff;
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
+        s->gave_up = 1;
+        nb_store_fail(s, rc, what, err);
+        return nb_hintf(err,
+                        "another process held the store '%s' for over %d s (a running "
+                        "normbench, or sqlite3?); wait for it to finish, or pass --db with "
+                        "another file",
+                        s->path, (s->write_wait_ms + 999) / 1000);
+    }
+    return nb_store_fail(s, rc, what, err);
 }
 
 const char *nb_store_path(const nb_store *s) {
@@ -612,7 +661,7 @@ static int bind_text(sqlite3_stmt *st, int i, const char *v) {
 /* Runs one prepared write statement inside BEGIN IMMEDIATE ... COMMIT; finalizes it. */
 static int write_one(nb_store *s, sqlite3_stmt *st, const char *what, nb_err *err) {
     int ret = -1;
-    if (exec(s, "BEGIN IMMEDIATE", what, err)) goto out;
+    if (begin_write(s, what, err)) goto out;
     int rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) {
         nb_store_fail(s, rc, what, err);
@@ -653,7 +702,7 @@ int nb_run_create(nb_store *s, const nb_run_spec *spec, int64_t *run_id, nb_err 
     bind_text(st, 9, prov);
     sqlite3_bind_int64(st, 10, nb_proc_start_time(getpid()));
     /* last_insert_rowid is per connection, so read it before anything else runs on it. */
-    if (exec(s, "BEGIN IMMEDIATE", "create a run", err)) goto out;
+    if (begin_write(s, "create a run", err)) goto out;
     int rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) {
         nb_store_fail(s, rc, "create a run", err);
@@ -724,7 +773,7 @@ int nb_metrics_add(nb_store *s, int64_t run, const nb_metric *m, int count, nb_e
                          &s->metric_ins, what, err))
         return -1;
     sqlite3_stmt *st = s->metric_ins;
-    if (exec(s, "BEGIN IMMEDIATE", what, err)) return -1;
+    if (begin_write(s, what, err)) return -1;
     for (int i = 0; i < count; i++) {
         if (!m[i].name) {
             nb_errf(err, "cannot record metrics: metric %d has no name", i);
@@ -829,7 +878,7 @@ int nb_run_resume(nb_store *s, int64_t run, int64_t from_step, nb_err *err) {
     sqlite3_bind_int64(upd, 4, run);
     /* The check and the claim in one write transaction: of two processes resuming one run, the
      * second sees the first's claim. */
-    if (exec(s, "BEGIN IMMEDIATE", what, err)) goto out;
+    if (begin_write(s, what, err)) goto out;
     char status[32], holder[256];
     int64_t pid = 0, pid_start = 0;
     int found = run_holder(s, run, status, sizeof status, holder, sizeof holder, &pid, &pid_start,
@@ -926,7 +975,7 @@ int nb_job_claim(nb_store *s, const char *job, int claim, nb_job_state *js, nb_e
     nb_hostname(me, sizeof me);
     int64_t my_pid = (int64_t)getpid(), my_start = nb_proc_start_time(my_pid);
     sqlite3_stmt *st = NULL;
-    if (claim && exec(s, "BEGIN IMMEDIATE", what, err)) return -1;
+    if (claim && begin_write(s, what, err)) return -1;
     /* 1. a claim by another live process */
     if (nb_store_prepare(s, "SELECT host, pid, pid_start FROM claims WHERE job = ?", &st, what,
                          err))

@@ -38,9 +38,14 @@ void nb_store_close(nb_store *s);
 /* The path the store was opened with (owned by the store). */
 const char *nb_store_path(const nb_store *s);
 
-/* Sets how long a write waits for another process's lock before failing with "database is
- * locked" (default 10 s). */
+/* Sets how long a write waits in all for another process's lock before failing with "database
+ * is locked" (default NB_STORE_WRITE_WAIT_MS: waits of up to 10 s, SQLite's busy handler, each
+ * followed by a pause growing from 0.1 to 2 s, until the total is spent). */
 void nb_store_set_busy_timeout(nb_store *s, int ms);
+#define NB_STORE_WRITE_WAIT_MS 120000
+/* Whether the last write failed because another process held the store's lock past that
+ * wait (the caller may tell how to continue: a run is resumable). */
+int nb_store_gave_up(const nb_store *s);
 
 /* The schema version (PRAGMA user_version) this binary writes; a store with a higher one is
  * refused by nb_store_open. */

@@ -10,6 +10,8 @@ struct nb_store {
     sqlite3 *db;
     char *path;
     sqlite3_stmt *metric_ins; /* reused by nb_metrics_add */
+    int write_wait_ms;        /* how long a write waits in all for another process's lock */
+    int gave_up;              /* the last write failed after waiting write_wait_ms for a lock */
 };
 
 /* Fills err with "cannot WHAT in results store 'PATH': SQLITE MESSAGE" and a hint chosen by the

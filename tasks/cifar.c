@@ -357,6 +357,14 @@ static int cifar_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                     .grads_finish = cifar_grads_finish,
                     .schedule = cifar_schedule,
                     .evaluate = cifar_evaluate};
+    /* what the ranks of a data-parallel run compare before the first step */
+    const nb_images *fs[2] = {tr, &r.data.test};
+    static const char *const fn[2][2] = {{"train.x", "train.y"}, {"test.x", "test.y"}};
+    for (int k = 0; k < 2; k++) {
+        nb_train_fp(&t, fn[k][0], fs[k]->x,
+                    sizeof(float) * (size_t)fs[k]->n * fs[k]->C * fs[k]->H * fs[k]->W);
+        nb_train_fp(&t, fn[k][1], fs[k]->y, sizeof(int) * (size_t)fs[k]->n);
+    }
     rc = nb_train_loop(cfg, &t, sink, status, err);
 out:
     free(r.xb);

@@ -260,6 +260,14 @@ static int mnist_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                     .evaluate = mnist_evaluate,
                     .update = r.dev ? mnist_update : NULL,
                     .sync = r.dev ? mnist_sync : NULL};
+    /* what the ranks of a data-parallel run compare before the first step */
+    const nb_split *fs[3] = {tr, &r.data.val, &r.data.test};
+    static const char *const fn[3][2] = {
+        {"train.x", "train.y"}, {"val.x", "val.y"}, {"test.x", "test.y"}};
+    for (int k = 0; k < 3; k++) {
+        nb_train_fp(&t, fn[k][0], fs[k]->x, sizeof(float) * (size_t)fs[k]->n * fs[k]->dim);
+        nb_train_fp(&t, fn[k][1], fs[k]->y, sizeof(int) * (size_t)fs[k]->n);
+    }
     rc = nb_train_loop(cfg, &t, sink, status, err);
     if (r.dev_failed && rc == 0 && *status != NB_STATUS_FINISHED) {
         *err = r.dev_err;

@@ -1189,6 +1189,17 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
                     /* the data's tag, last: a resume compares it first (check_resume_data) */
                     .extra = {{r.data_tag, sizeof r.data_tag}},
                     .nextra = tagged};
+    /* what the ranks of a data-parallel run compare before the first step (the pieces' ids:
+     * the text, the BPE codes and the vocabularies) */
+    for (int k = -1; k <= r.d.ntest; k++) {
+        const nb_mt_split *sp = k < 0 ? &r.d.train : k == 0 ? &r.d.val : &r.d.test[k - 1];
+        char name[64];
+        const char *what = k < 0 ? "train" : k == 0 ? "val" : r.d.test_name[k - 1];
+        snprintf(name, sizeof name, "%.40s.src", what);
+        nb_train_fp(&t, name, sp->src, sizeof(int) * (size_t)(sp->n ? sp->src_start[sp->n] : 0));
+        snprintf(name, sizeof name, "%.40s.tgt", what);
+        nb_train_fp(&t, name, sp->tgt, sizeof(int) * (size_t)(sp->n ? sp->tgt_start[sp->n] : 0));
+    }
     rc = nb_train_loop(cfg, &t, sink, status, err);
     if (rc == 0 && *status == NB_STATUS_FINISHED && sink->model_dir) {
         /* the loop restored the kept parameters before the final evaluation */

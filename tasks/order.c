@@ -445,6 +445,16 @@ static int order_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
                     .step = order_step,
                     .step_shard = order_step_shard,
                     .evaluate = order_evaluate};
+    /* what the ranks of a data-parallel run compare before the first step */
+    const nb_oe_split *fs[3] = {&r.data.train, &r.data.dev, &r.data.test};
+    static const char *const fn[3][2] = {{"train.images", "train.captions"},
+                                         {"dev.images", "dev.captions"},
+                                         {"test.images", "test.captions"}};
+    for (int k = 0; k < 3; k++) {
+        const nb_oe_split *o = fs[k];
+        nb_train_fp(&t, fn[k][0], o->img, sizeof(float) * (size_t)o->nimg * o->dim);
+        nb_train_fp(&t, fn[k][1], o->tok, sizeof(int) * (size_t)(o->ncap ? o->start[o->ncap] : 0));
+    }
     rc = nb_train_loop(cfg, &t, sink, status, err);
 out:
     order_run_free(&r, have_model);

@@ -262,6 +262,17 @@ static int reader_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status 
                     .step = reader_step,
                     .step_shard = reader_step_shard,
                     .evaluate = reader_evaluate};
+    /* what the ranks of a data-parallel run compare before the first step */
+    const nb_cloze_split *fs[2] = {&r.data.train, &r.data.val};
+    static const char *const fn[2][3] = {{"train.passages", "train.questions", "train.answers"},
+                                         {"val.passages", "val.questions", "val.answers"}};
+    for (int k = 0; k < 2; k++) {
+        const nb_cloze_split *c = fs[k];
+        nb_train_fp(&t, fn[k][0], c->dtok, sizeof(int32_t) * (size_t)(c->n ? c->doff[c->n] : 0));
+        nb_train_fp(&t, fn[k][1], c->qtok, sizeof(int32_t) * (size_t)(c->n ? c->qoff[c->n] : 0));
+        nb_train_fp(&t, fn[k][2], c->ans, sizeof(int32_t) * (size_t)c->n);
+    }
+    nb_train_fp(&t, "entities", r.data.ents, sizeof(int32_t) * (size_t)r.data.nents);
     rc = nb_train_loop(cfg, &t, sink, status, err);
 out:
     free(r.perm);

@@ -41,6 +41,10 @@ typedef struct nb_dist {
     void (*bcast_f)(void *ctx, float *x, size_t n); /* rank 0's values to every rank */
     int bn_sync; /* BatchNorm statistics over the global batch (else per rank; rank 0's running
                     averages are broadcast every step) */
+    /* Before the first step (nb_train_loop): every rank's data fingerprint (nb_trainer.data_fp)
+     * compared, and a rank whose set-up failed heard. Returns 0, or -1 with err set on every
+     * rank (the ranks' data differ, or a rank could not set up). NULL: nothing compared. */
+    int (*agree)(void *ctx, const char *data_fp, nb_err *err);
     double comm_seconds; /* time spent in the gradients' sum so far (the loop adds to it) */
     double comm_bytes;   /* bytes summed per step (the gradients) */
 } nb_dist;

@@ -195,6 +195,31 @@ void nb_train_dist_buffers(const nb_dist *D, const nb_trainer *t) {
             D->bcast_f(D->ctx, t->params + t->layout->t[k].off, t->layout->t[k].n);
 }
 
+void nb_train_fp(nb_trainer *t, const char *name, const void *p, size_t n) {
+    /* four lanes of multiply-xorshift over 8-byte words, the tail byte by byte */
+    uint64_t h[4] = {0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27d4eb4fULL, 0x165667b19e3779f9ULL,
+                     0x27d4eb2f165667c5ULL};
+    const unsigned char *b = p;
+    size_t i = 0;
+    for (; p && i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, b + i + 8 * k, 8);
+            h[k] = (h[k] ^ w) * 0x100000001b3ULL;
+            h[k] ^= h[k] >> 29;
+        }
+    for (; p && i < n; i++)
+        h[i & 3] = (h[i & 3] ^ b[i]) * 0x100000001b3ULL;
+    uint64_t x = (uint64_t)n;
+    for (int k = 0; k < 4; k++) {
+        x = (x ^ h[k]) * 0xff51afd7ed558ccdULL;
+        x ^= x >> 33;
+    }
+    size_t len = strlen(t->data_fp);
+    snprintf(t->data_fp + len, sizeof t->data_fp - len, "%s %zu %016llx\n", name, n,
+             (unsigned long long)x);
+}
+
 int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *sink,
                   nb_status *status, nb_err *err) {
     int rc = -1;
@@ -209,6 +234,8 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
             nb_hintf(err, "run it without mpirun, or as a sweep (each job in one rank)");
             return -1;
         }
+        /* the end of the set-up: every rank loaded the same data (or every rank stops) */
+        if (D->agree && D->agree(D->ctx, t->data_fp, err) != 0) return -1;
         shard_lo = (int)((int64_t)cfg->batch * D->rank / D->size);
         shard_hi = (int)((int64_t)cfg->batch * (D->rank + 1) / D->size);
     }

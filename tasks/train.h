@@ -126,7 +126,16 @@ typedef struct nb_trainer {
      * resume) or back to the host buffers (before a checkpoint or a copy of the best). */
     void (*update)(void *self, const nb_adam_cfg *adam, int64_t step);
     void (*sync)(void *self, int to_device);
+
+    /* What the task loaded (nb_train_fp), which data-parallel ranks compare before the first
+     * step (nb_dist.agree): lines "PART BYTES HASH". "": nothing to compare. */
+    char data_fp[1024];
 } nb_trainer;
+
+/* Adds the line "name n hash" to t->data_fp: n bytes at p and a 64-bit hash of them (8 bytes
+ * at a time in four lanes: 0.9 s for 600 MB, CIFAR-10's training images, on a loaded machine).
+ * name: a part of the data, e.g. "train.x". */
+void nb_train_fp(nb_trainer *t, const char *name, const void *p, size_t n);
 
 /* The update that follows a step's backward, as the loop does it: clipping (global at clip > 0
  * by t->clip_rule, then per tensor at t->clip_per_tensor > 0), t->schedule applied to a copy of
