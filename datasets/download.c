@@ -2,6 +2,7 @@
 #include "datasets/download.h"
 
 #include "datasets/gz.h"
+#include "util/outpath.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -105,9 +106,13 @@ static int backoff_sleep(int ms, volatile sig_atomic_t *stop) {
     return stop && *stop;
 }
 
-static const char *base_name(const char *p) {
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
+static void past_timeout(const char *url, const char *file, int timeout, const char *part_path,
+                         nb_err *err) {
+    nb_errf(err,
+            "cannot download '%s' (file '%s'): not done within the %d s allowed (--timeout); "
+            "the partial file '%s' is kept",
+            url, file, timeout, part_path);
+    nb_hintf(err, "run the same command again to resume, with a larger --timeout; " HINT_FROM);
 }
 
 int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int *interrupted,
@@ -123,7 +128,7 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
     double deadline = timeout > 0 ? now_s() + timeout : 0;
     if (interrupted) *interrupted = 0;
     char file[256];
-    snprintf(file, sizeof file, "%s", base_name(part_path));
+    snprintf(file, sizeof file, "%s", nb_path_base(part_path));
     size_t fl = strlen(file);
     if (fl > 5 && strcmp(file + fl - 5, ".part") == 0) file[fl - 5] = '\0';
     CURL *h = curl_easy_init();
@@ -133,12 +138,7 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
     for (int attempt = 0;; attempt++) {
         long left_ms = deadline > 0 ? (long)((deadline - now_s()) * 1000) : 0;
         if (deadline > 0 && left_ms <= 0) {
-            nb_errf(err,
-                    "cannot download '%s' (file '%s'): not done within the %d s allowed "
-                    "(--timeout); the partial file '%s' is kept",
-                    url, file, timeout, part_path);
-            nb_hintf(err,
-                     "run the same command again to resume, with a larger --timeout; " HINT_FROM);
+            past_timeout(url, file, timeout, part_path, err);
             break;
         }
         FILE *f = fopen(part_path, "ab");
@@ -234,12 +234,7 @@ int nb_download(const char *url, const char *part_path, const nb_dl_opts *o, int
         }
         int past_deadline = deadline > 0 && now_s() >= deadline - 0.05;
         if (res == CURLE_OPERATION_TIMEDOUT && past_deadline) {
-            nb_errf(err,
-                    "cannot download '%s' (file '%s'): not done within the %d s allowed "
-                    "(--timeout); the partial file '%s' is kept",
-                    url, file, timeout, part_path);
-            nb_hintf(err,
-                     "run the same command again to resume, with a larger --timeout; " HINT_FROM);
+            past_timeout(url, file, timeout, part_path, err);
             break;
         }
         int transient;
@@ -310,15 +305,6 @@ static void hex(const unsigned char *d, unsigned n, char *out) {
     out[2 * n] = '\0';
 }
 
-static const char *kind_of(mode_t m) {
-    return S_ISDIR(m)    ? "a directory"
-           : S_ISCHR(m)  ? "a character device"
-           : S_ISBLK(m)  ? "a block device"
-           : S_ISFIFO(m) ? "a FIFO (named pipe)"
-           : S_ISSOCK(m) ? "a socket"
-                         : "not a regular file";
-}
-
 int nb_open_input(const char *path, int64_t max_bytes, nb_err *err) {
     /* O_NONBLOCK: opening a FIFO must not wait for a writer; cleared once it is known regular */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -337,7 +323,7 @@ int nb_open_input(const char *path, int64_t max_bytes, nb_err *err) {
         if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(path, real))
             snprintf(via, sizeof via, ", through a symbolic link to '%s'", real);
         close(fd);
-        nb_errf(err, "'%s' is not a regular file: it is %s%s", path, kind_of(st.st_mode), via);
+        nb_errf(err, "'%s' is not a regular file: it is %s%s", path, nb_file_kind(st.st_mode), via);
         return nb_hintf(err, "give the path of the downloaded file itself");
     }
     if (max_bytes > 0 && (int64_t)st.st_size > max_bytes) {

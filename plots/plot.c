@@ -718,18 +718,6 @@ static void panel(nb_buf *g, const nb_plot_opts *o, const char *metric, int axis
     nb_buf_puts(g, "\n");
 }
 
-static char *dir_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return strdup(".");
-    if (slash == path) return strdup("/");
-    return strndup(path, (size_t)(slash - path));
-}
-
-static const char *base_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
 /* A mkstemp/mkdtemp template in $TMPDIR (else /tmp). */
 static void temp_name(char *buf, size_t size, const char *prefix) {
     const char *t = getenv("TMPDIR");
@@ -899,8 +887,8 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
         script = strdup("plot.gp");
         datadir = strdup("plot-data");
     } else {
-        dir = dir_of(o->base);
-        const char *b = base_of(o->base);
+        dir = nb_path_dir(o->base);
+        const char *b = nb_path_base(o->base);
         size_t n = strlen(b);
         script = malloc(n + 4);
         datadir = malloc(n + 6);
@@ -985,9 +973,9 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
     } else {
         int w = cols == 2 ? 1500 : 850, h = 110 + 430 * rows;
         nb_buf_puts(&g, "if (!exists('out_png')) out_png = ");
-        gp_str(&g, o->png ? base_of(o->png) : "");
+        gp_str(&g, o->png ? nb_path_base(o->png) : "");
         nb_buf_puts(&g, "\nif (!exists('out_svg')) out_svg = ");
-        gp_str(&g, o->svg ? base_of(o->svg) : "");
+        gp_str(&g, o->svg ? nb_path_base(o->svg) : "");
         nb_buf_printf(&g, "\nformats = '%s%s%s'\n", o->png ? "png" : "",
                       o->png && o->svg ? " " : "", o->svg ? "svg" : "");
         nb_buf_printf(&g,
@@ -1053,9 +1041,9 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
     char setvars[1400] = "";
     if (!o->dumb) {
         if (o->png)
-            snprintf(tmp_png, sizeof tmp_png, ".%s.tmp.%ld", base_of(o->png), (long)getpid());
+            snprintf(tmp_png, sizeof tmp_png, ".%s.tmp.%ld", nb_path_base(o->png), (long)getpid());
         if (o->svg)
-            snprintf(tmp_svg, sizeof tmp_svg, ".%s.tmp.%ld", base_of(o->svg), (long)getpid());
+            snprintf(tmp_svg, sizeof tmp_svg, ".%s.tmp.%ld", nb_path_base(o->svg), (long)getpid());
         nb_buf v = {0};
         nb_buf_puts(&v, "out_png = ");
         gp_str(&v, tmp_png);

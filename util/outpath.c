@@ -22,19 +22,19 @@ static const char *shown(char *buf, const char *path) {
     return nb_escape(buf, SHOWN, path);
 }
 
-static char *dir_of(const char *path) {
+char *nb_path_dir(const char *path) {
     const char *slash = strrchr(path, '/');
     if (!slash) return strdup(".");
     if (slash == path) return strdup("/");
     return strndup(path, (size_t)(slash - path));
 }
 
-static const char *base_of(const char *path) {
+const char *nb_path_base(const char *path) {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
 }
 
-static const char *file_kind(mode_t m) {
+const char *nb_file_kind(mode_t m) {
     return S_ISCHR(m)    ? "a character device"
            : S_ISBLK(m)  ? "a block device"
            : S_ISFIFO(m) ? "a named pipe"
@@ -88,7 +88,7 @@ int nb_out_check(const char *path, const char *what, char **target, nb_err *err)
     char *cur = strdup(path);
     if (!cur) return nb_errf(err, "out of memory");
     for (int hops = 0;; hops++) {
-        char *dir = dir_of(cur);
+        char *dir = nb_path_dir(cur);
         struct stat st;
         int rc = -1;
         if (!dir) {
@@ -147,7 +147,7 @@ int nb_out_check(const char *path, const char *what, char **target, nb_err *err)
             nb_hintf(err, "give %s a file name, e.g. '%s/NAME'", what, shown(s2, path));
         } else {
             nb_errf(err, "'%s' is %s%s, not a regular file: it is left as it is", shown(s, path),
-                    hops ? "a symbolic link to " : "", file_kind(st.st_mode));
+                    hops ? "a symbolic link to " : "", nb_file_kind(st.st_mode));
             nb_hintf(err, "give %s the name of a regular file or a new one", what);
         }
         free(dir);
@@ -172,7 +172,7 @@ static void fsync_dir(const char *dir) {
  * with mode, its path into *tmp (caller frees). Returns the descriptor, or -1 with err. */
 static int open_temp(const char *target, mode_t mode, char **tmp, nb_err *err) {
     char s[SHOWN];
-    char *dir = dir_of(target);
+    char *dir = nb_path_dir(target);
     size_t len = (dir ? strlen(dir) : 0) + 240;
     *tmp = malloc(len);
     if (!dir || !*tmp) {
@@ -181,12 +181,12 @@ static int open_temp(const char *target, mode_t mode, char **tmp, nb_err *err) {
         *tmp = NULL;
         return nb_errf(err, "out of memory");
     }
-    snprintf(*tmp, len, "%s/.%.200s.tmp.XXXXXX", dir, base_of(target));
+    snprintf(*tmp, len, "%s/.%.200s.tmp.XXXXXX", dir, nb_path_base(target));
     int fd = mkstemp(*tmp);
     if (fd < 0) {
         int e = errno;
         nb_errf(err, "cannot create a temporary file in '%s' to write '%s': %s", shown(s, dir),
-                base_of(target), strerror(e));
+                nb_path_base(target), strerror(e));
         nb_hintf(err, "check that the directory is writable");
         free(dir);
         free(*tmp);
@@ -277,7 +277,7 @@ static int replace(const char *tmp, const char *path, const char *target, const 
         nb_errf(err, "cannot write '%s': %s", shown(s, path), strerror(e));
         return nb_hintf(err, "check that the directory is writable");
     }
-    char *dir = dir_of(target);
+    char *dir = nb_path_dir(target);
     if (dir) fsync_dir(dir);
     free(dir);
     return 0;
@@ -327,7 +327,7 @@ int nb_out_install(const char *tmp, const char *path, const char *what, nb_err *
     char *target = NULL;
     int rc = -1, renamed = 0;
     if (nb_out_check(path, what, &target, err)) goto done;
-    char *d1 = dir_of(tmp), *d2 = dir_of(target);
+    char *d1 = nb_path_dir(tmp), *d2 = nb_path_dir(target);
     int same_dir = d1 && d2 && strcmp(d1, d2) == 0;
     free(d1);
     free(d2);

@@ -58,4 +58,12 @@ int nb_out_install(const char *tmp, const char *path, const char *what, nb_err *
  * by how much (the name shown cut short). */
 int nb_out_name_fits(const char *path, nb_err *err);
 
+/* path's directory ("." for a bare name, "/" at the root; caller frees, NULL when out of
+ * memory) and its last component (a pointer into path). */
+char *nb_path_dir(const char *path);
+const char *nb_path_base(const char *path);
+
+/* What a file of mode m is, for a message: "a character device", "a named pipe", ... */
+const char *nb_file_kind(mode_t m);
+
 #endif

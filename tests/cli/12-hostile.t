@@ -13,7 +13,6 @@ cd "$tmp" || exit 1
 
 # files beside PATH that SQLite would create
 no_sidecar() { [ ! -e "$1-wal" ] && [ ! -e "$1-shm" ] && [ ! -e "$1-journal" ]; }
-tst() { if "${@:2}"; then ok "$1"; else not_ok "$1"; fi; }
 
 # ---- run refuses what would be stored raw
 check "run --variant with a newline is a usage error" 2 \

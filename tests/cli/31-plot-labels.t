@@ -17,7 +17,6 @@ S="--dataset synthetic --threads 1 --quiet --subset 300 --steps 6 --log-every 2"
 cd "$tmp" || exit 1
 mkdir tmpd
 export TMPDIR=$tmp/tmpd
-tst() { if "${@:2}"; then ok "$1"; else not_ok "$1"; fi; }
 have_gnuplot=0
 command -v gnuplot >/dev/null && have_gnuplot=1
 CTRL=$'[\x01-\x08\x0b-\x1f\x7f]'

@@ -29,7 +29,7 @@ check "cifar10 --from /dev/zero is refused" 1 $T "$NB" fetch cifar10 --from /dev
 has "the refusal names /dev/zero" "$tmp/err" "'/dev/zero' is not a regular file: it is a character device"
 mkfifo "$tmp/fifo"
 check "cifar10 --from a FIFO is refused without waiting for a writer" 1 $T "$NB" fetch cifar10 --from "$tmp/fifo" --quiet
-has "the refusal says FIFO" "$tmp/err" "'$tmp/fifo' is not a regular file: it is a FIFO"
+has "the refusal says it is a named pipe" "$tmp/err" "'$tmp/fifo' is not a regular file: it is a named pipe"
 mkdir -p "$tmp/MN/train-images-idx3-ubyte.gz"
 check "mnist --from a directory holding a directory in a file's place is refused" 1 $T "$NB" fetch mnist --from "$tmp/MN" --quiet
 has "the refusal names it a directory" "$tmp/err" "'$tmp/MN/train-images-idx3-ubyte.gz' is not a regular file: it is a directory"

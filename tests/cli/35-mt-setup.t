@@ -12,23 +12,7 @@ sql() { sqlite3 "$NORMBENCH_DB" "$1" 2>/dev/null; }
 syn="--dataset synthetic --threads 1 --quiet --steps 1 --eval-every 1 --val-bleu-max 4 --test-max 4"
 LIMIT=2500000 # KiB of address space
 
-# A small Multi30k-shaped data directory: N pairs of 3 to 10 words per split, the German side the
-# English words reversed; `mkdata DIR` writes DIR/multi30k/*.gz.
-mkdata() {
-    mkdir -p "$1/multi30k"
-    for s in train:300 val:40 test_2016_flickr:30 test_2017_flickr:30; do
-        awk -v n="${s#*:}" -v seed="${#s}" 'BEGIN {
-            split("a the dog cat runs jumps over red big small man woman street park ball", w, " ")
-            srand(seed)
-            for (i = 0; i < n; i++) {
-                k = 3 + int(rand() * 8); e = ""; g = ""
-                for (j = 0; j < k; j++) { x = w[1 + int(rand() * 15)]; e = e x " "; g = g x "x " }
-                print e "." > "/dev/stdout"; print g "." > "/dev/stderr"
-            } }' >"$1/multi30k/${s%%:*}.en" 2>"$1/multi30k/${s%%:*}.de"
-    done
-    gzip -n -f "$1"/multi30k/*.en "$1"/multi30k/*.de
-}
-mkdata "$tmp/d"
+mt_mkdata "$tmp/d"
 m30="--data-dir $tmp/d --no-fetch --bpe-merges 50 --dim-word 16 --dim 32 --batch 16 --threads 1 --quiet --steps 2 --eval-every 2"
 
 # limited COMMAND...: runs COMMAND under ulimit -v $LIMIT, out/err in $tmp, its peak resident

@@ -10,20 +10,8 @@ export NORMBENCH_DB=$tmp/cache.db
 sql() { sqlite3 "$NORMBENCH_DB" "$1" 2>/dev/null; }
 last() { sql "select value from params where key = '$1' and run = (select max(id) from runs)"; }
 
-# A small Multi30k-shaped data directory (as 35-mt-setup.t's)
 D=$tmp/d
-mkdir -p "$D/multi30k"
-for s in train:300 val:40 test_2016_flickr:30 test_2017_flickr:30; do
-    awk -v n="${s#*:}" -v seed="${#s}" 'BEGIN {
-        split("a the dog cat runs jumps over red big small man woman street park ball", w, " ")
-        srand(seed)
-        for (i = 0; i < n; i++) {
-            k = 3 + int(rand() * 8); e = ""; g = ""
-            for (j = 0; j < k; j++) { x = w[1 + int(rand() * 15)]; e = e x " "; g = g x "x " }
-            print e "." > "/dev/stdout"; print g "." > "/dev/stderr"
-        } }' >"$D/multi30k/${s%%:*}.en" 2>"$D/multi30k/${s%%:*}.de"
-done
-gzip -n -f "$D"/multi30k/*.en "$D"/multi30k/*.de
+mt_mkdata "$D" # lib.sh
 m30="mt --data-dir $D --no-fetch --bpe-merges 50 --dim-word 16 --dim 32 --batch 16 --threads 1 --quiet --val-bleu-max 4 --test-max 4"
 short="--steps 2 --eval-every 2"
 

@@ -14,7 +14,6 @@ S="--dataset synthetic --threads 1 --quiet --subset 300 --steps 20 --log-every 2
 cd "$tmp" || exit 1
 mkdir tmpd
 export TMPDIR=$tmp/tmpd # where the figures are drawn: must be left empty
-tst() { if "${@:2}"; then ok "$1"; else not_ok "$1"; fi; }
 have_gnuplot=0
 command -v gnuplot >/dev/null && have_gnuplot=1
 

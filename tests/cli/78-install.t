@@ -9,7 +9,6 @@ set -u
 . "$(dirname "$0")/lib.sh"
 case $NB in /*) ;; *) NB=$PWD/$NB ;; esac
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-tst() { if "${@:2}"; then ok "$1"; else not_ok "$1"; fi; }
 
 # the build directory of the binary under test: ./normbench is build's, build-asan/normbench
 # build-asan's

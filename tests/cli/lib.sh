@@ -19,6 +19,24 @@ check() {
     local rc=$?
     if [ "$rc" -eq "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$(tail -n 5 "$tmp/err")"; fi
 }
+# tst DESC CMD...: ok when CMD succeeds
+tst() { if "${@:2}"; then ok "$1"; else not_ok "$1"; fi; }
+# mt_mkdata DIR: a small Multi30k-shaped data directory, DIR/multi30k/*.gz: per split N pairs of
+# 3 to 10 words (train 300, val 40, the two tests 30), the German side the English words with an x
+mt_mkdata() {
+    mkdir -p "$1/multi30k"
+    for s in train:300 val:40 test_2016_flickr:30 test_2017_flickr:30; do
+        awk -v n="${s#*:}" -v seed="${#s}" 'BEGIN {
+            split("a the dog cat runs jumps over red big small man woman street park ball", w, " ")
+            srand(seed)
+            for (i = 0; i < n; i++) {
+                k = 3 + int(rand() * 8); e = ""; g = ""
+                for (j = 0; j < k; j++) { x = w[1 + int(rand() * 15)]; e = e x " "; g = g x "x " }
+                print e "." > "/dev/stdout"; print g "." > "/dev/stderr"
+            } }' >"$1/multi30k/${s%%:*}.en" 2>"$1/multi30k/${s%%:*}.de"
+    done
+    gzip -n -f "$1"/multi30k/*.en "$1"/multi30k/*.de
+}
 # has DESC FILE REGEX
 has() { if grep -q -E -- "$3" "$2"; then ok "$1"; else not_ok "$1" "$(head -n 5 "$2")"; fi; }
 # mpi_local: skips the file (TAP plan 1..0) where mpirun is missing; else sets Open MPI up for one
