@@ -246,7 +246,8 @@ static void test_multi30k_roundtrip(void **state) {
     assert_int_equal(d.val.n, 1014);
     assert_int_equal(d.ntest, 2);
     assert_int_equal(nb_bpe_size(d.bpe), 8000);
-    assert_true(d.bpe_seconds > 0 && d.bpe_seconds < 10);
+    /* learned here, not read from a cache (how long it took is not a test) */
+    assert_true(d.bpe_seconds > 0);
     print_message("multi30k: BPE 8000 merges learned in %.2f s; vocabularies %d / %d\n",
                   d.bpe_seconds, nb_vocab_size(d.src_vocab), nb_vocab_size(d.tgt_vocab));
     assert_int_equal(d.train.unk, 0);
