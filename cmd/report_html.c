@@ -22,6 +22,7 @@
 #include "buildinfo.h"
 #include "plots/plot.h"
 #include "tasks/task.h"
+#include "util/file.h"
 #include "util/json.h"
 #include "util/text.h"
 
@@ -565,20 +566,12 @@ static char *sanitize_svg(const char *in, const char *prefix, const char *label)
     return nb_buf_take(&o);
 }
 
+/* The largest figure inlined: gnuplot's SVG of a few thousand points is well under it. */
+#define SVG_MAX ((size_t)64 << 20)
+
 static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    nb_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        nb_buf_printf(&b, "%.*s", (int)n, chunk);
-    fclose(f);
-    if (b.oom) {
-        nb_buf_free(&b);
-        return NULL;
-    }
-    return b.p ? nb_buf_take(&b) : strdup("");
+    char *p = NULL;
+    return nb_read_file(path, SVG_MAX, NB_READ_REGULAR, &p, NULL, NULL) == 0 ? p : NULL;
 }
 
 /* The figure of figure k as inline SVG markup (caller frees), or NULL with *why set to what
