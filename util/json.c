@@ -233,34 +233,36 @@ static const char *read_string(const char *p, nb_buf *out) {
     return *p == '"' ? p + 1 : NULL;
 }
 
-/* A member's value at p: a string decoded, anything else copied as written up to the ',' or the
- * closing bracket that ends it (brackets inside counted, strings inside skipped). Returns the
- * position after it, or NULL when malformed. */
+/* A member's value at p: a string decoded; a number or a literal (true, false, null) copied; an
+ * object or an array copied as written up to its closing bracket (brackets inside counted,
+ * strings inside skipped). Returns the position after it, or NULL when malformed. */
 static const char *read_value(const char *p, nb_buf *out, int *is_string) {
     *is_string = *p == '"';
     if (*p == '"') return read_string(p, out);
     const char *start = p;
-    long depth = 0;
-    for (; *p; p++) {
-        if (*p == '"') {
-            const char *e = read_string(p, NULL);
-            if (!e) return NULL;
-            p = e - 1;
-        } else if (*p == '{' || *p == '[') {
-            depth++;
-        } else if (*p == '}' || *p == ']') {
-            if (depth == 0) break;
-            depth--;
-        } else if (*p == ',' && depth == 0) {
-            break;
+    if (*p == '{' || *p == '[') {
+        size_t depth = 0;
+        for (; *p; p++) {
+            if (*p == '"') {
+                const char *e = read_string(p, NULL);
+                if (!e) return NULL;
+                p = e - 1;
+            } else if (*p == '{' || *p == '[') {
+                depth++;
+            } else if ((*p == '}' || *p == ']') && --depth == 0) {
+                break;
+            }
         }
+        if (!*p) return NULL;
+        p++;
+    } else {
+        while ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+               *p == '-' || *p == '+' || *p == '.')
+            p++;
+        if (p == start) return NULL; /* no value */
     }
-    if (depth) return NULL;
-    const char *end = p;
-    while (end > start && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\t' || end[-1] == '\r'))
-        end--;
-    if (end == start) return NULL; /* no value */
-    nb_buf_printf(out, "%.*s", (int)(end - start), start);
+    if (p - start > INT_MAX) return NULL;
+    nb_buf_printf(out, "%.*s", (int)(p - start), start);
     return p;
 }
 
