@@ -174,7 +174,13 @@ static void fsync_dir(const char *dir) {
 static FILE *open_temp(const char *target, mode_t mode, char **tmp, nb_err *err) {
     nb_atomic a;
     if (nb_atomic_open(&a, target, 0600, err)) {
+        int e = errno;
+        char s[SHOWN];
+        char *dir = dir_of(target);
+        nb_errf(err, "cannot create a temporary file in '%s' to write '%s': %s",
+                shown(s, dir ? dir : "."), base_of(target), strerror(e));
         nb_hintf(err, "check that the directory is writable");
+        free(dir);
         return NULL;
     }
     if (fchmod(fileno(a.f), mode) != 0) {
