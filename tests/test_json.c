@@ -167,7 +167,7 @@ static void test_round_trip(void **state) {
     nb_buf_puts(&b, "}");
     nb_json_object o;
     assert_int_equal(nb_json_read_object(b.p, &o), 0);
-    char key[8];
+    char key[16];
     for (int i = 0; i < 5; i++) {
         snprintf(key, sizeof key, "v%d", i);
         assert_string_equal(nb_json_get_str(&o, key), vals[i]);
