@@ -50,7 +50,8 @@ static const char *const all_statuses[] = {"finished", "interrupted", "diverged"
                                            "crashed",  "running",     NULL};
 
 enum { MAXMET = 16, MAXSTAT = 8, MAXSEED = 64 };
-/* the longest base name: room for "-data" and gnuplot's ".BASE.svg.tmp.PID" within NAME_MAX */
+/* the longest base name: room for "-data" and gnuplot's ".BASE.svg.tmp.normbench.PID" within
+ * NAME_MAX */
 enum { NB_PLOT_NAME_MAX = 200 };
 
 /* Splits a comma-separated list into a NULL-terminated array of pointers into buf. Returns how

@@ -784,23 +784,28 @@ static char *join_argv(int argc, const char **argv) {
  * checkpoint must exist and belong to it (store, run, task, norm, seed, configuration), whose
  * identity goes to *ident. With from_scratch the checkpoint is not needed (*ckpt_step = -1): the
  * run starts over under its id. */
-/* The integer after "key": in a configuration's JSON (as config_json writes it), or def. */
+/* The integer member key of a configuration's JSON (util/json.h's reader), or def. */
 static int64_t config_int(const char *json, const char *key, int64_t def) {
-    char pat[80];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = json ? strstr(json, pat) : NULL;
-    return p ? strtoll(p + strlen(pat), NULL, 10) : def;
+    nb_json_object o;
+    nb_json_read_object(json, &o);
+    long long v = def;
+    nb_json_get_int(&o, key, &v);
+    nb_json_object_free(&o);
+    return v;
 }
 
 /* How many groups a run's BatchNorm statistics are taken over: its ranks with per-rank
  * statistics (norm batch under mpirun without --bn-sync), else 1 (the whole batch, or no
  * BatchNorm). Resuming a run with another count would change its model. */
 static int64_t config_bn_groups(const char *json) {
-    int64_t ranks = config_int(json, "ranks", 1);
-    return json && strstr(json, ", \"norm\": \"batch\"") &&
-                   strstr(json, "\"bn_statistics\": \"per-rank\"") && ranks > 1
-               ? ranks
-               : 1;
+    nb_json_object o;
+    nb_json_read_object(json, &o);
+    long long ranks = 1;
+    nb_json_get_int(&o, "ranks", &ranks);
+    const char *norm = nb_json_get_str(&o, "norm"), *bn = nb_json_get_str(&o, "bn_statistics");
+    int per_rank = norm && strcmp(norm, "batch") == 0 && bn && strcmp(bn, "per-rank") == 0;
+    nb_json_object_free(&o);
+    return per_rank && ranks > 1 ? ranks : 1;
 }
 
 /* nb_run_resume_prepare, with how the run was trained: the ranks it was started on and its

@@ -24,6 +24,7 @@
 #include "results/query.h"
 #include "results/store.h"
 #include "tasks/task.h"
+#include "util/file.h"
 #include "util/json.h"
 
 static const char sweep_usage[] =
@@ -375,15 +376,8 @@ static int give_job(nb_store *store, job *jobs, long j, int r, const char *db,
     if (n < 0) return -1;
     char *bytes = NULL;
     if (mj.ckpt) {
-        FILE *f = fopen(ckpt, "rb");
-        long len = -1;
-        if (f && fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-        if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (bytes = malloc((size_t)len + 1)) &&
-            fread(bytes, 1, (size_t)len, f) == (size_t)len)
-            mj.ckpt_len = (size_t)len;
-        else
-            len = -1;
-        if (f) fclose(f);
+        nb_err rerr;
+        long len = nb_read_file(ckpt, NB_MPI_CKPT_MAX, 0, &bytes, &mj.ckpt_len, &rerr) ? -1 : 0;
         if (len < 0) {
             free(bytes);
             free(buf);

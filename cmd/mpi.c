@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "results/provenance.h"
+#include "util/file.h"
 #include "util/json.h"
 
 static int mpi_on = 0, mpi_rank = 0, mpi_size = 1;
@@ -323,26 +324,11 @@ static int ckpt_path(char *out, size_t size, const char *db, int64_t run, int ma
     return 0;
 }
 
-/* Writes n bytes to path through PATH.tmp.PID, flushed and renamed into place (as
- * nb_ckpt_write does: a checkpoint is the old one or the new one, never half). */
+/* Writes n bytes to path atomically (util/file.h): a checkpoint is the old one or the new one,
+ * never half. */
 static int write_atomic(const char *path, const char *p, size_t n, nb_err *err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return nb_errf(err, "cannot write checkpoint '%s': %s", tmp, strerror(errno));
-    int bad = fwrite(p, 1, n, f) != n;
-    if (bad || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        nb_errf(err, "cannot write checkpoint '%s': %s", tmp, strerror(errno));
-        fclose(f);
-        unlink(tmp);
-        return -1;
-    }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        nb_errf(err, "cannot write checkpoint '%s': %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    if (nb_write_atomic(path, p, n, err) == 0) return 0;
+    return nb_errf(err, "cannot write checkpoint '%s': %s", path, strerror(errno));
 }
 
 /* Answers a record request m (tag) from rank r. Returns 0, or -1 when the store refused it. */
@@ -553,34 +539,10 @@ static int rem_finish(void *ctx, int64_t run, const char *status, const char *me
     return request(TAG_FINISH, &m, NULL, NULL, 0, err);
 }
 
-/* Reads a whole file into a new buffer. */
+/* Reads a whole checkpoint into a new buffer. */
 static char *slurp(const char *path, size_t *n, nb_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return nb_errf(err, "cannot read '%s': %s", path, strerror(errno)), NULL;
     char *p = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            char *q = realloc(p, cap);
-            if (!q) {
-                free(p);
-                fclose(f);
-                return nb_errf(err, "out of memory reading '%s'", path), NULL;
-            }
-            p = q;
-        }
-        size_t k = fread(p + len, 1, cap - len, f);
-        len += k;
-        if (k == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(p);
-        return nb_errf(err, "cannot read '%s'", path), NULL;
-    }
-    *n = len;
+    if (nb_read_file(path, NB_MPI_CKPT_MAX, 0, &p, n, err)) return NULL;
     return p;
 }
 

@@ -156,4 +156,8 @@ nb_mpi_event nb_mpi_poll(nb_store *store, const char *db, int wait, nb_mpi_heard
  * Returns 0. */
 int nb_mpi_sweep_worker(volatile sig_atomic_t *stop);
 
+/* The largest checkpoint sent between ranks: far above any model here (parameters and
+ * optimizer state), a bound on what a damaged or foreign file can make a rank allocate. */
+#define NB_MPI_CKPT_MAX ((size_t)16 << 30)
+
 #endif

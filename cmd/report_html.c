@@ -22,6 +22,7 @@
 #include "buildinfo.h"
 #include "plots/plot.h"
 #include "tasks/task.h"
+#include "util/file.h"
 #include "util/json.h"
 #include "util/text.h"
 
@@ -57,154 +58,14 @@ static void h(FILE *f, const char *s) {
     nb_buf_free(&b);
 }
 
-/* ---- flat JSON objects (a run's configuration and provenance, as stored) ----------------- */
+/* ---- flat JSON objects (a run's configuration and provenance, as stored): util/json.h ------ */
 
-static const char *ws(const char *p) {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-        p++;
-    return p;
-}
-
-/* A JSON string at p (at its opening quote) decoded into out (\uXXXX of the BMP as UTF-8);
- * returns the position after it, or NULL when malformed. */
-static const char *json_string(const char *p, nb_buf *out) {
-    if (*p != '"') return NULL;
-    for (p++; *p && *p != '"'; p++) {
-        if (*p != '\\') {
-            nb_buf_printf(out, "%c", *p);
-            continue;
-        }
-        p++;
-        switch (*p) {
-        case 'n':
-            nb_buf_puts(out, "\n");
-            break;
-        case 't':
-            nb_buf_puts(out, "\t");
-            break;
-        case 'r':
-            nb_buf_puts(out, "\r");
-            break;
-        case 'b':
-            nb_buf_puts(out, "\b");
-            break;
-        case 'f':
-            nb_buf_puts(out, "\f");
-            break;
-        case 'u': {
-            unsigned v = 0;
-            for (int i = 1; i <= 4; i++) {
-                char c = p[i];
-                int d = c >= '0' && c <= '9'   ? c - '0'
-                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                               : -1;
-                if (d < 0) return NULL;
-                v = v * 16 + (unsigned)d;
-            }
-            p += 4;
-            if (v < 0x80)
-                nb_buf_printf(out, "%c", (char)(v ? v : '?'));
-            else if (v < 0x800)
-                nb_buf_printf(out, "%c%c", (char)(0xc0 | v >> 6), (char)(0x80 | (v & 63)));
-            else
-                nb_buf_printf(out, "%c%c%c", (char)(0xe0 | v >> 12), (char)(0x80 | ((v >> 6) & 63)),
-                              (char)(0x80 | (v & 63)));
-            break;
-        }
-        case '\0':
-            return NULL;
-        default:
-            nb_buf_printf(out, "%c", *p);
-        }
-    }
-    return *p == '"' ? p + 1 : NULL;
-}
-
-/* Any JSON value at p copied (a string decoded, anything else as written); returns the position
- * after it, or NULL when malformed. */
-static const char *json_value(const char *p, nb_buf *out) {
-    if (*p == '"') return json_string(p, out);
-    const char *start = p;
-    int depth = 0;
-    for (; *p; p++) {
-        if (*p == '"') {
-            nb_buf skip = {0};
-            const char *e = json_string(p, &skip);
-            nb_buf_free(&skip);
-            if (!e) return NULL;
-            p = e - 1;
-        } else if (*p == '{' || *p == '[') {
-            depth++;
-        } else if (*p == '}' || *p == ']') {
-            if (depth == 0) break;
-            depth--;
-        } else if (*p == ',' && depth == 0) {
-            break;
-        }
-    }
-    if (depth) return NULL;
-    const char *end = p;
-    while (end > start && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\t'))
-        end--;
-    nb_buf_printf(out, "%.*s", (int)(end - start), start);
-    return p;
-}
-
-typedef struct kvlist {
-    nb_kv *kv;
-    int n;
-} kvlist;
-
-static void kv_free(kvlist *l) {
-    for (int i = 0; i < l->n; i++) {
-        free(l->kv[i].key);
-        free(l->kv[i].value);
-    }
-    free(l->kv);
-    l->kv = NULL;
-    l->n = 0;
-}
+typedef nb_json_object kvlist;
 
 /* The members of a JSON object, in order; what is not an object (or is malformed from some
  * point on) gives the members read until there. */
 static void json_members(const char *json, kvlist *l) {
-    l->kv = NULL;
-    l->n = 0;
-    if (!json) return;
-    const char *p = ws(json);
-    if (*p != '{') return;
-    p = ws(p + 1);
-    while (*p == '"') {
-        nb_buf k = {0}, v = {0};
-        p = json_string(p, &k);
-        if (p) p = ws(p);
-        if (p && *p == ':') p = json_value(ws(p + 1), &v);
-        nb_kv *grown = p ? realloc(l->kv, (size_t)(l->n + 1) * sizeof *grown) : NULL;
-        if (!grown || k.oom || v.oom) {
-            nb_buf_free(&k);
-            nb_buf_free(&v);
-            return;
-        }
-        l->kv = grown;
-        l->kv[l->n].key = nb_buf_take(&k);
-        l->kv[l->n].value = nb_buf_take(&v);
-        if (!l->kv[l->n].key || !l->kv[l->n].value) {
-            free(l->kv[l->n].key);
-            free(l->kv[l->n].value);
-            return;
-        }
-        l->n++;
-        p = ws(p);
-        if (*p != ',') return;
-        p = ws(p + 1);
-    }
-}
-
-static const char *kv_get(const kvlist *l, const char *key) {
-    for (int i = 0; i < l->n; i++)
-        if (strcmp(l->kv[i].key, key) == 0) return l->kv[i].value;
-    return NULL;
+    (void)nb_json_read_object(json, l);
 }
 
 /* ---- the runs --------------------------------------------------------------------------- */
@@ -221,8 +82,8 @@ static void runs_free(run *r, int n) {
     for (int i = 0; i < n; i++) {
         nb_run_detail_free(r[i].d);
         free(r[i].group);
-        kv_free(&r[i].config);
-        kv_free(&r[i].prov);
+        nb_json_object_free(&r[i].config);
+        nb_json_object_free(&r[i].prov);
     }
     free(r);
 }
@@ -565,20 +426,12 @@ static char *sanitize_svg(const char *in, const char *prefix, const char *label)
     return nb_buf_take(&o);
 }
 
+/* The largest figure inlined: gnuplot's SVG of a few thousand points is well under it. */
+#define SVG_MAX ((size_t)64 << 20)
+
 static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    nb_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        nb_buf_printf(&b, "%.*s", (int)n, chunk);
-    fclose(f);
-    if (b.oom) {
-        nb_buf_free(&b);
-        return NULL;
-    }
-    return b.p ? nb_buf_take(&b) : strdup("");
+    char *p = NULL;
+    return nb_read_file(path, SVG_MAX, NB_READ_REGULAR, &p, NULL, NULL) == 0 ? p : NULL;
 }
 
 /* The figure of figure k as inline SVG markup (caller frees), or NULL with *why set to what
@@ -770,13 +623,13 @@ static const struct {
 enum { NPROV = sizeof prov_cols / sizeof prov_cols[0] };
 
 static void prov_value(const run *x, int c, char *buf, size_t size) {
-    const char *v = kv_get(&x->prov, prov_cols[c].key);
+    const char *v = nb_json_get(&x->prov, prov_cols[c].key);
     if (c == 3) { /* threads: the run's --threads when set, else what OpenMP had */
-        const char *t = kv_get(&x->config, "threads");
+        const char *t = nb_json_get(&x->config, "threads");
         if (t && strcmp(t, "0") != 0) v = t;
     }
     if (!v || strcmp(v, "null") == 0) v = "-";
-    const char *dirty = kv_get(&x->prov, "git_dirty");
+    const char *dirty = nb_json_get(&x->prov, "git_dirty");
     size_t len = strlen(v);
     int marked = len >= 6 && strcmp(v + len - 6, "-dirty") == 0;
     snprintf(buf, size, "%s%s", v,
@@ -854,7 +707,7 @@ static int shared_by_all(const run *runs, int n, const char *task, const char *k
                          const char *value) {
     for (int i = 0; i < n; i++) {
         if (strcmp(runs[i].d->info.task, task) != 0) continue;
-        const char *v = kv_get(&runs[i].config, key);
+        const char *v = nb_json_get(&runs[i].config, key);
         if (!v || strcmp(v, value) != 0) return 0;
     }
     return 1;
@@ -874,7 +727,7 @@ static void print_runs(FILE *f, const run *runs, int n) {
         fputs("</h3>\n<p><b>Configuration shared by these runs:</b> <span class=\"mono\">", f);
         int any = 0;
         for (int k = 0; k < runs[i].config.n; k++) {
-            const nb_kv *kv = &runs[i].config.kv[k];
+            const nb_json_member *kv = &runs[i].config.kv[k];
             if (own_column(kv->key) || !shared_by_all(runs, n, task, kv->key, kv->value)) continue;
             fputs(any++ ? " " : "", f);
             h(f, kv->key);
@@ -916,7 +769,7 @@ static void print_runs(FILE *f, const run *runs, int n) {
             fputs("</td><td class=\"cfg mono\">", f);
             int shown = 0;
             for (int k = 0; k < x->config.n; k++) {
-                const nb_kv *kv = &x->config.kv[k];
+                const nb_json_member *kv = &x->config.kv[k];
                 if (own_column(kv->key) || shared_by_all(runs, n, task, kv->key, kv->value))
                     continue;
                 fputs(shown++ ? " " : "", f);

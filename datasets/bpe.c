@@ -593,43 +593,8 @@ nb_bpe *nb_bpe_parse(const char *buf, size_t n, const char *name, nb_err *err) {
 
 /* Reads a whole file (at most max bytes). */
 static char *slurp(const char *path, size_t max, size_t *len, nb_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        nb_errf(err, "cannot open '%s': %s", path, strerror(e));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    int bad = !buf;
-    while (!bad) {
-        if (n == cap) {
-            if (cap >= max) {
-                nb_errf(err, "'%s' is larger than %zu bytes", path, max);
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            char *b = realloc(buf, cap * 2);
-            if (!b) {
-                bad = 1;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    if (bad || ferror(f)) {
-        nb_errf(err, "cannot read '%s'", path);
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    *len = n;
+    char *buf = NULL;
+    if (nb_read_file(path, max, 0, &buf, len, err)) return NULL;
     return buf;
 }
 

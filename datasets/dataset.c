@@ -88,36 +88,6 @@ static void remove_tree(const char *path) {
     rmdir(path);
 }
 
-int nb_write_atomic(const char *path, const char *text, size_t len, nb_err *err) {
-    char tmp[PATHN];
-    pathf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int e = errno;
-        return nb_errf(err, "cannot write '%s': %s", tmp, strerror(e));
-    }
-    int bad = fwrite(text, 1, len, f) != len || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int e = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad || rename(tmp, path) != 0) {
-        if (!bad) e = errno;
-        remove(tmp);
-        nb_errf(err, "cannot write '%s': %s", path, strerror(e));
-        return nb_hintf(err, "free some space, or choose another data directory with --data-dir");
-    }
-    char dir[PATHN];
-    pathf(dir, sizeof dir, "%s", path);
-    char *s = strrchr(dir, '/');
-    if (s) {
-        *s = '\0';
-        fsync_dir(dir);
-    }
-    return 0;
-}
-
 int nb_trust_get(const char *data_dir, const char *file, char sha[65]) {
     char p[PATHN];
     pathf(p, sizeof p, "%s/.trust/%s.sha256", data_dir, file);
@@ -323,6 +293,7 @@ static int write_manifest(const nb_dataset *d, const char *tmpdir, volatile sig_
     char man[PATHN];
     pathf(man, sizeof man, "%s/%s", tmpdir, NB_MANIFEST);
     int rc = nb_write_atomic(man, text, strlen(text), err);
+    if (rc) nb_hintf(err, "free some space, or choose another data directory with --data-dir");
     free(text);
     return rc;
 }
@@ -524,13 +495,12 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
     progress(o, "install", d->name, 0, 0);
     if (write_manifest(d, tmpdir, o->stop, err)) goto done;
     fsync_dir(tmpdir);
-    if (rename(tmpdir, dir) != 0) {
+    if (nb_rename_durable(tmpdir, dir, err) != 0) {
         int e = errno;
         nb_errf(err, "cannot install '%s': %s", dir, strerror(e));
         goto done;
     }
     tmpdir[0] = '\0';
-    fsync_dir(data_dir);
     for (int i = 0; i < ns; i++) {
         if (tofu[i]) {
             char tdir[PATHN], tp[PATHN], text[PATHN];
@@ -542,7 +512,10 @@ int nb_dataset_install(const nb_dataset *d, const char *data_dir, const nb_fetch
             }
             pathf(tp, sizeof tp, "%s/%s.sha256", tdir, d->sources[i].file);
             pathf(text, sizeof text, "%s  %s\n", shas[i], d->sources[i].file);
-            if (nb_write_atomic(tp, text, strlen(text), err)) goto done;
+            if (nb_write_atomic(tp, text, strlen(text), err)) {
+                nb_hintf(err, "free some space, or choose another data directory with --data-dir");
+                goto done;
+            }
         }
         if (downloaded[i]) remove(paths[i]);
     }

@@ -16,6 +16,7 @@
 #include "datasets/download.h"
 #include "datasets/registry.h"
 #include "util/err.h"
+#include "util/file.h" /* nb_write_atomic */
 
 /* stage: "download", "verify", "unpack" or "install"; done/total in bytes (0 when unknown). */
 typedef void (*nb_fetch_progress_fn)(void *ctx, const char *stage, const char *file, int64_t done,
@@ -63,9 +64,6 @@ int nb_dataset_file(const char *name, const char *file, const char *data_dir, ch
 
 /* The trust-on-first-use digest recorded for a source file in data_dir, into sha (65 bytes).
  * Returns 1 when one is recorded, 0 when none is. */
-/* Writes len bytes of text to path atomically: path.tmp, fsync, rename, fsync the directory. */
-int nb_write_atomic(const char *path, const char *text, size_t len, nb_err *err);
-
 int nb_trust_get(const char *data_dir, const char *file, char sha[65]);
 
 #endif

@@ -493,43 +493,18 @@ static int cache_read(const char *path, const char *inputs, char **body, size_t 
     return 1;
 }
 
-/* Writes cache file path: the header and text, through PATH.tmp.PID (created new, never
- * through a link), fsync'ed and renamed over path. */
+/* Writes cache file path: the header and text, atomically (nb_write_atomicv, util/file.h). */
 static int cache_write(const char *path, const char *inputs, const char *text, size_t n,
                        nb_err *err) {
     struct stat st;
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
         return cache_not_file(path, &st, err);
-    char tmp[4300], head[200], sum[65];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return nb_errf(err, "path '%s' is too long", path);
+    char head[200], sum[65];
     if (sha256_hex(text, n, sum) != 0) return nb_errf(err, "SHA-256 failed");
     int hl = snprintf(head, sizeof head, "%s inputs=%s body=%s\n", CACHE_MAGIC, inputs, sum);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) /* our own pid's leftover */
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        nb_errf(err, "cannot write '%s': %s", tmp, strerror(errno));
-        return nb_hintf(err, "make '%s' writable, or choose another data directory with --data-dir",
-                        path);
-    }
-    const char *part[2] = {head, text};
-    size_t len[2] = {(size_t)hl, n};
-    int e = 0;
-    for (int i = 0; i < 2 && !e; i++)
-        for (size_t at = 0; at < len[i] && !e;) {
-            ssize_t w = write(fd, part[i] + at, len[i] - at);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0)
-                e = w < 0 ? errno : EIO;
-            else
-                at += (size_t)w;
-        }
-    if (!e && fsync(fd) != 0) e = errno;
-    if (close(fd) != 0 && !e) e = errno;
-    if (!e && rename(tmp, path) != 0) e = errno;
-    if (e) {
-        unlink(tmp);
+    const nb_piece part[2] = {{head, (size_t)hl}, {text, n}};
+    if (nb_write_atomicv(path, part, 2, err)) {
+        int e = errno;
         nb_errf(err, "cannot write '%s': %s", path, strerror(e));
         if (e == ENOSPC || e == EDQUOT)
             return nb_hintf(err,

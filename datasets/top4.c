@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/file.h"
+
 static const char *const files[7] = {"dict.pkl",       "train4_pass.pkl", "train4_qs.pkl",
                                      "train4_ans.pkl", "valid4_pass.pkl", "valid4_qs.pkl",
                                      "valid4_ans.pkl"};
@@ -169,12 +171,11 @@ static void put(wbuf *w, const void *p, size_t n) {
 }
 
 static void write_cache(const nb_cloze *c, const char *dir, const uint64_t *stamp) {
-    char path[4096], tmp[4200];
+    char path[4096];
     if (snprintf(path, sizeof path, "%s/cache-v1.bin", dir) >= (int)sizeof path) return;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) return;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return; /* a read-only data folder: convert again next time */
-    wbuf w = {f, FNV0, 0};
+    nb_atomic a;
+    if (nb_atomic_open(&a, path, 0666, NULL)) return; /* a read-only data folder: convert again */
+    wbuf w = {a.f, FNV0, 0};
     uint32_t V = (uint32_t)c->V, ne = (uint32_t)c->nents;
     put(&w, magic, 8);
     put(&w, &V, 4);
@@ -197,17 +198,10 @@ static void write_cache(const nb_cloze *c, const char *dir, const uint64_t *stam
     put(&w, c->ents, sizeof(int32_t) * ne);
     uint64_t h = w.h;
     put(&w, &h, 8);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) w.bad = 1;
-    if (fclose(f) != 0) w.bad = 1;
-    if (w.bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return;
-    }
-    int dfd = open(dir, O_RDONLY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+    if (w.bad)
+        nb_atomic_abort(&a);
+    else
+        nb_atomic_commit(&a, NULL);
 }
 
 typedef struct rbuf {

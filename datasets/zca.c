@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/file.h"
+
 /* LAPACK's symmetric eigensolver (divide and conquer), as OpenBLAS exports it. */
 extern void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda,
                     double *w, double *work, const int *lwork, int *iwork, const int *liwork,
@@ -122,11 +124,10 @@ void nb_zca_apply(const nb_zca *z, float *y, const float *x, int N) {
 static const char zca_magic[8] = "NBZCA01";
 
 int nb_zca_save(const nb_zca *z, const char *path, const char *key, nb_err *err) {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return nb_errf(err, "cache path '%s' is too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return nb_errf(err, "cannot write ZCA cache '%s': %s", tmp, strerror(errno));
+    nb_atomic a;
+    if (nb_atomic_open(&a, path, 0666, err))
+        return nb_errf(err, "cannot write ZCA cache '%s': %s", path, strerror(errno));
+    FILE *f = a.f;
     char k[128] = {0};
     snprintf(k, sizeof k, "%s", key);
     int32_t D = z->D;
@@ -134,17 +135,14 @@ int nb_zca_save(const nb_zca *z, const char *path, const char *key, nb_err *err)
              fwrite(&D, sizeof D, 1, f) == 1 && fwrite(&z->reg, sizeof z->reg, 1, f) == 1 &&
              fwrite(z->mean, sizeof *z->mean, (size_t)D, f) == (size_t)D &&
              fwrite(z->W, sizeof *z->W, (size_t)D * D, f) == (size_t)D * D &&
-             fwrite(zca_magic, 1, 8, f) == 8 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        saved = errno;
-    }
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) saved = errno;
-        unlink(tmp);
+             fwrite(zca_magic, 1, 8, f) == 8;
+    if (!ok) {
+        int saved = errno;
+        nb_atomic_abort(&a);
         return nb_errf(err, "cannot write ZCA cache '%s': %s", path, strerror(saved));
     }
+    if (nb_atomic_commit(&a, err))
+        return nb_errf(err, "cannot write ZCA cache '%s': %s", path, strerror(errno));
     return 0;
 }
 

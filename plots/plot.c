@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/file.h"
 #include "util/json.h"
 #include "util/outpath.h"
 #include "util/text.h"
@@ -810,23 +811,8 @@ static int run_gnuplot(const nb_plot_opts *o, const char *dir, const char *scrip
 }
 
 static int read_text(const char *path, char **text, nb_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return nb_errf(err, "cannot read gnuplot's output '%s': %s", path, strerror(errno));
-    nb_buf b = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk - 1, f)) > 0) {
-        chunk[n] = '\0';
-        nb_buf_puts(&b, chunk);
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || b.oom) {
-        nb_buf_free(&b);
-        return nb_errf(err, "cannot read gnuplot's output '%s'", path);
-    }
-    *text = b.p ? nb_buf_take(&b) : strdup("");
-    return *text ? 0 : nb_errf(err, "out of memory");
+    if (nb_read_file(path, (size_t)64 << 20, 0, text, NULL, err) == 0) return 0;
+    return nb_errf(err, "cannot read gnuplot's output '%s': %s", path, strerror(errno));
 }
 
 int nb_plot_check_outputs(const nb_plot_opts *o, nb_err *err) {
@@ -1041,9 +1027,11 @@ int nb_plot_render(const nb_plot_figure *f, const nb_plot_opts *o, char **text, 
     char setvars[1400] = "";
     if (!o->dumb) {
         if (o->png)
-            snprintf(tmp_png, sizeof tmp_png, ".%s.tmp.%ld", nb_path_base(o->png), (long)getpid());
+            snprintf(tmp_png, sizeof tmp_png, ".%s.tmp.normbench.%ld", nb_path_base(o->png),
+                     (long)getpid());
         if (o->svg)
-            snprintf(tmp_svg, sizeof tmp_svg, ".%s.tmp.%ld", nb_path_base(o->svg), (long)getpid());
+            snprintf(tmp_svg, sizeof tmp_svg, ".%s.tmp.normbench.%ld", nb_path_base(o->svg),
+                     (long)getpid());
         nb_buf v = {0};
         nb_buf_puts(&v, "out_png = ");
         gp_str(&v, tmp_png);

@@ -11,6 +11,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "util/file.h"
+
 static const char head_magic[8] = "NBCKPT2";
 static const char head_magic_v1[8] = "NBCKPT1"; /* no identity: refused */
 static const char tail_magic[8] = "NBEND01";
@@ -99,14 +101,12 @@ int nb_ckpt_write(const char *path, const nb_ckpt_ident *id, const nb_ckpt_state
         memset(&none, 0, sizeof none);
         id = &none;
     }
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return nb_errf(err, "checkpoint path '%s' is too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        nb_errf(err, "cannot write checkpoint '%s': %s", tmp, strerror(errno));
+    nb_atomic a;
+    if (nb_atomic_open(&a, path, 0666, err)) {
+        nb_errf(err, "cannot write checkpoint '%s': %s", path, strerror(errno));
         return nb_hintf(err, "check that the directory exists and is writable");
     }
+    FILE *f = a.f;
     uint64_t h = 0xcbf29ce484222325ULL;
     uint32_t nb = (uint32_t)nblobs;
     int bad = write_all(f, head_magic, sizeof head_magic, &h) || write_all(f, id, sizeof *id, &h) ||
@@ -119,31 +119,15 @@ int nb_ckpt_write(const char *path, const nb_ckpt_ident *id, const nb_ckpt_state
     uint64_t dummy = 0;
     bad = bad || write_all(f, tail_magic, sizeof tail_magic, &dummy) ||
           fwrite(&h, sizeof h, 1, f) != 1;
-    int saved = errno;
-    if (bad || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        saved = errno;
-        fclose(f);
-        unlink(tmp);
+    if (bad) {
+        int saved = errno;
+        nb_atomic_abort(&a);
         nb_errf(err, "cannot write checkpoint '%s': %s", path, strerror(saved));
         return nb_hintf(err, "is the disk full? the previous checkpoint is kept");
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        saved = errno;
-        unlink(tmp);
-        return nb_errf(err, "cannot install checkpoint '%s': %s", path, strerror(saved));
-    }
-    /* make the rename itself durable */
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
+    if (nb_atomic_commit(&a, err)) {
+        nb_errf(err, "cannot write checkpoint '%s': %s", path, strerror(errno));
+        return nb_hintf(err, "is the disk full? the previous checkpoint is kept");
     }
     return 0;
 }
@@ -285,26 +269,7 @@ int nb_ckpt_read_state(const char *path, nb_ckpt_ident *id, nb_ckpt_state *st, n
 }
 
 int nb_ckpt_remove_stale(const char *dir, int *removed, nb_err *err) {
-    if (removed) *removed = 0;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT || errno == ENOTDIR) return 0;
-        return nb_errf(err, "cannot read checkpoint directory '%s': %s", dir, strerror(errno));
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *t = strstr(e->d_name, ".ckpt.tmp.");
-        if (!t) continue;
-        const char *p = t + strlen(".ckpt.tmp.");
-        char *end = NULL;
-        long pid = strtol(p, &end, 10);
-        if (end == p || *end || pid <= 0) continue;
-        /* a live writer's file is its next checkpoint: leave it */
-        if (!(kill((pid_t)pid, 0) == -1 && errno == ESRCH)) continue;
-        char path[4096];
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) continue;
-        if (unlink(path) == 0 && removed) (*removed)++;
-    }
-    closedir(d);
+    (void)err;
+    nb_file_clean_temps(dir, NULL, removed);
     return 0;
 }

@@ -56,8 +56,8 @@ typedef struct nb_ckpt_blob {
     size_t n;
 } nb_ckpt_blob;
 
-/* Writes the identity (id; NULL: all zero), state and the blobs to path atomically, through
- * the temporary file PATH.tmp.PID. Returns 0, or -1 with err. */
+/* Writes the identity (id; NULL: all zero), state and the blobs to path atomically
+ * (nb_atomic, util/file.h). Returns 0, or -1 with err. */
 int nb_ckpt_write(const char *path, const nb_ckpt_ident *id, const nb_ckpt_state *st,
                   const nb_ckpt_blob *blobs, int nblobs, nb_err *err);
 
@@ -77,9 +77,10 @@ int nb_ckpt_read_last_blob(const char *path, void *p, size_t n, nb_err *err);
  * trailer and checksum. Returns 0, or -1 with err. */
 int nb_ckpt_read_state(const char *path, nb_ckpt_ident *id, nb_ckpt_state *st, nb_err *err);
 
-/* Removes the temporary files (NAME.tmp.PID) that a process killed while writing a checkpoint
- * left in dir, when process PID no longer exists. A missing dir is not an error. Sets *removed
- * (may be NULL) to how many were removed. Returns 0, or -1 with err. */
+/* Removes the temporary files (util/file.h's, and the NAME.tmp.PID of earlier versions) that a
+ * process killed while writing a checkpoint left in dir, when process PID no longer exists
+ * (nb_file_clean_temps). A missing or unreadable dir is not an error. Sets *removed (may be
+ * NULL) to how many were removed. Returns 0. */
 int nb_ckpt_remove_stale(const char *dir, int *removed, nb_err *err);
 
 #endif

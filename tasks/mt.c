@@ -30,6 +30,7 @@
 #include "datasets/mt.h"
 #include "nn/mem.h"
 #include "tasks/train.h"
+#include "util/file.h"
 #include "util/bleu.h"
 
 static const char *const mt_datasets[] = {"multi30k", "wmt14-en-de", "synthetic", NULL};
@@ -721,62 +722,20 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
     return h;
 }
 
-/* Writes path atomically: a temporary file, fsync, rename. */
-static int write_atomic(const char *path, const void *a, size_t na, const void *b, size_t nb,
-                        const void *c, size_t nc, nb_err *err) {
-    char tmp[4300];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return nb_errf(err, "path '%s' is too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return nb_errf(err, "cannot write '%s': %s", tmp, strerror(errno));
-    int ok = fwrite(a, 1, na, f) == na && (!nb || fwrite(b, 1, nb, f) == nb) &&
-             (!nc || fwrite(c, 1, nc, f) == nc) && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return nb_errf(err, "cannot write '%s': %s", path, strerror(e));
-    }
-    return 0;
-}
-
 /* The bytes of a regular file of at most max bytes (malloc'ed, NUL-terminated) into *buf, *n. */
 static int read_whole(const char *path, size_t max, char **buf, size_t *n, nb_err *err) {
-    *buf = NULL;
-    *n = 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        int e = errno;
-        if (fd >= 0) close(fd);
-        nb_errf(err, "cannot open the model's '%s': %s", path, strerror(e));
-        return nb_hintf(err, "a run keeps its model when it finishes; is the run finished?");
-    }
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
-        close(fd);
+    if (nb_read_file(path, max, NB_READ_REGULAR | NB_READ_NOFOLLOW, buf, n, err) == 0) return 0;
+    int e = errno;
+    if (e == EFBIG || e == EINVAL || e == EISDIR) {
         nb_errf(err, "the model's '%s' is not a regular file of at most %zu bytes", path, max);
         return nb_hintf(err, "train the run again to keep a new model");
     }
-    size_t want = (size_t)st.st_size, got = 0;
-    char *p = malloc(want + 1);
-    if (!p) {
-        close(fd);
-        return nb_errf(err, "out of memory reading '%s'", path);
+    if (e == ENOMEM) return nb_errf(err, "out of memory reading '%s'", path);
+    if (strncmp(err->msg, "cannot open", 11) == 0) {
+        nb_errf(err, "cannot open the model's '%s': %s", path, strerror(e));
+        return nb_hintf(err, "a run keeps its model when it finishes; is the run finished?");
     }
-    while (got < want) {
-        ssize_t k = read(fd, p + got, want - got);
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    close(fd);
-    if (got != want) {
-        free(p);
-        return nb_errf(err, "cannot read the model's '%s'", path);
-    }
-    p[got] = '\0';
-    *buf = p;
-    *n = got;
-    return 0;
+    return nb_errf(err, "cannot read the model's '%s'", path);
 }
 
 /* The largest of the model's codes and vocabularies, read whole. */
@@ -811,7 +770,9 @@ static int save_model(mt_run *r, const char *dir, const nb_ckpt_ident *id, nb_er
     memcpy(head, MODEL_MAGIC, sizeof MODEL_MAGIC - 1);
     memcpy(head + sizeof MODEL_MAGIC - 1, &kh, sizeof kh);
     snprintf(path, sizeof path, "%s/params", dir);
-    return write_atomic(path, head, sizeof head, r->m.params, sizeof(float) * n, &h, sizeof h, err);
+    const nb_piece pieces[3] = {
+        {head, sizeof head}, {r->m.params, sizeof(float) * n}, {&h, sizeof h}};
+    return nb_write_atomicv(path, pieces, 3, err);
 }
 
 /* Reads the head of the model kept in dir (params) and checks it: a model of this format, of run

@@ -45,4 +45,41 @@ char *nb_fmt_double(char *out, size_t size, double x);
  * or a quote, or starts or ends with a space; as is otherwise. NULL writes nothing. */
 void nb_csv_field(FILE *f, const char *s);
 
+/* ---- reading ---------------------------------------------------------------------------- */
+
+/* One member of a JSON object as read: its key, and its value (a string decoded, \uXXXX of the
+ * BMP as UTF-8 and \u0000 as '?'; any other value, a number, true, false, null, an object or an
+ * array, as written, without the white space around it). */
+typedef struct nb_json_member {
+    char *key, *value;
+    int is_string; /* the value was a JSON string */
+} nb_json_member;
+
+/* The members of a JSON object, in the order written. */
+typedef struct nb_json_object {
+    nb_json_member *kv;
+    int n;
+} nb_json_object;
+
+/* Reads the members of the object json (a run's configuration or provenance, as stored) into
+ * *o (free with nb_json_object_free). Returns 0 when json is one whole object; -1 when it is
+ * NULL, not an object or malformed from some point on (a string not closed, a bad escape, an
+ * unbalanced bracket, something after the object, out of memory), with the members read until
+ * there kept in *o so that a caller may still show them. Reading is iterative: nesting as deep
+ * as the input takes no stack, and memory is bounded by a small multiple of the input's size. */
+int nb_json_read_object(const char *json, nb_json_object *o);
+
+void nb_json_object_free(nb_json_object *o);
+
+/* The value of the first member named key, or NULL. */
+const char *nb_json_get(const nb_json_object *o, const char *key);
+
+/* The value of member key as a string: its decoded text when it is a JSON string, else NULL. */
+const char *nb_json_get_str(const nb_json_object *o, const char *key);
+
+/* The value of member key as an integer (a JSON number with no fraction or exponent that fits
+ * in 64 bits) into *out: 1, or 0 when there is no such member or it is not such a number (*out
+ * untouched). */
+int nb_json_get_int(const nb_json_object *o, const char *key, long long *out);
+
 #endif

@@ -13,6 +13,7 @@
 #include <sys/vfs.h>
 #endif
 
+#include "util/file.h"
 #include "util/text.h"
 
 enum { SHOWN = 300, MAX_LINKS = 40 };
@@ -168,41 +169,32 @@ static void fsync_dir(const char *dir) {
     }
 }
 
-/* A temporary file beside target: "DIR/.NAME.tmp.XXXXXX" (NAME cut to fit), open for writing
- * with mode, its path into *tmp (caller frees). Returns the descriptor, or -1 with err. */
-static int open_temp(const char *target, mode_t mode, char **tmp, nb_err *err) {
-    char s[SHOWN];
-    char *dir = nb_path_dir(target);
-    size_t len = (dir ? strlen(dir) : 0) + 240;
-    *tmp = malloc(len);
-    if (!dir || !*tmp) {
-        free(dir);
-        free(*tmp);
-        *tmp = NULL;
-        return nb_errf(err, "out of memory");
-    }
-    snprintf(*tmp, len, "%s/.%.200s.tmp.XXXXXX", dir, nb_path_base(target));
-    int fd = mkstemp(*tmp);
-    if (fd < 0) {
+/* A temporary file beside target (util/file.h names it), open for writing with mode, its path
+ * into *tmp (caller frees). Returns the stream, or NULL with err. */
+static FILE *open_temp(const char *target, mode_t mode, char **tmp, nb_err *err) {
+    nb_atomic a;
+    if (nb_atomic_open(&a, target, 0600, err)) {
         int e = errno;
-        nb_errf(err, "cannot create a temporary file in '%s' to write '%s': %s", shown(s, dir),
-                nb_path_base(target), strerror(e));
+        char s[SHOWN];
+        char *dir = nb_path_dir(target);
+        nb_errf(err, "cannot create a temporary file in '%s' to write '%s': %s",
+                shown(s, dir ? dir : "."), nb_path_base(target), strerror(e));
         nb_hintf(err, "check that the directory is writable");
         free(dir);
-        free(*tmp);
-        *tmp = NULL;
-        return -1;
+        return NULL;
     }
-    free(dir);
-    if (fchmod(fd, mode) != 0) {
+    if (fchmod(fileno(a.f), mode) != 0) {
         int e = errno;
-        close(fd);
-        unlink(*tmp);
-        free(*tmp);
-        *tmp = NULL;
-        return nb_errf(err, "cannot set the mode of a temporary file: %s", strerror(e));
+        nb_atomic_abort(&a);
+        nb_errf(err, "cannot set the mode of a temporary file: %s", strerror(e));
+        return NULL;
     }
-    return fd;
+    *tmp = a.tmp;
+    a.tmp = NULL;
+    FILE *f = a.f;
+    a.f = NULL;
+    nb_atomic_abort(&a);
+    return f;
 }
 
 /* The mode a new version of target gets: the old file's, else 0666 less the umask. */
@@ -219,18 +211,11 @@ int nb_out_open(nb_out *o, const char *path, const char *what, nb_err *err) {
     o->path = path;
     o->what = what;
     if (nb_out_check(path, what, &o->target, err)) return -1;
-    int fd = open_temp(o->target, out_mode(o->target), &o->tmp, err);
-    if (fd < 0) {
+    o->f = open_temp(o->target, out_mode(o->target), &o->tmp, err);
+    if (!o->f) {
         free(o->target);
         o->target = NULL;
         return -1;
-    }
-    o->f = fdopen(fd, "wb");
-    if (!o->f) {
-        int e = errno;
-        close(fd);
-        nb_out_abort(o);
-        return nb_errf(err, "cannot write '%s': %s", path, strerror(e));
     }
     return 0;
 }
@@ -272,25 +257,22 @@ static int replace(const char *tmp, const char *path, const char *target, const 
             return nb_hintf(err, "run the command again");
         }
     }
-    if (!renamed && rename(tmp, target) != 0) {
+    if (renamed) {
+        char *dir = nb_path_dir(target);
+        if (dir) fsync_dir(dir);
+        free(dir);
+    } else if (nb_rename_durable(tmp, target, err) != 0) {
         int e = errno;
         nb_errf(err, "cannot write '%s': %s", shown(s, path), strerror(e));
         return nb_hintf(err, "check that the directory is writable");
     }
-    char *dir = nb_path_dir(target);
-    if (dir) fsync_dir(dir);
-    free(dir);
     return 0;
 }
 
 int nb_out_commit(nb_out *o, nb_err *err) {
     char s[SHOWN];
-    int bad = ferror(o->f) || fflush(o->f) != 0 || fsync(fileno(o->f)) != 0;
-    int e = bad ? (errno ? errno : EIO) : 0;
-    if (fclose(o->f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
+    nb_atomic a = {o->f, o->target, o->tmp};
+    int e = nb_atomic_sync(&a), bad = e != 0;
     o->f = NULL;
     int rc = 0;
     if (bad) {
@@ -328,6 +310,7 @@ int nb_out_install(const char *tmp, const char *path, const char *what, nb_err *
     int rc = -1, renamed = 0;
     if (nb_out_check(path, what, &target, err)) goto done;
     char *d1 = nb_path_dir(tmp), *d2 = nb_path_dir(target);
+    if (d1) nb_file_clean_temps(d1, nb_path_base(path), NULL); /* a killed writer's (util/file.h) */
     int same_dir = d1 && d2 && strcmp(d1, d2) == 0;
     free(d1);
     free(d2);
