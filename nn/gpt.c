@@ -621,8 +621,8 @@ double FN(nb_gpt_forward)(model *m, const real *P, const int *tok, const int *tg
         real mx = z[0];
         for (int v = 1; v < V; v++)
             mx = z[v] > mx ? z[v] : mx;
-        double s = 0;
-        for (int v = 0; v < V; v++)
+        double s = exp((double)(z[0] - mx)); /* >= 1: z[0] <= mx */
+        for (int v = 1; v < V; v++)
             s += exp((double)(z[v] - mx));
         const double lse = mx + log(s);
         loss += lse - z[tgt[r]];
