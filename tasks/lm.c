@@ -344,6 +344,133 @@ static int save_model(const lm_run *r, const char *dir, const nb_ckpt_ident *id,
     return 0;
 }
 
+/* Reads the model kept in dir into a model for cfg (batch 1), checking what it belongs to, its
+ * shape and its hash. Returns 0 with r->m, r->params and r->text.chars/vocab set. */
+static int load_model(const nb_train_cfg *cfg, const char *dir, const nb_ckpt_ident *want,
+                      lm_run *r, nb_err *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        nb_errf(err, "cannot open the model '%s': %s", path, strerror(errno));
+        return nb_hintf(err, "a run keeps its model when it finishes; is the run finished?");
+    }
+    char magic[sizeof KEPT_MAGIC];
+    lm_kept_head kh;
+    int ok = fread(magic, 1, sizeof KEPT_MAGIC - 1, f) == sizeof KEPT_MAGIC - 1 &&
+             memcmp(magic, KEPT_MAGIC, sizeof KEPT_MAGIC - 1) == 0 &&
+             fread(&kh, sizeof kh, 1, f) == 1;
+    if (!ok || kh.vocab < 1 || kh.vocab > NB_CHARS_MAX_VOCAB) {
+        fclose(f);
+        nb_errf(err, "'%s' is not a normbench language model", path);
+        return nb_hintf(err, "train the run again to keep a new model");
+    }
+    if (want && nb_ckpt_ident_check(path, &kh.id, want, err) != 0) {
+        fclose(f);
+        return nb_hintf(err, "the model belongs to another run or store: sample with the run "
+                             "that made it");
+    }
+    gpt_config(&r->gc, cfg, kh.vocab);
+    if (!(r->m = nb_gpt_new(&r->gc, &r->layout, 1, err))) {
+        fclose(f);
+        return -1;
+    }
+    if (kh.nparams != r->layout.total) {
+        fclose(f);
+        return nb_errf(err, "the model '%s' has %llu parameters, the run's configuration %zu", path,
+                       (unsigned long long)kh.nparams, r->layout.total);
+    }
+    r->text.vocab = kh.vocab;
+    r->text.chars = malloc(sizeof(uint32_t) * (size_t)kh.vocab);
+    r->params = malloc(sizeof(float) * r->layout.total);
+    uint64_t hf = 0;
+    ok = r->text.chars && r->params &&
+         fread(r->text.chars, sizeof(uint32_t), (size_t)kh.vocab, f) == (size_t)kh.vocab &&
+         fread(r->params, sizeof(float), r->layout.total, f) == r->layout.total &&
+         fread(&hf, sizeof hf, 1, f) == 1 && fgetc(f) == EOF;
+    fclose(f);
+    uint64_t h = fnv1a(KEPT_MAGIC, sizeof KEPT_MAGIC - 1, FNV_BASIS);
+    h = fnv1a(&kh, sizeof kh, h);
+    if (ok) {
+        h = fnv1a(r->text.chars, sizeof(uint32_t) * (size_t)kh.vocab, h);
+        h = fnv1a(r->params, sizeof(float) * r->layout.total, h);
+    }
+    if (!ok || h != hf) {
+        nb_errf(err, "the model '%s' is damaged (its length or checksum is wrong)", path);
+        return nb_hintf(err, "train the run again to keep a new model");
+    }
+    return 0;
+}
+
+static char *lm_sample(const nb_train_cfg *cfg, const char *dir, const nb_ckpt_ident *want,
+                       const char *prompt, long tokens, double temperature, uint64_t seed,
+                       size_t *len, nb_err *err) {
+    lm_run r;
+    memset(&r, 0, sizeof r);
+    char *out = NULL;
+    int *ids = NULL;
+    double *pr = NULL;
+    if (load_model(cfg, dir, want, &r, err) != 0) goto done;
+    const long plen = (long)strlen(prompt);
+    ids = malloc(sizeof(int) * (size_t)(plen + tokens + 1));
+    pr = malloc(sizeof(double) * (size_t)r.text.vocab);
+    out = malloc((size_t)(plen + tokens) * 4 + 1);
+    if (!ids || !pr || !out) {
+        nb_errf(err, "out of memory for %ld tokens", tokens);
+        goto fail;
+    }
+    long n = nb_chars_encode(&r.text, prompt, ids, plen, err);
+    if (n < 0) goto fail;
+    size_t k = 0;
+    for (long i = 0; i < n; i++)
+        k += (size_t)nb_chars_utf8(&r.text, ids[i], out + k);
+    long start = n;
+    if (n == 0) { /* nanoGPT starts from a newline */
+        int nl = 0;
+        for (int v = 0; v < r.text.vocab; v++)
+            if (r.text.chars[v] == '\n') nl = v;
+        ids[0] = nl;
+        n = start = 1;
+    }
+    nb_rng g;
+    nb_rng_seed(&g, seed, NB_STREAM_DROPOUT);
+    const int V = r.text.vocab, C = r.gc.ctx;
+    for (long t = 0; t < tokens; t++) {
+        const int T = n < C ? (int)n : C;
+        nb_gpt_forward(r.m, r.params, ids + n - T, NULL, 1, T, 0, 0, 0);
+        const float *z = nb_gpt_logits(r.m) + (size_t)(T - 1) * V;
+        int next = 0;
+        for (int v = 1; v < V; v++)
+            if (z[v] > z[next]) next = v;
+        if (temperature > 0) {
+            double s = 0;
+            for (int v = 0; v < V; v++)
+                s += pr[v] = exp(((double)z[v] - z[next]) / temperature);
+            double u = nb_rng_uniform(&g) * s;
+            for (int v = 0; v < V; v++) {
+                u -= pr[v];
+                if (u < 0 || v == V - 1) {
+                    next = v;
+                    break;
+                }
+            }
+        }
+        ids[n++] = next;
+        k += (size_t)nb_chars_utf8(&r.text, next, out + k);
+    }
+    (void)start;
+    out[k] = '\0';
+    *len = k;
+    goto done;
+fail:
+    free(out);
+    out = NULL;
+done:
+    free(ids), free(pr);
+    run_free(&r);
+    return out;
+}
+
 /* ---- training ------------------------------------------------------------------------------- */
 
 static int lm_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *status, nb_err *err) {
@@ -559,4 +686,5 @@ const nb_task nb_task_lm = {
              "iterations, dropout 0.2) best validation loss 1.4697 in about 3 minutes on one "
              "A100 GPU.",
     .bench_flops = lm_bench_flops,
+    .sample = lm_sample,
 };

@@ -66,6 +66,24 @@ kept=$(ls "$tmp"/lm.db-checkpoints/run-$run.model/model 2>/dev/null)
 lr=$(q "select count(*) from metrics where run = $run and name = 'train_loss'")
 [ "$lr" -ge 10 ] && ok "train_loss recorded ($lr points)" || not_ok "train_loss recorded ($lr points)"
 
+# sample: text from the kept model, the same for the same seed, refusals
+check "sample the run" 0 "$NB" sample $run --tokens 80 --seed 3
+cp "$tmp/out" "$tmp/s1"
+chars=$(python3 -c 'import sys; print(len(open(sys.argv[1], encoding="utf-8").read()))' "$tmp/s1")
+[ "$chars" = 81 ] && ok "80 characters and a newline" || not_ok "80 characters and a newline ($chars)"
+check "the same seed again" 0 "$NB" sample $run --tokens 80 --seed 3
+cmp -s "$tmp/out" "$tmp/s1" && ok "gives the same text" || not_ok "gives the same text"
+check "a prompt" 0 "$NB" sample $run --tokens 40 --prompt "<abcdef|" --temperature 0 --out "$tmp/s2.txt"
+has "is continued, to --out" "$tmp/s2.txt" "^<abcdef\\|"
+check "a prompt with a character the model does not know is refused" 1 "$NB" sample $run --prompt "Z"
+has "naming it" "$tmp/err" "U\\+005A .*not in the model's vocabulary"
+check "sample of a run that does not exist" 1 "$NB" sample 999
+cp "$kept" "$tmp/kept.bak"
+printf 'x' | dd of="$kept" bs=1 seek=2000 conv=notrunc 2>/dev/null
+check "a changed model is refused" 1 "$NB" sample $run --tokens 5
+has "as damaged" "$tmp/err" "is damaged"
+cp "$tmp/kept.bak" "$kept"
+
 # the same run twice: the same numbers
 check "the same run again" 0 "$NB" run lm --dataset synthetic $tiny --lr 3e-3 --warmup 20 --steps 20 --eval-every 10 --norm rms
 a=$(q "select group_concat(value) from metrics where run = (select max(id) from runs) and name = 'val_loss'")
