@@ -152,6 +152,16 @@ static int lm_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_er
     if (!given_has(given, ngiven, "batch")) cfg->batch = p->batch;
     nb_gpt_cfg gc;
     gpt_config(&gc, cfg, 1);
+    /* the values in force, so that the run's configuration records them */
+    lm_opts *w = cfg->task_opts;
+    w->layers = gc.layers;
+    w->heads = gc.heads;
+    w->dim = gc.dim;
+    w->context = gc.ctx;
+    w->dropout = gc.dropout;
+    if (w->warmup < 0) w->warmup = p->warmup;
+    if (w->min_lr < 0) w->min_lr = cfg->adam.lr / 10;
+    if (w->eval_windows == 0) w->eval_windows = p->eval_windows;
     if (gc.dim % gc.heads != 0)
         return nb_errf(err, "the width %d must be a multiple of the %d heads (--dim, --heads)",
                        gc.dim, gc.heads);
