@@ -98,6 +98,18 @@ done
 bad=$(q "select count(*) from runs where status != 'finished' and dataset = 'synthetic'")
 [ "$bad" = 0 ] && ok "every synthetic run finished" || not_ok "every synthetic run finished ($bad did not)"
 
+# data-parallel: two ranks (dropout on) record what one process records
+if command -v mpirun >/dev/null 2>&1; then
+    dp="--dataset synthetic --layers 2 --dim 32 --heads 4 --context 32 --batch 8 --steps 30 --eval-every 10 --eval-windows 32 --lr 1e-4 --dropout 0.1 --threads 1 --quiet"
+    check "one process" 0 "$NB" run lm $dp --db "$tmp/mp1.db"
+    check "mpirun -np 2" 0 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 mpirun --bind-to none -np 2 "$NB" run lm $dp --db "$tmp/mp2.db"
+    a=$(sqlite3 "$tmp/mp1.db" "select group_concat(round(value, 6)) from metrics where name = 'val_loss'")
+    b=$(sqlite3 "$tmp/mp2.db" "select group_concat(round(value, 6)) from metrics where name = 'val_loss'")
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok "two ranks agree with one process ($a)" || not_ok "two ranks agree with one process ($a | $b)"
+else
+    n=$((n + 1)); echo "ok $n # skip mpirun is not installed"
+fi
+
 # Tiny Shakespeare, offline: through a mirror, and with --from
 src=${NB_TEST_TINYSHAKESPEARE:-}
 if [ -z "$src" ] || [ ! -r "$src/input.txt" ]; then
