@@ -140,8 +140,11 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c $(LIB)
 # that use real data offline (BPE round trip, fetch --from, a short mt run); they skip when it
 # is unset. CI sets it (.ci/run).
 MULTI30K ?= $(NB_TEST_MULTI30K)
+# Likewise the Tiny Shakespeare text (input.txt as published) for the lm task's real-data tests.
+TINYSHAKESPEARE ?= $(NB_TEST_TINYSHAKESPEARE)
 TEST_ENV = OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive NORMBENCH_BIN=$(CURDIR)/$(BIN) \
            NORMBENCH_REF=$(CURDIR)/tests/ref NB_TEST_MULTI30K=$(MULTI30K) \
+           NB_TEST_TINYSHAKESPEARE=$(TINYSHAKESPEARE) \
            NORMBENCH_ARTIFACTS=$(CURDIR)/$(BUILD)/artifacts
 
 test check: deps

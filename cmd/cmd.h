@@ -30,6 +30,7 @@ int cmd_plot(int argc, const char **argv);
 int cmd_fetch(int argc, const char **argv);
 int cmd_datasets(int argc, const char **argv);
 int cmd_translate(int argc, const char **argv);
+int cmd_sample(int argc, const char **argv);
 int cmd_bleu(int argc, const char **argv);
 
 /* Makes sure the registry dataset name is installed in data_dir, fetching it on first use

@@ -699,8 +699,16 @@ static int parse_run(int argc, const char **argv, run_args *a) {
         return NB_EXIT_USAGE;
     }
     int known = 0;
-    for (int i = 0; task->datasets[i]; i++)
-        known |= strcmp(task->datasets[i], cfg.dataset) == 0;
+    for (int i = 0; task->datasets[i]; i++) {
+        /* "file:PATH": any dataset name that starts "file:" and names a file */
+        const char *ph = strstr(task->datasets[i], ":PATH");
+        if (ph && !ph[5]) {
+            size_t k = (size_t)(ph - task->datasets[i]) + 1;
+            known |= strncmp(task->datasets[i], cfg.dataset, k) == 0 && cfg.dataset[k];
+        } else {
+            known |= strcmp(task->datasets[i], cfg.dataset) == 0;
+        }
+    }
     if (!known) {
         fprintf(stderr, "error: task '%s' has no dataset '%s'\nhint: its datasets are:", task->name,
                 cfg.dataset);

@@ -33,6 +33,7 @@ static const nb_command commands[] = {
     {"report", cmd_report, "compare norms: final metrics, time per step, speed vs layer"},
     {"plot", cmd_plot, "figures: loss against steps and against time, a line per norm"},
     {"translate", cmd_translate, "translate stdin with a finished translation run's model"},
+    {"sample", cmd_sample, "generate text with a finished language-model run's model"},
     {"bleu", cmd_bleu, "score translations with SacreBLEU's corpus BLEU"},
     {"bench", cmd_bench, "benchmark the norm kernels or a task's training step"},
     {"fetch", cmd_fetch, "download, verify and unpack a paper dataset (resumable)"},

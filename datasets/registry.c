@@ -157,6 +157,19 @@ static const nb_member wmt14_members[] = {
     {"newstest2014.en", NULL, 16 * MiB}, {"newstest2014.de", NULL, 16 * MiB},
 };
 
+/* ---- Tiny Shakespeare (karpathy/char-rnn), the text of nanoGPT's shakespeare_char benchmark
+ * ------------------------------------- One raw UTF-8 (in fact ASCII) text file of 1,115,394
+ * bytes. The repository publishes no checksum: the SHA-256 and MD5 pinned here were computed from
+ * the file as that repository serves it (master). The lm task reads it whole (datasets/text.h). */
+static const nb_source tinyshakespeare_src[] = {
+    {"https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+     "input.txt", 1115394, "6fb458f1232090904fb40fe944165e91",
+     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed", NULL, NULL},
+};
+static const nb_member tinyshakespeare_members[] = {
+    {"input.txt", NULL, 4 * MiB},
+};
+
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const nb_dataset registry[] = {
@@ -176,6 +189,9 @@ static const nb_dataset registry[] = {
     {"wmt14-en-de", "WMT14 English-German, 4.5M pairs (Stanford NMT copy, tokenized text)",
      "parallel text", NB_PACK_FILES, wmt14_src, N(wmt14_src), wmt14_members, N(wmt14_members), 1,
      NULL},
+    {"tinyshakespeare", "Tiny Shakespeare (karpathy/char-rnn input.txt, 1.1 MB of text)",
+     "utf-8 text", NB_PACK_FILES, tinyshakespeare_src, N(tinyshakespeare_src),
+     tinyshakespeare_members, N(tinyshakespeare_members), 1, NULL},
 };
 
 int nb_registry_count(void) {

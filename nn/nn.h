@@ -36,6 +36,7 @@
 #include "reader.h"
 #include "rnnsearch.h"
 #include "transformer.h"
+#include "gpt.h"
 #undef NB_REAL
 #undef NB_FN
 
@@ -53,6 +54,7 @@
 #include "reader.h"
 #include "rnnsearch.h"
 #include "transformer.h"
+#include "gpt.h"
 #undef NB_REAL
 #undef NB_FN
 

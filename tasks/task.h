@@ -198,6 +198,15 @@ typedef struct nb_task {
                             nb_translate_limits *lim, nb_err *err);
     int (*translate)(void *tr, char *const *lines, int n, char **out, int *pieces, nb_err *err);
     void (*translate_close)(void *tr);
+    /* Generation with a finished run's model (`normbench sample RUN`): loads the model kept in
+     * dir for the run cfg configures (refusing one of another run or store than want, or
+     * changed since), continues prompt (UTF-8; "" : the model's own start) by `tokens` more
+     * tokens drawn at temperature (0: the most likely each time) from a generator seeded by
+     * seed, and returns the prompt and what followed, newly allocated (*len its bytes), or NULL
+     * with err set. NULL: the task does not sample. */
+    char *(*sample)(const nb_train_cfg *cfg, const char *dir, const struct nb_ckpt_ident *want,
+                    const char *prompt, long tokens, double temperature, uint64_t seed, size_t *len,
+                    nb_err *err);
     /* Batch sizes `bench step` times by default, 0-terminated (the paper's settings). */
     const int *bench_batches;
     /* The level `report` measures steps and seconds to reach, unless --target says otherwise. */
