@@ -2,14 +2,13 @@
  * kept model (task lm), written to stdout or --out. */
 #include "cmd/cmd.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "tasks/checkpoint.h"
 #include "tasks/task.h"
+#include "util/outpath.h"
 
 static const char sample_usage[] =
     "usage: normbench sample RUN [--db FILE] [--tokens N] [--temperature T] [--seed S]\n"
@@ -51,6 +50,10 @@ int cmd_sample(int argc, const char **argv) {
     long long id;
     if (nb_parse_int(pos[0], &id) != 0 || id < 1)
         return nb_usage_error("sample", "a run is a positive number, not '%s'", pos[0]);
+    nb_err err;
+    nb_err_clear(&err);
+    /* --out: only a regular file or a new name (util/outpath.h), checked before any work */
+    if (outp && nb_out_check(outp, "--out", NULL, &err)) return nb_report_err(&err);
     nb_train_cfg cfg;
     nb_ckpt_ident want;
     char *buf = NULL, model[4200];
@@ -63,8 +66,6 @@ int cmd_sample(int argc, const char **argv) {
         return nb_die("run %lld is a '%s' run: only language-model runs (task lm) sample", id,
                       cfg.task);
     }
-    nb_err err;
-    nb_err_clear(&err);
     size_t len = 0;
     char *text = task->sample(&cfg, model, &want, prompt, (long)tokens, temperature, (uint64_t)seed,
                               &len, &err);
@@ -73,18 +74,13 @@ int cmd_sample(int argc, const char **argv) {
     if (!text) return nb_report_err(&err);
     rc = NB_EXIT_OK;
     if (outp) {
-        char tmp[4200];
-        if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", outp, (long)getpid()) >= sizeof tmp) {
-            free(text);
-            return nb_usage_error("sample", "--out '%s' is too long", outp);
-        }
-        FILE *f = fopen(tmp, "wb");
-        int ok = f && fwrite(text, 1, len, f) == len && fputc('\n', f) != EOF;
-        if (f) ok &= fclose(f) == 0;
-        if (!ok || rename(tmp, outp) != 0) {
-            int e = errno;
-            unlink(tmp);
-            rc = nb_die("cannot write '%s': %s", outp, strerror(e));
+        nb_out o;
+        if (nb_out_open(&o, outp, "--out", &err) || fwrite(text, 1, len, o.f) != len ||
+            fputc('\n', o.f) == EOF) {
+            nb_out_abort(&o);
+            rc = nb_report_err(&err);
+        } else if (nb_out_commit(&o, &err)) {
+            rc = nb_report_err(&err);
         }
     } else if (fwrite(text, 1, len, stdout) != len || putchar('\n') == EOF || fflush(stdout)) {
         rc = nb_die("cannot write the text to stdout");

@@ -26,6 +26,7 @@
 #include "datasets/dataset.h"
 #include "nn/mem.h"
 #include "tasks/train.h"
+#include "util/file.h"
 
 static const char *const lm_datasets[] = {"tinyshakespeare", "synthetic", "file:PATH", NULL};
 
@@ -325,9 +326,8 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
 /* DIR/model: the magic, the head, the vocabulary's code points, the parameters, an FNV-1a hash
  * of everything before it; written to a temporary name, fsynced and renamed into place. */
 static int save_model(const lm_run *r, const char *dir, const nb_ckpt_ident *id, nb_err *err) {
-    char path[4200], tmp[4300];
+    char path[4200];
     snprintf(path, sizeof path, "%s/model", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     lm_kept_head kh;
     memset(&kh, 0, sizeof kh);
     if (id) kh.id = *id;
@@ -337,21 +337,12 @@ static int save_model(const lm_run *r, const char *dir, const nb_ckpt_ident *id,
     h = fnv1a(&kh, sizeof kh, h);
     h = fnv1a(r->text.chars, sizeof(uint32_t) * (size_t)r->text.vocab, h);
     h = fnv1a(r->params, sizeof(float) * r->layout.total, h);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return nb_errf(err, "cannot write '%s': %s", tmp, strerror(errno));
-    int ok = fwrite(KEPT_MAGIC, 1, sizeof KEPT_MAGIC - 1, f) == sizeof KEPT_MAGIC - 1 &&
-             fwrite(&kh, sizeof kh, 1, f) == 1 &&
-             fwrite(r->text.chars, sizeof(uint32_t), (size_t)r->text.vocab, f) ==
-                 (size_t)r->text.vocab &&
-             fwrite(r->params, sizeof(float), r->layout.total, f) == r->layout.total &&
-             fwrite(&h, sizeof h, 1, f) == 1 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return nb_errf(err, "cannot write '%s': %s", path, strerror(e));
-    }
-    return 0;
+    const nb_piece pieces[] = {{KEPT_MAGIC, sizeof KEPT_MAGIC - 1},
+                               {&kh, sizeof kh},
+                               {r->text.chars, sizeof(uint32_t) * (size_t)r->text.vocab},
+                               {r->params, sizeof(float) * r->layout.total},
+                               {&h, sizeof h}};
+    return nb_write_atomicv(path, pieces, (int)(sizeof pieces / sizeof pieces[0]), err);
 }
 
 /* Reads the model kept in dir into a model for cfg (batch 1), checking what it belongs to, its
