@@ -1,7 +1,7 @@
 #!/bin/bash
 # Command-line tests of `translate`'s bounds: a line longer than the model takes (test_bleu's
 # rule: the longest source sentence of the run's data) is refused with an empty output line and
-# exit status 3, in seconds, whatever its length; memory stays bounded (under `ulimit -v`) by
+# exit status 3, whatever its length; memory stays bounded (under `ulimit -v`) by
 # --batch-tokens, which is refused up front when one line of the longest cannot fit; input that
 # is not text (a NUL byte) is refused naming the line, as `bleu` does, and other bytes are
 # translated; batching by length changes no translation (TAP, for prove).
