@@ -52,7 +52,7 @@ has "citing the project's own paper notes" "$tmp/out" 'docs/papers\.md#order-rep
 # Usage errors.
 check "--dim 0 is a usage error" 2 "$NB" run order --dim 0
 check "an order option on mnist is a usage error" 2 "$NB" run mnist --dim 64
-has "it says whose option it is" "$tmp/err" 'option of the task\(s\) order,reader,mt, not of .mnist.'
+has "it says whose option it is" "$tmp/err" 'option of the task\(s\) order,reader,mt(,[a-z]+)*, not of .mnist.'
 check "--adam-fix with --adam-bias is a usage error" 2 "$NB" run order --adam-fix --adam-bias none
 check "an unknown dataset is a usage error" 2 "$NB" run order --dataset cifar10
 check "--margin -1 is a usage error" 2 "$NB" run order --margin -1
