@@ -119,6 +119,9 @@ int nb_report_err(const nb_err *e);
 int nb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* printf-style "error: ..." line followed by "hint: see 'normbench CMD --help'"; returns 2. */
 int nb_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The RUN operand of `normbench CMD RUN` (translate, sample): *id from pos[0] when npos is 1 and
+ * it is a positive number; else the usage error, said as for cmd (its return value). */
+int nb_parse_run_operand(const char *cmd, int npos, const char *const *pos, long long *id);
 
 /* ---- options ----------------------------------------------------------------------------- */
 

@@ -46,10 +46,8 @@ int cmd_sample(int argc, const char **argv) {
     int rc = nb_parse_opts("sample", sample_usage, argc, argv, opts, pos, 1, &npos);
     if (rc < 0) return NB_EXIT_OK;
     if (rc) return rc;
-    if (npos < 1) return nb_usage_error("sample", "which run? e.g. 'normbench sample 3'");
     long long id;
-    if (nb_parse_int(pos[0], &id) != 0 || id < 1)
-        return nb_usage_error("sample", "a run is a positive number, not '%s'", pos[0]);
+    if ((rc = nb_parse_run_operand("sample", npos, pos, &id)) != 0) return rc;
     nb_err err;
     nb_err_clear(&err);
     /* --out: only a regular file or a new name (util/outpath.h), checked before any work */

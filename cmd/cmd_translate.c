@@ -91,10 +91,8 @@ int cmd_translate(int argc, const char **argv) {
     int rc = nb_parse_opts("translate", translate_usage, argc, argv, opts, pos, 1, &npos);
     if (rc < 0) return NB_EXIT_OK;
     if (rc) return rc;
-    if (npos < 1) return nb_usage_error("translate", "which run? e.g. 'normbench translate 3'");
     long long id;
-    if (nb_parse_int(pos[0], &id) != 0 || id < 1)
-        return nb_usage_error("translate", "a run is a positive number, not '%s'", pos[0]);
+    if ((rc = nb_parse_run_operand("translate", npos, pos, &id)) != 0) return rc;
     nb_train_cfg cfg;
     nb_ckpt_ident want;
     char *buf = NULL, model[4200];

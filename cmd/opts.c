@@ -40,6 +40,13 @@ int nb_usage_error(const char *cmd, const char *fmt, ...) {
     return NB_EXIT_USAGE;
 }
 
+int nb_parse_run_operand(const char *cmd, int npos, const char *const *pos, long long *id) {
+    if (npos < 1) return nb_usage_error(cmd, "which run? e.g. 'normbench %s 3'", cmd);
+    if (nb_parse_int(pos[0], id) != 0 || *id < 1)
+        return nb_usage_error(cmd, "a run is a positive number, not '%s'", pos[0]);
+    return 0;
+}
+
 int nb_check_text_opt(const char *cmd, const char *opt, const char *value) {
     if (!value || nb_text_clean(value)) return 0;
     char shown[256];
