@@ -61,12 +61,7 @@ struct FN(nb_gpt) {
 typedef FN(nb_gpt) model;
 
 static real *alloc_real(size_t n) {
-    size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
-    if (!bytes) bytes = 64;
-    nb_mem_note(bytes);
-    real *p = aligned_alloc(64, bytes);
-    if (p) memset(p, 0, bytes);
-    return p;
+    return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
 }
 
 /* ---- dropout: a hash of (seed, site, index) ------------------------------------------------- */

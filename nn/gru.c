@@ -33,11 +33,7 @@ extern void dorgqr_(const int *m, const int *n, const int *k, double *a, const i
                     const double *tau, double *work, const int *lwork, int *info);
 
 static real *alloc_real(size_t n) {
-    size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
-    nb_mem_note(bytes ? bytes : 64);
-    real *p = aligned_alloc(64, bytes ? bytes : 64);
-    if (p) memset(p, 0, bytes ? bytes : 64);
-    return p;
+    return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
 }
 
 static int is_rowwise(nb_norm_kind k) {

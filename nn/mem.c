@@ -2,6 +2,8 @@
 #include "nn/mem.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -48,4 +50,13 @@ double nb_mem_room(const char **which) {
         }
     }
     return room > 0 ? room : 0;
+}
+
+void *nb_mem_alloc(size_t bytes) {
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (!bytes) bytes = 64;
+    nb_mem_note(bytes);
+    void *p = aligned_alloc(64, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
 }

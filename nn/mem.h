@@ -9,6 +9,9 @@
 
 #include <stddef.h>
 
+/* A model buffer of bytes: 64-byte aligned for the vector loops, zeroed, rounded up to a whole
+ * 64 bytes (at least 64) and noted (nb_mem_note); NULL when out of memory. Free with free(). */
+void *nb_mem_alloc(size_t bytes);
 /* Adds bytes to this thread's count (called by the allocators). */
 void nb_mem_note(size_t bytes);
 /* This thread's count since the last reset. */

@@ -11,12 +11,7 @@
 #define NO_OFF ((size_t)-1)
 
 static real *alloc_real(size_t n) {
-    /* 64-byte aligned for the vector loops; zeroed. */
-    size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
-    nb_mem_note(bytes ? bytes : 64);
-    real *p = aligned_alloc(64, bytes ? bytes : 64);
-    if (p) memset(p, 0, bytes);
-    return p;
+    return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
 }
 
 static int uses_gain(nb_norm_kind k) {

@@ -12,11 +12,7 @@
 #define OE_PAR_MIN 65536
 
 static real *alloc_real(size_t n) {
-    size_t bytes = ((n * sizeof(real)) + 63) & ~(size_t)63;
-    nb_mem_note(bytes ? bytes : 64);
-    real *p = aligned_alloc(64, bytes ? bytes : 64);
-    if (p) memset(p, 0, bytes ? bytes : 64);
-    return p;
+    return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
 }
 
 void FN(nb_l2abs_forward)(real *out, real *nrm, const real *inp, int B, int n) {
