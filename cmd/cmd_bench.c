@@ -31,6 +31,8 @@ static const char bench_usage[] =
     "  a memory-bound one (65536x1024), in GB/s (bytes read and written once) and as a ratio\n"
     "  to a parallel copy: each repetition of a kernel is paired with one of the copy, and\n"
     "  vs_copy is the median over pairs (copy GB/s is the median copy beside that kernel).\n"
+    "  'all' includes dyt here (DyT, y = g*tanh(alpha*x) + b, alpha 0.5), timed last; not\n"
+    "  with --device cuda, which has no DyT kernels yet.\n"
     "step TASK: milliseconds per training step (forward, backward, Adam) per norm on generated\n"
     "  data; mnist at batch 128 and 4 by default, cifar at 100, order at 128 (13-word\n"
     "  captions), mt at 80 sentences of 30 tokens each side (the task's options choose the\n"
@@ -156,11 +158,21 @@ static void copy_kernel(float *restrict dst, const float *restrict src, size_t n
 typedef struct kbuf {
     int B, C;
     float *x, *y, *dy, *dx, *g, *b, *dg, *db, *mean, *rstd, *rm, *rv;
+    float dalpha;
 } kbuf;
+
+/* DyT's alpha in the kernel rows: the paper's default initial value */
+#define KDYT_ALPHA 0.5f
 
 static void run_kernel(int norm, int backward, kbuf *k, const nb_norm_cfg *cfg, int kk) {
     int B = k->B, C = k->C;
     switch (norm) {
+    case NB_NORM_DYT:
+        nb_dyt_forward(k->y, k->x, k->g, k->b, KDYT_ALPHA, B, C);
+        if (backward)
+            nb_dyt_backward_set(k->dx, k->dg, k->db, &k->dalpha, k->dy, k->x, k->g, KDYT_ALPHA, B,
+                                C);
+        break;
     case NB_NORM_LAYER:
         nb_layernorm_forward(k->y, k->mean, k->rstd, k->x, k->g, k->b, B, C, cfg);
         if (backward)
@@ -1515,13 +1527,20 @@ int cmd_bench(int argc, const char **argv) {
     nb_note_blas_core();
     /* the labels (batch-everywhere) are taken out of the list before the six norms are parsed */
     find_labels();
-    int norms[NB_NORM_COUNT + MAXLABELS], lrows[MAXLABELS], nl = 0;
+    int norms[NB_NORM_COUNT + MAXLABELS + 1], lrows[MAXLABELS], nl = 0;
     char rest[512];
     int src = split_labels(norms_arg ? norms_arg : "all", rest, sizeof rest, lrows, &nl);
     if (src < 0) return nb_usage_error("bench", "invalid norm list '%s'", norms_arg);
     if (src > 0) return nb_usage_error("bench", "a norm is listed twice in '%s'", norms_arg);
     int nnorms = rest[0] || !nl ? nb_parse_norm_list("bench", rest, norms, NB_NORM_COUNT) : 0;
     if (nnorms < 0) return NB_EXIT_USAGE;
+    /* 'all' leaves out dyt (not yet in every task); the kernels time it in 'all' too */
+    if (strcmp(pos[0], "kernels") == 0 && strcmp(rest, "all") == 0 && !g_device)
+        norms[nnorms++] = NB_NORM_DYT;
+    for (int i = 0; i < nnorms; i++)
+        if (norms[i] == NB_NORM_DYT && g_device)
+            return nb_usage_error("bench", "dyt has no CUDA kernels yet: leave it out of --norms "
+                                           "with --device cuda");
     for (int l = 0; l < nl; l++) {
         const char *t = npos > 1 ? pos[1] : "";
         int li = lrows[l] - NB_NORM_COUNT;

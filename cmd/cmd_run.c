@@ -49,7 +49,8 @@ static const char run_usage[] =
     "continue it with --resume.\n"
     "Exit status: 0 finished, 1 failed, interrupted or diverged, 2 usage error.\n";
 
-static const char *const norm_choices[] = {"none", "batch", "weight", "layer", "rms", "prms", NULL};
+static const char *const norm_choices[] = {"none", "batch", "weight", "layer",
+                                           "rms",  "prms",  "dyt",    NULL};
 static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};
 static const char *const bias_choices[] = {"standard", "none", "kiros", NULL};
 static const char *const device_choices[] = {"cpu", "cuda", NULL};
@@ -274,6 +275,7 @@ static char *config_json(const nb_train_cfg *cfg, int hosts) {
     kv_str(&j, "bn_batch_variance", cfg->norm.bn_unbiased_batch ? "unbiased" : "biased");
     kv_str(&j, "bn_running_variance", cfg->norm.bn_unbiased_running ? "unbiased" : "biased");
     kv_str(&j, "wn_init", cfg->norm.wn_data_init ? "data-dependent" : "plain");
+    if (cfg->norm.kind == NB_NORM_DYT) kv_num(&j, "dyt_alpha", cfg->norm.dyt_alpha);
     kv_str(&j, "activation", nb_act_name(cfg->act));
     kv_str(&j, "optimizer", "adam");
     kv_num(&j, "lr", cfg->adam.lr);
@@ -324,7 +326,7 @@ typedef struct common_vals {
     int64_t seed, steps, epochs;
     int batch, subset, threads, quiet, eps_outside, no_wn_init, no_ftz, no_fetch, device;
     int adam_eps_inside, adam_eps_on, log_every, eval_batch, bn_sync;
-    double lr, p, eps, clip, beta1, beta2, adam_eps;
+    double lr, p, eps, clip, beta1, beta2, adam_eps, dyt_alpha;
 } common_vals;
 
 enum { NCOMMON = 48 }; /* room for the common rows (common_rows) */
@@ -350,6 +352,8 @@ static int common_rows(nb_opt *o, common_vals *v) {
         {"bn-var", NB_OPT_CHOICE, &v->bn_var, "V", "BN training variance (mnist: unbiased)",
          var_choices},
         {"no-wn-init", NB_OPT_FLAG, &v->no_wn_init, NULL, "WeightNorm without data-dependent init"},
+        {"dyt-alpha", NB_OPT_DOUBLE, &v->dyt_alpha, "X", "DyT: alpha's initial value (0.5)", NULL,
+         1e-6, 1e6},
         {"act", NB_OPT_CHOICE, &v->act, "NAME", "activation (task default)", act_choices},
         {"beta1", NB_OPT_DOUBLE, &v->beta1, "X", "Adam beta1 (0.9)", NULL, 1e-12, 0.999999},
         {"beta2", NB_OPT_DOUBLE, &v->beta2, "X", "Adam beta2 (0.999)", NULL, 1e-12, 0.99999999},
@@ -408,7 +412,8 @@ int nb_run_opt_is_flag(const char *name, int *known) {
 
 /* The norms in the order help shows defaults: layer (run's default, the base) first. */
 static const int help_norms[NB_NORM_COUNT] = {NB_NORM_LAYER,  NB_NORM_NONE, NB_NORM_BATCH,
-                                              NB_NORM_WEIGHT, NB_NORM_RMS,  NB_NORM_PRMS};
+                                              NB_NORM_WEIGHT, NB_NORM_RMS,  NB_NORM_PRMS,
+                                              NB_NORM_DYT};
 
 /* cfg configured for task t with the given norm and options, as `run` would (its own struct
  * allocated: free with nb_task_opts_free). Returns 0, or -1 when that combination is refused. */
@@ -732,6 +737,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     if (v.eps_outside) cfg.norm.eps_outside = 1;
     if (nb_opt_seen(opts, "bn-var")) cfg.norm.bn_unbiased_batch = v.bn_var == 1;
     if (v.no_wn_init) cfg.norm.wn_data_init = 0;
+    if (v.dyt_alpha > 0) cfg.norm.dyt_alpha = v.dyt_alpha;
     if (nb_opt_seen(opts, "act")) cfg.act = (nb_act_kind)v.act;
     if (v.beta1 > 0) cfg.adam.beta1 = v.beta1;
     if (v.beta2 > 0) cfg.adam.beta2 = v.beta2;
@@ -754,6 +760,16 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2) {
         nb_task_opts_free(&cfg);
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
+    }
+    if (cfg.norm.kind == NB_NORM_DYT && !task->dyt) {
+        char list[128] = "";
+        for (int i = 0, w = 0; nb_task_at(i); i++)
+            if (nb_task_at(i)->dyt)
+                w += snprintf(list + w, sizeof list - (size_t)w, "%s%s", w ? ", " : "",
+                              nb_task_at(i)->name);
+        nb_task_opts_free(&cfg);
+        return nb_usage_error("run", "--norm dyt is implemented for the task(s) %s, not '%s' (yet)",
+                              list, task->name);
     }
     if (nb_check_text_opt("run", "tag", v.tag) || nb_check_text_opt("run", "variant", v.variant)) {
         nb_task_opts_free(&cfg);
@@ -1173,6 +1189,12 @@ static int run_exec(int argc, const char **argv, const nb_run_host *h) {
     if (cfg.device) { /* --device cuda: a GPU first, and a task that has the device path */
         nb_err derr;
         nb_err_clear(&derr);
+        if (cfg.norm.kind == NB_NORM_DYT) { /* no DyT kernels tested on a GPU yet */
+            free(resume_buf);
+            nb_task_opts_free(&cfg);
+            return nb_usage_error("run", "--device cuda has no DyT kernels yet: train --norm dyt "
+                                         "on the CPU (leave out --device)");
+        }
         if (!nb_task_find(cfg.task)->cuda) {
             char list[128] = "";
             for (int i = 0, n = 0; nb_task_at(i); i++)

@@ -134,6 +134,9 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
                     int classes, const nb_norm_cfg *norm, const nb_cnn_opts *opts, int Bmax,
                     nb_rng *rng, nb_err *err) {
     memset(m, 0, sizeof *m);
+    if (norm->kind == NB_NORM_DYT)
+        return nb_errf(err, "--norm dyt is not implemented for the CNN yet (only mnist's MLP and "
+                            "mt's Transformer have it)");
     if (nlayers < 1 || nlayers > NB_CNN_MAX_LAYERS)
         return nb_errf(err, "a network needs 1 to %d layers, not %d", NB_CNN_MAX_LAYERS, nlayers);
     if (Bmax < 1) return nb_errf(err, "batch size must be at least 1, not %d", Bmax);

@@ -212,6 +212,9 @@ static size_t add(nb_layout *l, const char *prefix, const char *name, size_t n, 
 int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int E, int H, int Tmax,
                      int Bmax, const nb_norm_cfg *norm, nb_err *err) {
     memset(g, 0, sizeof *g);
+    if (norm->kind == NB_NORM_DYT)
+        return nb_errf(err, "--norm dyt is not implemented for the GRU yet (only mnist's MLP and "
+                            "mt's Transformer have it)");
     if (E < 1 || H < 1 || E > (1 << 16) || H > (1 << 14))
         return nb_errf(err, "GRU sizes out of range (inputs %d, hidden %d)", E, H);
     if (Tmax < 1 || Bmax < 1 || (size_t)Tmax * (size_t)Bmax > ((size_t)1 << 24))

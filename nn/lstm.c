@@ -78,6 +78,9 @@ static size_t add(nb_layout *l, const char *prefix, const char *name, size_t n, 
 int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb_norm_cfg *norm,
                      nb_layout *l, const char *prefix, nb_err *err) {
     memset(L, 0, sizeof *L);
+    if (norm->kind == NB_NORM_DYT)
+        return nb_errf(err, "--norm dyt is not implemented for the LSTM yet (only mnist's MLP and "
+                            "mt's Transformer have it)");
     if (C < 1 || H < 1 || Bmax < 1 || Tmax < 1 || C > (1 << 16) || H > (1 << 14) ||
         (size_t)Bmax * (size_t)Tmax > ((size_t)1 << 26)) {
         nb_errf(err, "lstm: sizes out of range (C %d, H %d, B %d, T %d)", C, H, Bmax, Tmax);

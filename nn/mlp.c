@@ -49,10 +49,15 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
         m->L[l].w = nb_layout_add(&m->layout, name, (size_t)OC * C, 1);
         snprintf(name, sizeof name, "b%d", l);
         m->L[l].b = nb_layout_add(&m->layout, name, (size_t)OC, 1);
-        m->L[l].g = m->L[l].rmean = m->L[l].rvar = NO_OFF;
+        m->L[l].g = m->L[l].rmean = m->L[l].rvar = m->L[l].alpha = NO_OFF;
         if (uses_gain(k)) {
             snprintf(name, sizeof name, "g%d", l);
             m->L[l].g = nb_layout_add(&m->layout, name, (size_t)OC, 1);
+        }
+        if (k == NB_NORM_DYT) {
+            snprintf(name, sizeof name, "alpha%d", l);
+            m->L[l].alpha = nb_layout_add(&m->layout, name, 1, 1);
+            if (m->L[l].alpha == NO_OFF) return nb_errf(err, "too many parameter tensors");
         }
         if (k == NB_NORM_BATCH) {
             snprintf(name, sizeof name, "running_mean%d", l);
@@ -122,6 +127,7 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
                 }
             }
         }
+        if (m->L[l].alpha != NO_OFF) m->params[m->L[l].alpha] = (real)norm->dyt_alpha;
         if (m->L[l].rvar != NO_OFF) {
             real *rv = m->params + m->L[l].rvar;
             for (int o = 0; o < OC; o++)
@@ -287,6 +293,10 @@ static void layer_forward(FN(nb_mlp) * m, int l, const real *inp, int B, int tra
         (out, m->mean[l], m->rstd[l], m->params + m->L[l].rmean, m->params + m->L[l].rvar, pre, g,
          b, B, OC, training, &m->norm);
         break;
+    case NB_NORM_DYT:
+        FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
+        FN(nb_dyt_forward)(out, pre, g, b, P[m->L[l].alpha], B, OC);
+        break;
     case NB_NORM_COUNT:
         break;
     }
@@ -340,7 +350,8 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
             wn_backward_out(dpre, dg, db, m->mean[l], dz, m->pre[l], m->wn_scale[l], g,
                             m->wn_norm[l], B, OC);
         } else if (m->L[l].kind == NB_NORM_LAYER || m->L[l].kind == NB_NORM_RMS ||
-                   m->L[l].kind == NB_NORM_PRMS || m->L[l].kind == NB_NORM_BATCH) {
+                   m->L[l].kind == NB_NORM_PRMS || m->L[l].kind == NB_NORM_BATCH ||
+                   m->L[l].kind == NB_NORM_DYT) {
             dpre = (dz == G) ? G2 : G;
             /* dpre is written whole by the _set passes (not zeroed, not read) */
             switch (m->L[l].kind) {
@@ -353,6 +364,10 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
                 FN(nb_rmsnorm_backward_set)
                 (dpre, dg, db, dz, m->pre[l], g, m->rstd[l], B, OC,
                  m->L[l].kind == NB_NORM_RMS ? OC : m->L[l].k, &m->norm);
+                break;
+            case NB_NORM_DYT:
+                FN(nb_dyt_backward_set)
+                (dpre, dg, db, grads + m->L[l].alpha, dz, m->pre[l], g, P[m->L[l].alpha], B, OC);
                 break;
             default:
                 FN(nb_batchnorm_backward_set)

@@ -8,6 +8,7 @@
  *   batch:  z = BN(x·W^T)·g + b
  *   layer:  z = LN(x·W^T)·g + b
  *   rms/prms: z = RMS(x·W^T)·g + b
+ *   dyt:    z = g·tanh(alpha·x·W^T) + b (alpha one scalar per layer, from norm.dyt_alpha)
  * then h = act(z) on hidden layers. Parameters, gradients and Adam moments are flat buffers
  * described by mlp->layout. */
 
@@ -25,7 +26,7 @@ typedef struct NB_FN(nb_mlp) {
     struct {
         nb_norm_kind kind; /* the norm this layer applies (none on the logits unless batch) */
         int k;             /* pRMSNorm k for this layer's width */
-        size_t w, b, g, rmean, rvar; /* offsets; (size_t)-1 when absent */
+        size_t w, b, g, rmean, rvar, alpha; /* offsets; (size_t)-1 when absent */
     } L[NB_MLP_MAX_LAYERS];
     /* forward caches (Bmax rows) and backward scratch */
     NB_REAL *inp[NB_MLP_MAX_LAYERS]; /* input of layer l: the data pointer or previous output */

@@ -21,10 +21,12 @@
 #include "util/err.h"
 #include "types.h"
 #include "util/rng.h"
+#include "vtanh.h"
 
 #define NB_REAL float
 #define NB_FN(name) name
 #include "norm.h"
+#include "dyt.h"
 #include "ops.h"
 #include "optim.h"
 #include "mlp.h"
@@ -43,6 +45,7 @@
 #define NB_REAL double
 #define NB_FN(name) name##_f64
 #include "norm.h"
+#include "dyt.h"
 #include "ops.h"
 #include "optim.h"
 #include "mlp.h"

@@ -75,6 +75,7 @@ typedef struct lin {
 
 typedef struct nsite {
     size_t g, b, rm, rv; /* gain, bias, BN running mean and variance; NO_OFF when absent */
+    size_t alpha;        /* DyT's alpha (one value) or NO_OFF */
 } nsite;
 
 /* One residual sub-layer and what its forward keeps. */
@@ -240,6 +241,9 @@ static void norm_fwd(model *m, real *P, const nsite *ns, real *out, real *st, co
     case NB_NORM_PRMS:
         FN(nb_rmsnorm_forward)(out, st, in, P + ns->g, NULL, rows, d, m->kp, cfg);
         return;
+    case NB_NORM_DYT:
+        FN(nb_dyt_forward)(out, in, P + ns->g, P + ns->b, P[ns->alpha], rows, d);
+        return;
     case NB_NORM_BATCH:
         if (training) {
             for (int i = 0; i < nvalid; i++)
@@ -274,6 +278,10 @@ static void norm_bwd(model *m, real *G, const real *P, const nsite *ns, real *di
     case NB_NORM_RMS:
     case NB_NORM_PRMS:
         FN(nb_rmsnorm_backward)(din, G + ns->g, NULL, dout, in, P + ns->g, st, rows, d, m->kp, cfg);
+        return;
+    case NB_NORM_DYT:
+        FN(nb_dyt_backward)
+        (din, G + ns->g, G + ns->b, G + ns->alpha, dout, in, P + ns->g, P[ns->alpha], rows, d);
         return;
     case NB_NORM_BATCH: {
         if (!m->training) {
@@ -637,9 +645,11 @@ static void take_lin(model *m, alloc *a, lin *l, int grp, int out, int in) {
 
 static void take_norm(model *m, alloc *a, nsite *ns, int grp) {
     const nb_norm_kind k = m->c.norm.kind;
-    ns->g = ns->b = ns->rm = ns->rv = NO_OFF;
-    if (rowwise(k) || k == NB_NORM_BATCH) take(a, &ns->g, grp, (size_t)m->d);
-    if (k == NB_NORM_LAYER || k == NB_NORM_BATCH) take(a, &ns->b, grp, (size_t)m->d);
+    ns->g = ns->b = ns->rm = ns->rv = ns->alpha = NO_OFF;
+    if (rowwise(k) || k == NB_NORM_BATCH || k == NB_NORM_DYT) take(a, &ns->g, grp, (size_t)m->d);
+    if (k == NB_NORM_LAYER || k == NB_NORM_BATCH || k == NB_NORM_DYT)
+        take(a, &ns->b, grp, (size_t)m->d);
+    if (k == NB_NORM_DYT) take(a, &ns->alpha, grp, 1);
     if (k == NB_NORM_BATCH) {
         take(a, &ns->rm, G_BN, (size_t)m->d);
         take(a, &ns->rv, G_BN, (size_t)m->d);
@@ -685,7 +695,7 @@ static int stack_new(model *m, alloc *a, stack *st, int L, int dec, int grp) {
         }
         if (s->kind == 1 && !(s->kvb = alloc_real((size_t)R * 2 * d))) return -1;
     }
-    st->fin.g = st->fin.b = st->fin.rm = st->fin.rv = NO_OFF;
+    st->fin.g = st->fin.b = st->fin.rm = st->fin.rv = st->fin.alpha = NO_OFF;
     if (m->c.pre_norm) {
         take_norm(m, a, &st->fin, grp);
         if (!(st->fin_out = alloc_real((size_t)R * d)) || !(st->fin_st = alloc_real(stn)))
@@ -869,6 +879,7 @@ static void init_norm(const model *m, real *P, const nsite *ns) {
         if (ns->rm != NO_OFF) P[ns->rm + c] = 0;
         if (ns->rv != NO_OFF) P[ns->rv + c] = 1;
     }
+    if (ns->alpha != NO_OFF) P[ns->alpha] = (real)m->c.norm.dyt_alpha;
 }
 
 void FN(nb_tf_init_params)(model *m, real *P, nb_rng *rng) {
@@ -1675,6 +1686,7 @@ static void tl_norm(tlist *t, const char *pfx, const nsite *ns, size_t d) {
     tl_add(t, pfx, "norm.b", ns->b, d);
     tl_add(t, pfx, "norm.rm", ns->rm, d);
     tl_add(t, pfx, "norm.rv", ns->rv, d);
+    tl_add(t, pfx, "norm.alpha", ns->alpha, 1);
 }
 
 int FN(nb_tf_tensors)(const model *m, nb_tf_tensor_info *out, int max) {
@@ -1700,6 +1712,7 @@ int FN(nb_tf_tensors)(const model *m, nb_tf_tensor_info *out, int max) {
         const char *fp = k ? "dec.fin." : "enc.fin.";
         tl_add(&t, fp, "g", sts[k]->fin.g, d);
         tl_add(&t, fp, "b", sts[k]->fin.b, d);
+        tl_add(&t, fp, "alpha", sts[k]->fin.alpha, 1);
     }
     return t.n;
 }
@@ -1719,6 +1732,7 @@ static void stack_floats(const nb_tf_cfg *c, int L, int dec, double R, double ma
     if (rowwise(k) || k == NB_NORM_BATCH) norm += PAD16(d);
     if (k == NB_NORM_LAYER || k == NB_NORM_BATCH) norm += PAD16(d);
     if (k == NB_NORM_BATCH) norm += 2 * PAD16(d);
+    if (k == NB_NORM_DYT) norm += 2 * PAD16(d) + PAD16(1);
 #define LIN(o, i) (PAD16((o) * (i)) + PAD16(o) + (wn ? PAD16(o) : 0))
     const double self = norm + LIN(3 * d, d) + LIN(d, d);
     const double cross = norm + LIN(d, d) + LIN(2 * d, d) + LIN(d, d);

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const norm_names[] = {"none", "batch", "weight", "layer", "rms", "prms"};
+static const char *const norm_names[] = {"none", "batch", "weight", "layer", "rms", "prms", "dyt"};
 _Static_assert(sizeof norm_names / sizeof norm_names[0] == NB_NORM_COUNT,
                "every norm kind needs a name");
 
@@ -50,6 +50,7 @@ void nb_norm_cfg_default(nb_norm_cfg *cfg, nb_norm_kind kind) {
     cfg->bn_unbiased_running = 1;
     cfg->bn_unbiased_batch = 0;
     cfg->wn_data_init = 1;
+    cfg->dyt_alpha = 0.5;
 }
 
 int nb_prms_k(int n, double p, int p_floor) {

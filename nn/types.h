@@ -7,8 +7,8 @@
 
 /* ---- normalizations ---------------------------------------------------------------------- */
 
-/* The six variants. Order is the public order (help texts, reports); NB_NORM_COUNT must stay
- * last. nb_norm_name() is indexed by this enum. */
+/* The variants (the six norms, then DyT). Order is the public order (help texts, reports);
+ * NB_NORM_COUNT must stay last. nb_norm_name() is indexed by this enum. */
 typedef enum nb_norm_kind {
     NB_NORM_NONE,
     NB_NORM_BATCH,
@@ -16,6 +16,7 @@ typedef enum nb_norm_kind {
     NB_NORM_LAYER,
     NB_NORM_RMS,
     NB_NORM_PRMS,
+    NB_NORM_DYT, /* DyT: y = g*tanh(alpha*x) + b, element-wise (nn/dyt.h) */
     NB_NORM_COUNT
 } nb_norm_kind;
 
@@ -32,6 +33,7 @@ typedef struct nb_norm_cfg {
     int bn_unbiased_running; /* running variance uses N/(N-1)*var (WN code; default 1) */
     int bn_unbiased_batch;   /* training normalizes with the unbiased batch variance (default 0) */
     int wn_data_init;        /* WeightNorm: data-dependent init of g and b (default 1) */
+    double dyt_alpha;        /* DyT: the initial alpha of every site (default 0.5) */
     /* Data-parallel BatchNorm over several processes (`run --bn-sync` under MPI): sums n doubles
      * in place over every process that holds a shard of the batch, so that training statistics
      * (sums and sums of squares, the backward's sums) are those of the global batch. NULL: this
@@ -40,7 +42,7 @@ typedef struct nb_norm_cfg {
     void *bn_ctx;
 } nb_norm_cfg;
 
-/* "none", "batch", "weight", "layer", "rms", "prms"; NULL when out of range. */
+/* "none", "batch", "weight", "layer", "rms", "prms", "dyt"; NULL when out of range. */
 const char *nb_norm_name(nb_norm_kind k);
 
 /* Parses a name as above. Returns 0 and sets *k, or -1 when unknown. */
@@ -50,7 +52,7 @@ int nb_norm_from_name(const char *name, nb_norm_kind *k);
 #define NB_WN_FLOOR 1e-12
 
 /* Fills *cfg with the defaults for kind (eps 1e-5 inside the sqrt, p 0.0625 with ceiling,
- * BN momentum 0.1 with unbiased running variance, WN data init on). */
+ * BN momentum 0.1 with unbiased running variance, WN data init on, DyT alpha 0.5). */
 void nb_norm_cfg_default(nb_norm_cfg *cfg, nb_norm_kind kind);
 
 /* pRMSNorm's k for a row of n values: ceil(n*p) or floor(n*p), clamped to [1, n]. */

@@ -195,7 +195,8 @@ static void test_mask_carries_state(void **s) {
  * checked above). */
 static void test_float_matches_double(void **s) {
     (void)s;
-    for (int kind = 0; kind < NB_NORM_COUNT; kind++) {
+    /* the six norms: DyT (NB_NORM_DYT, the last kind) is not in this model yet */
+    for (int kind = 0; kind < NB_NORM_DYT; kind++) {
         fixture f;
         fx_init(&f, (nb_norm_kind)kind, 0, 0.3);
         loss(&f, 1);

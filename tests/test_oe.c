@@ -171,7 +171,8 @@ static void check_model(nb_norm_kind kind) {
 
 static void test_model_fd(void **st) {
     (void)st;
-    for (int k = 0; k < NB_NORM_COUNT; k++)
+    /* the six norms: DyT (NB_NORM_DYT, the last kind) is not in this model yet */
+    for (int k = 0; k < NB_NORM_DYT; k++)
         check_model((nb_norm_kind)k);
 }
 

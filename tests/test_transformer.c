@@ -116,11 +116,13 @@ static void test_fd_post(void **s) {
     (void)s;
     for (size_t k = 0; k < 6; k++)
         check_fd(ALL[k], 0, 0.0);
+    check_fd(NB_NORM_DYT, 0, 0.0);
 }
 static void test_fd_pre(void **s) {
     (void)s;
     for (size_t k = 0; k < 6; k++)
         check_fd(ALL[k], 1, 0.0);
+    check_fd(NB_NORM_DYT, 1, 0.0); /* the final norm is DyT too */
 }
 /* dropout masks are a function of the seed: the same forward twice is the same function */
 static void test_fd_dropout(void **s) {

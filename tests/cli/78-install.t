@@ -104,7 +104,7 @@ is cmd-prefix "run runs report" r
 is tasks "$("$BIN" __complete tasks | xargs)" run ''
 tst "  the tasks are those of 'help run'" test "$("$BIN" __complete tasks | xargs)" = \
     "$("$BIN" help run | sed -n 's/^task \([a-z0-9-]*\) (.*/\1/p' | xargs)"
-is norms "none batch weight layer rms prms" run mnist --norm ''
+is norms "none batch weight layer rms prms dyt" run mnist --norm ''
 is norm-prefix "rms" run mnist --norm r
 is norm-equals "rms" run mnist --norm=r
 is option-prefix "--norm --no-wn-init --no-ftz --no-fetch" run mnist --n
@@ -118,7 +118,7 @@ is plot-task "$("$BIN" __complete tasks | xargs)" plot --task ''
 is bench-sub "kernels step" bench ''
 is bench-task "$("$BIN" __complete tasks | xargs)" bench step ''
 is bench-norms "layer" bench kernels --norms l
-is sweep-norms "none batch weight layer rms prms all" sweep mnist --norms ''
+is sweep-norms "none batch weight layer rms prms dyt all" sweep mnist --norms ''
 is sweep-own-option "--jobs" sweep mnist --j
 is sweep-run-option "--no-wn-init" sweep mnist --jobs 2 --no-w
 is fetch-datasets "$("$BIN" __complete registry | xargs)" fetch ''

@@ -1,0 +1,340 @@
+#include "real.h"
+/* nn/dyt.c — DyT (Dynamic Tanh) forward and backward, and the vectorized float tanh they use
+ * (generic: compiled as float and, with -DNB_F64, as double; see nn/nn.h). Contracts in
+ * nn/dyt.h and nn/vtanh.h; formulas in docs/numerics.md#dyt.
+ *
+ * y = g·t + b, t = tanh(alpha·x). Backward with u = dy·g·(1 − t²):
+ *   dx = alpha·u,  dg = Σ_rows dy·t,  db = Σ_rows dy,  dalpha = Σ_all x·u.
+ * Every kernel is one pass over its rows (forward reads x, writes y; backward reads x and dy,
+ * writes dx), with tanh recomputed: DyT is element-wise, so memory bandwidth bounds it as it
+ * bounds a copy, provided the tanh costs less than the memory traffic (16 lanes of FMAs here).
+ *
+ * Order of the sums, fixed by B alone (the same bits for any thread count): the rows are cut
+ * into NG groups of consecutive rows (NG = min(64, ceil(B/16))); in a group, every PG rows'
+ * products are summed per column in the working precision (row order), then added to the
+ * group's double sums; dalpha's row sum is 16 lanes (lane j: the values c ≡ j mod 16, in
+ * order; the lanes added in double in lane order) added to the group's double sum; the groups
+ * are added in group order. In float with AVX-512 the kernels use 16-lane intrinsics; the
+ * scalar code (double, and float elsewhere) follows the same lanes and fused multiply-adds, so
+ * float gives the same bits with or without AVX-512. */
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX512F__) && !defined(NB_F64)
+#include <immintrin.h>
+#define DYT_AVX512 1
+#else
+#define DYT_AVX512 0
+#endif
+
+#ifdef NB_F64
+#define FMA_R fma
+#else
+#define FMA_R fmaf
+#endif
+
+/* Below this many values a kernel runs on one thread (as nn/norm.c's PAR_MIN). */
+#define PAR_MIN 262144
+/* Outputs of at least this many bytes are streamed past the cache (as nn/norm.c). */
+#define NT_MIN_BYTES (64u << 20)
+#define LANES 16
+#define PG 8
+#define MAX_GROUPS 64
+
+/* ---- the float tanh (compiled once: in the float build) ----------------------------------- */
+
+#ifndef NB_F64
+/* Cephes tanhf, |x| < 0.625 */
+#define TH_P0 -5.70498872745e-3f
+#define TH_P1 2.06390887954e-2f
+#define TH_P2 -5.37397155531e-2f
+#define TH_P3 1.33314422036e-1f
+#define TH_P4 -3.33332819422e-1f
+#define TH_SMALL 0.625f
+/* Cephes expf */
+#define EX_LOG2E 1.44269504088896341f
+#define EX_LN2HI 0.693359375f
+#define EX_LN2LO -2.12194440e-4f
+#define EX_C0 1.9875691500e-4f
+#define EX_C1 1.3981999507e-3f
+#define EX_C2 8.3334519073e-3f
+#define EX_C3 4.1665795894e-2f
+#define EX_C4 1.6666665459e-1f
+#define EX_C5 5.0000001201e-1f
+#define EX_MAX 88.0f
+
+float nb_tanhf(float x) {
+    if (x != x) return x;
+    const float ax = fabsf(x);
+    float r;
+    if (ax < TH_SMALL) {
+        const float z = ax * ax;
+        float p = fmaf(TH_P0, z, TH_P1);
+        p = fmaf(p, z, TH_P2);
+        p = fmaf(p, z, TH_P3);
+        p = fmaf(p, z, TH_P4);
+        r = fmaf(p * z, ax, ax);
+    } else {
+        float t = 2.0f * ax;
+        t = t < EX_MAX ? t : EX_MAX;
+        const float n = rintf(t * EX_LOG2E);
+        float e = fmaf(-n, EX_LN2HI, t);
+        e = fmaf(-n, EX_LN2LO, e);
+        float p = fmaf(EX_C0, e, EX_C1);
+        p = fmaf(p, e, EX_C2);
+        p = fmaf(p, e, EX_C3);
+        p = fmaf(p, e, EX_C4);
+        p = fmaf(p, e, EX_C5);
+        p = fmaf(p, e * e, e) + 1.0f;
+        const float ex = ldexpf(p, (int)n);
+        r = 1.0f - 2.0f / (ex + 1.0f);
+    }
+    return copysignf(r, x);
+}
+
+#if DYT_AVX512
+static inline __m512 tanh16(__m512 x) {
+    const __m512 ax = _mm512_abs_ps(x);
+    const __m512 z = _mm512_mul_ps(ax, ax);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(TH_P0), z, _mm512_set1_ps(TH_P1));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TH_P2));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TH_P3));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TH_P4));
+    const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), ax, ax);
+    /* min(88, NaN) is NaN (vminps returns its second operand when either is NaN), which
+     * then runs through to the result */
+    const __m512 t = _mm512_min_ps(_mm512_set1_ps(EX_MAX), _mm512_add_ps(ax, ax));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(EX_LOG2E)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 e = _mm512_fnmadd_ps(n, _mm512_set1_ps(EX_LN2HI), t);
+    e = _mm512_fnmadd_ps(n, _mm512_set1_ps(EX_LN2LO), e);
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(EX_C0), e, _mm512_set1_ps(EX_C1));
+    q = _mm512_fmadd_ps(q, e, _mm512_set1_ps(EX_C2));
+    q = _mm512_fmadd_ps(q, e, _mm512_set1_ps(EX_C3));
+    q = _mm512_fmadd_ps(q, e, _mm512_set1_ps(EX_C4));
+    q = _mm512_fmadd_ps(q, e, _mm512_set1_ps(EX_C5));
+    q = _mm512_add_ps(_mm512_fmadd_ps(q, _mm512_mul_ps(e, e), e), _mm512_set1_ps(1.0f));
+    const __m512 ex = _mm512_scalef_ps(q, n);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 big =
+        _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(ex, one)));
+    const __mmask16 is_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(TH_SMALL), _CMP_LT_OQ);
+    const __m512 r = _mm512_mask_blend_ps(is_small, big, small);
+    /* the sign bit from x, the rest from r (r >= 0 or NaN): bitwise (m & x) | (~m & r) */
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+        _mm512_set1_epi32(INT32_MIN), _mm512_castps_si512(x), _mm512_castps_si512(r), 0xCA));
+}
+#endif
+
+int nb_tanhf_vectorized(void) {
+    return DYT_AVX512;
+}
+
+void nb_tanhf_array(float *y, const float *x, size_t n) {
+    size_t i = 0;
+#if DYT_AVX512
+    for (; i + LANES <= n; i += LANES)
+        _mm512_storeu_ps(y + i, tanh16(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, tanh16(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+#endif
+    for (; i < n; i++)
+        y[i] = nb_tanhf(x[i]);
+}
+#endif /* !NB_F64 */
+
+#ifdef NB_F64
+#define TANH_R tanh
+#else
+#define TANH_R nb_tanhf
+#endif
+
+/* ---- DyT ----------------------------------------------------------------------------------- */
+
+static inline int par_ok(int B, int C) {
+    return (size_t)B * (size_t)C >= PAR_MIN;
+}
+
+/* One row of the forward: out = g·tanh(alpha·x) + b (b NULL: no bias). nt: streaming stores
+ * (out 64-byte aligned and C a multiple of 16). */
+static void fwd_row(real *restrict out, const real *restrict x, const real *restrict g,
+                    const real *restrict b, real alpha, int C, int nt) {
+    int c = 0;
+#if DYT_AVX512
+    const __m512 va = _mm512_set1_ps(alpha);
+    for (; c + LANES <= C; c += LANES) {
+        const __m512 t = tanh16(_mm512_mul_ps(va, _mm512_loadu_ps(x + c)));
+        const __m512 bb = b ? _mm512_loadu_ps(b + c) : _mm512_setzero_ps();
+        const __m512 y = _mm512_fmadd_ps(_mm512_loadu_ps(g + c), t, bb);
+        if (nt)
+            _mm512_stream_ps(out + c, y);
+        else
+            _mm512_storeu_ps(out + c, y);
+    }
+#else
+    (void)nt;
+#endif
+    for (; c < C; c++)
+        out[c] = FMA_R(g[c], TANH_R(alpha * x[c]), b ? b[c] : (real)0);
+}
+
+void FN(nb_dyt_forward)(real *out, const real *inp, const real *g, const real *b, real alpha, int B,
+                        int C) {
+    const int nt = DYT_AVX512 && (size_t)B * (size_t)C * sizeof(real) >= NT_MIN_BYTES &&
+                   C % LANES == 0 && ((uintptr_t)out & 63) == 0;
+#pragma omp parallel for schedule(static) if (par_ok(B, C))
+    for (int i = 0; i < B; i++)
+        fwd_row(out + (size_t)i * C, inp + (size_t)i * C, g, b, alpha, C, nt);
+#if DYT_AVX512
+    if (nt) _mm_sfence();
+#endif
+}
+
+/* Backward of one row. dx: written (set) or added to. fg/fb: the group's running dg/db sums
+ * in real (first: assigned rather than added), or NULL. Returns the row's dalpha sum. */
+static double bwd_row(real *restrict dx, real *restrict fg, real *restrict fb,
+                      const real *restrict dy, const real *restrict x, const real *restrict g,
+                      real alpha, int C, int set, int first) {
+    real lane[LANES] = {0};
+    int c = 0;
+#if DYT_AVX512
+    const __m512 va = _mm512_set1_ps(alpha), one = _mm512_set1_ps(1.0f);
+    __m512 acc = _mm512_setzero_ps();
+    for (; c + LANES <= C; c += LANES) {
+        const __m512 vx = _mm512_loadu_ps(x + c), vdy = _mm512_loadu_ps(dy + c);
+        const __m512 t = tanh16(_mm512_mul_ps(va, vx));
+        const __m512 w = _mm512_fnmadd_ps(t, t, one);
+        const __m512 u = _mm512_mul_ps(_mm512_mul_ps(vdy, _mm512_loadu_ps(g + c)), w);
+        if (set)
+            _mm512_storeu_ps(dx + c, _mm512_mul_ps(va, u));
+        else
+            _mm512_storeu_ps(dx + c, _mm512_fmadd_ps(va, u, _mm512_loadu_ps(dx + c)));
+        acc = _mm512_fmadd_ps(vx, u, acc);
+        if (fg) {
+            if (first) {
+                _mm512_storeu_ps(fg + c, _mm512_mul_ps(vdy, t));
+                _mm512_storeu_ps(fb + c, vdy);
+            } else {
+                _mm512_storeu_ps(fg + c, _mm512_fmadd_ps(vdy, t, _mm512_loadu_ps(fg + c)));
+                _mm512_storeu_ps(fb + c, _mm512_add_ps(vdy, _mm512_loadu_ps(fb + c)));
+            }
+        }
+    }
+    _mm512_storeu_ps(lane, acc);
+#endif
+    for (; c < C; c++) {
+        const real t = TANH_R(alpha * x[c]);
+        const real w = FMA_R(-t, t, (real)1);
+        const real u = (dy[c] * g[c]) * w;
+        dx[c] = set ? alpha * u : FMA_R(alpha, u, dx[c]);
+        lane[c % LANES] = FMA_R(x[c], u, lane[c % LANES]);
+        if (fg) {
+            fg[c] = first ? dy[c] * t : FMA_R(dy[c], t, fg[c]);
+            fb[c] = first ? dy[c] : dy[c] + fb[c];
+        }
+    }
+    double s = 0;
+    for (int j = 0; j < LANES; j++)
+        s += (double)lane[j];
+    return s;
+}
+
+/* Group k of NG over B rows: rows [lo, hi). */
+static void group_rows(int B, int NG, int k, int *lo, int *hi) {
+    const int per = (B + NG - 1) / NG;
+    *lo = k * per < B ? k * per : B;
+    *hi = *lo + per < B ? *lo + per : B;
+}
+
+static void dyt_backward(real *dinp, real *dg, real *db, real *dalpha, const real *dout,
+                         const real *inp, const real *g, real alpha, int B, int C, int set) {
+    if (B <= 0 || C <= 0) return;
+    int NG = (B + 15) / 16;
+    if (NG > MAX_GROUPS) NG = MAX_GROUPS;
+    const int want = dg || db;
+    /* per group: dg and db sums in double (2C), dalpha sum; per group also 2C reals for the
+     * current PG rows */
+    double *gs = calloc((size_t)NG * (2 * (size_t)C + 1), sizeof(double));
+    real *fs = want ? malloc((size_t)NG * 2 * (size_t)C * sizeof(real)) : NULL;
+    const int par = par_ok(B, C) && gs && (!want || fs);
+    if (!gs || (want && !fs)) { /* out of memory: one group at a time, the same order */
+        free(gs);
+        free(fs);
+        gs = calloc(2 * (size_t)C + 1, sizeof(double));
+        fs = want ? malloc(2 * (size_t)C * sizeof(real)) : NULL;
+        if (!gs || (want && !fs)) abort(); /* 4C+1 values: a model this size could not exist */
+    }
+    double tot_a = 0;
+    double *tot = NULL;
+    if (!par && NG > 1) { /* serial: each group's sums added to the totals as it ends */
+        tot = calloc(2 * (size_t)C, sizeof(double));
+        if (!tot) abort();
+    }
+#pragma omp parallel for schedule(static) if (par)
+    for (int k = 0; k < NG; k++) {
+        double *G = par ? gs + (size_t)k * (2 * (size_t)C + 1) : gs;
+        real *F = fs ? (par ? fs + (size_t)k * 2 * (size_t)C : fs) : NULL;
+        if (!par) memset(G, 0, (2 * (size_t)C + 1) * sizeof(double));
+        int lo, hi;
+        group_rows(B, NG, k, &lo, &hi);
+        for (int r0 = lo; r0 < hi; r0 += PG) {
+            const int r1 = r0 + PG < hi ? r0 + PG : hi;
+            for (int i = r0; i < r1; i++) {
+                const size_t o = (size_t)i * C;
+                G[2 * (size_t)C] += bwd_row(dinp + o, F, F ? F + C : NULL, dout + o, inp + o, g,
+                                            alpha, C, set, i == r0);
+            }
+            if (F)
+                for (int c = 0; c < C; c++) {
+                    G[c] += (double)F[c];
+                    G[C + c] += (double)F[C + c];
+                }
+        }
+        if (!par && tot) {
+            for (size_t c = 0; c < 2 * (size_t)C; c++)
+                tot[c] += G[c];
+            tot_a += G[2 * (size_t)C];
+        }
+    }
+    if (par || !tot) { /* the groups in order */
+        const int ng = par ? NG : 1;
+        if (want) {
+#pragma omp parallel for schedule(static) if (par)
+            for (int c = 0; c < C; c++) {
+                double sg = 0, sb = 0;
+                for (int k = 0; k < ng; k++) {
+                    sg += gs[(size_t)k * (2 * (size_t)C + 1) + c];
+                    sb += gs[(size_t)k * (2 * (size_t)C + 1) + C + c];
+                }
+                if (dg) dg[c] += (real)sg;
+                if (db) db[c] += (real)sb;
+            }
+        }
+        for (int k = 0; k < ng; k++)
+            tot_a += gs[(size_t)k * (2 * (size_t)C + 1) + 2 * (size_t)C];
+    } else {
+        for (int c = 0; c < C; c++) {
+            if (dg) dg[c] += (real)tot[c];
+            if (db) db[c] += (real)tot[C + c];
+        }
+    }
+    if (dalpha) *dalpha += (real)tot_a;
+    free(tot);
+    free(gs);
+    free(fs);
+}
+
+void FN(nb_dyt_backward)(real *dinp, real *dg, real *db, real *dalpha, const real *dout,
+                         const real *inp, const real *g, real alpha, int B, int C) {
+    dyt_backward(dinp, dg, db, dalpha, dout, inp, g, alpha, B, C, 0);
+}
+
+void FN(nb_dyt_backward_set)(real *dinp, real *dg, real *db, real *dalpha, const real *dout,
+                             const real *inp, const real *g, real alpha, int B, int C) {
+    dyt_backward(dinp, dg, db, dalpha, dout, inp, g, alpha, B, C, 1);
+}

@@ -1,0 +1,64 @@
+#!/bin/bash
+# DyT (Dynamic Tanh, nn/dyt.c): --norm dyt and --dyt-alpha in the tasks that have it (mnist's
+# MLP, mt's Transformer post- and pre-norm), refused elsewhere and on CUDA; its rows in `bench kernels` (TAP, for prove). The
+# kernels' own checks (the float tanh against libm, gradients, PyTorch reference) are
+# tests/test_dyt.c; the MLP's gradients with dyt, tests/test_mlp.c.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+# one run (the 65536x1024 shape takes seconds): dyt's rows, after layer's
+check "bench kernels --norms layer,dyt" 0 env OMP_NUM_THREADS=1 "$NB" bench kernels --norms layer,dyt --format csv
+for row in '^128x1000,dyt,fwd,' '^128x1000,dyt,fwd\+bwd,' '^65536x1024,dyt,fwd,' '^65536x1024,dyt,fwd\+bwd,'; do
+    has "a row $row" "$tmp/out" "$row"
+done
+if [ "$(grep -c ',dyt,' "$tmp/out")" = 4 ]; then ok "dyt: 4 rows"; else not_ok "dyt: 4 rows" "$(cat "$tmp/out")"; fi
+if [ "$(sed -n 3p "$tmp/out" | cut -d, -f2)" = layer ] && [ "$(sed -n 4p "$tmp/out" | cut -d, -f2)" = dyt ]; then
+    ok "each shape: layer's rows, then dyt's"
+else
+    not_ok "each shape: layer's rows, then dyt's" "$(cat "$tmp/out")"
+fi
+check "dyt listed twice is a usage error" 2 "$NB" bench kernels --norms dyt,dyt
+has "it says so" "$tmp/err" "norm 'dyt' is listed twice in 'dyt,dyt'"
+check "dyt with --device cuda is a usage error" 2 "$NB" bench kernels --device cuda --norms dyt
+has "it says DyT has no CUDA kernels" "$tmp/err" 'dyt has no CUDA kernels'
+check "bench step mnist --norms layer,dyt" 0 "$NB" bench step mnist --norms layer,dyt --batch 4 --steps 6 --format csv
+has "a dyt row" "$tmp/out" '^mnist,dyt,4,'
+
+# run: mnist trains with dyt; alpha recorded (the paper's 0.5 by default, or --dyt-alpha)
+export NORMBENCH_DB=$tmp/t.db
+check "run mnist --norm dyt (30 steps, synthetic)" 0 env OMP_NUM_THREADS=2 "$NB" run mnist --norm dyt --dataset synthetic --steps 30 --quiet
+check "run mnist --norm dyt --dyt-alpha 1.5" 0 env OMP_NUM_THREADS=2 "$NB" run mnist --norm dyt --dyt-alpha 1.5 --dataset synthetic --steps 30 --quiet
+a1=$(sqlite3 "$tmp/t.db" "select json_extract(config, '$.dyt_alpha') from runs where id = 1")
+a2=$(sqlite3 "$tmp/t.db" "select json_extract(config, '$.dyt_alpha') from runs where id = 2")
+if [ "$a1" = 0.5 ] && [ "$a2" = 1.5 ]; then ok "alpha recorded: 0.5 by default, 1.5 given"; else not_ok "alpha recorded" "got '$a1' '$a2'"; fi
+st=$(sqlite3 "$tmp/t.db" "select group_concat(status) from runs where norm = 'dyt'")
+if [ "$st" = finished,finished ]; then ok "both runs finished"; else not_ok "both runs finished" "$st"; fi
+loss=$(sqlite3 "$tmp/t.db" "select count(*) from metrics where run = 1 and name = 'train_loss' and value = value and abs(value) < 1e6")
+if [ "${loss:-0}" -gt 0 ]; then ok "the dyt run recorded finite training losses"; else not_ok "the dyt run recorded finite training losses" "$loss"; fi
+l1=$(sqlite3 "$tmp/t.db" "select group_concat(value) from metrics where run = 1 and name = 'train_loss'")
+l2=$(sqlite3 "$tmp/t.db" "select group_concat(value) from metrics where run = 2 and name = 'train_loss'")
+if [ "$l1" != "$l2" ]; then ok "--dyt-alpha changes training"; else not_ok "--dyt-alpha changes training"; fi
+check "a bad --dyt-alpha is a usage error" 2 "$NB" run mnist --norm dyt --dyt-alpha 0 --dataset synthetic --steps 1
+for t in cifar order reader; do
+    check "run $t --norm dyt is refused (not yet)" 2 "$NB" run "$t" --norm dyt --dataset synthetic --steps 1 --no-fetch
+    has "it names the tasks that have dyt" "$tmp/err" "--norm dyt is implemented for the task\(s\) mnist, mt, not '$t'"
+done
+check "mt --model rnnsearch --norm dyt is refused (not yet)" 2 "$NB" run mt --norm dyt --dataset synthetic --steps 1
+has "it says dyt is for the Transformer" "$tmp/err" 'implemented for --model transformer, not for rnnsearch'
+check "--device cuda --norm dyt is refused" 2 "$NB" run mnist --norm dyt --device cuda --dataset synthetic --steps 1
+has "it says there are no DyT CUDA kernels" "$tmp/err" 'no DyT kernels'
+n_runs=$(sqlite3 "$tmp/t.db" "select count(*) from runs")
+if [ "$n_runs" = 2 ]; then ok "refusals record no run"; else not_ok "refusals record no run" "$n_runs runs"; fi
+# the Transformer, post-norm and pre-norm (DyT in the final norm too), a small model
+for pos in post pre; do
+    check "run mt --model transformer --norm dyt --norm-position $pos (30 steps)" 0 env OMP_NUM_THREADS=2 "$NB" run mt --model transformer --norm dyt --norm-position $pos --layers 1 --dim 32 --heads 2 --ffn 64 --dataset synthetic --steps 30 --quiet
+done
+st=$(sqlite3 "$tmp/t.db" "select group_concat(status) from runs where task = 'mt'")
+if [ "$st" = finished,finished ]; then ok "both Transformer runs finished"; else not_ok "both Transformer runs finished" "$st"; fi
+bad=$(sqlite3 "$tmp/t.db" "select count(*) from metrics m join runs r on r.id = m.run where r.task = 'mt' and m.name = 'train_loss' and not (m.value = m.value and abs(m.value) < 1e6)")
+nl=$(sqlite3 "$tmp/t.db" "select count(*) from metrics m join runs r on r.id = m.run where r.task = 'mt' and m.name = 'train_loss'")
+if [ "$bad" = 0 ] && [ "${nl:-0}" -gt 1 ]; then ok "their training losses are finite"; else not_ok "their training losses are finite" "$bad bad of $nl"; fi
+check "sweep mnist --norms dyt,layer --dry-run" 0 "$NB" sweep mnist --norms dyt,layer --seeds 1 --dry-run
+has "the sweep has a dyt job" "$tmp/out" '--norm dyt'
+echo "1..$n"
+[ "$fails" -eq 0 ]
