@@ -28,10 +28,10 @@ CFLAGS_ALL = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra 
              $(MPI_CFLAGS) $(OPT) $(CFLAGS)
 LDLIBS_ALL = -lopenblas -lsqlite3 -larchive -lcurl -lcrypto -lm $(MPI_LIBS) -lpthread $(LDLIBS)
 
-LIB_SRC  := $(sort $(wildcard util/*.c nn/*.c datasets/*.c results/*.c tasks/*.c plots/*.c))
+LIB_SRC  := $(sort $(wildcard util/*.c nn/*.c nn/norms/*.c datasets/*.c results/*.c tasks/*.c plots/*.c))
 # Generic kernels (nn/real.h) are compiled a second time in double precision for the
 # finite-difference tests; see nn/nn.h.
-GENERIC  := $(shell grep -l '^#include "real.h"' nn/*.c 2>/dev/null)
+GENERIC  := $(shell grep -l '^#include "\(nn/\)\{0,1\}real.h"' nn/*.c nn/norms/*.c 2>/dev/null)
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 # Fuzz targets (libFuzzer entry points), one per parser: tests/fuzz/fuzz_NAME.c with seeds in
@@ -262,13 +262,13 @@ lint:
 	$(MAKE) --no-print-directory BUILD=build-lint CFLAGS=-Werror all
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --inline-suppr -I. $(LIB_SRC) $(CMD_SRC)
-	clang-format --dry-run --Werror $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h) \
+	clang-format --dry-run --Werror $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h nn/norms/*.h) \
 	  $(FUZZ_SRC) tests/fuzz/driver.c tests/task_toy.c tests/mt_synth_text.c
 	@! grep -n -E '\b(atoi|atol|sprintf|strcpy|strcat|gets)\s*\(' $(LIB_SRC) $(CMD_SRC) \
 	  || { echo "lint: banned function (use strtol/snprintf/memcpy)"; exit 1; }
 
 format:
-	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h) $(FUZZ_SRC) \
+	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h nn/norms/*.h) $(FUZZ_SRC) \
 	  tests/fuzz/driver.c tests/task_toy.c tests/mt_synth_text.c
 
 # install-files copies what is built, building nothing (tests/cli/78-install.t uses it).

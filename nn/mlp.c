@@ -9,13 +9,11 @@
 #include <string.h>
 
 #define NO_OFF ((size_t)-1)
+/* a running-statistics tensor of layer l, or NULL */
+#define RUN(m, l, f) ((m)->L[l].f != NO_OFF ? (m)->params + (m)->L[l].f : NULL)
 
 static real *alloc_real(size_t n) {
     return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
-}
-
-static int uses_gain(nb_norm_kind k) {
-    return k != NB_NORM_NONE;
 }
 
 int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_cfg *norm,
@@ -39,27 +37,32 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
         if (dims[l] > maxd) maxd = dims[l];
     for (int l = 0; l < nlayers; l++) {
         int C = dims[l], OC = dims[l + 1], hidden = l < nlayers - 1;
-        nb_norm_kind k = norm->kind;
-        /* The LN paper: LN (and RMS, pRMS, WN) on the hidden layers only; BN on all layers. */
-        if (!hidden && k != NB_NORM_BATCH) k = NB_NORM_NONE;
+        const nb_norm_def *nd = nb_norm_get(norm->kind);
+        if (!nd) return nb_errf(err, "unknown norm %d", (int)norm->kind);
+        /* The LN paper: LN (and RMS, pRMS, WN) on the hidden layers only; BN (a norm over the
+         * batch) on all layers. */
+        nb_norm_kind k = hidden || nd->acts == NB_ON_FEATURES ? norm->kind : nb_norm_none_kind();
+        if (k != norm->kind) nd = nb_norm_get(k);
         m->L[l].kind = k;
+        m->L[l].def = nd;
         m->L[l].k = nb_prms_k(OC, norm->p, norm->p_floor);
         char name[32];
-        snprintf(name, sizeof name, "%s%d", k == NB_NORM_WEIGHT ? "V" : "W", l);
+        snprintf(name, sizeof name, "%s%d", nd->acts == NB_ON_WEIGHTS ? "V" : "W", l);
         m->L[l].w = nb_layout_add(&m->layout, name, (size_t)OC * C, 1);
         snprintf(name, sizeof name, "b%d", l);
         m->L[l].b = nb_layout_add(&m->layout, name, (size_t)OC, 1);
         m->L[l].g = m->L[l].rmean = m->L[l].rvar = m->L[l].alpha = NO_OFF;
-        if (uses_gain(k)) {
+        /* every norm but none scales: the gain (the MLP's bias b is its shift) */
+        if (nd->acts != NB_ON_NOTHING) {
             snprintf(name, sizeof name, "g%d", l);
             m->L[l].g = nb_layout_add(&m->layout, name, (size_t)OC, 1);
         }
-        if (k == NB_NORM_DYT) {
-            snprintf(name, sizeof name, "alpha%d", l);
-            m->L[l].alpha = nb_layout_add(&m->layout, name, 1, 1);
+        if (nd->nscalars > 0) {
+            snprintf(name, sizeof name, "%s%d", nd->scalar_name, l);
+            m->L[l].alpha = nb_layout_add(&m->layout, name, (size_t)nd->nscalars, 1);
             if (m->L[l].alpha == NO_OFF) return nb_errf(err, "too many parameter tensors");
         }
-        if (k == NB_NORM_BATCH) {
+        if (nd->params & NB_NP_RUNNING) {
             snprintf(name, sizeof name, "running_mean%d", l);
             m->L[l].rmean = nb_layout_add(&m->layout, name, (size_t)OC, 0);
             snprintf(name, sizeof name, "running_var%d", l);
@@ -85,7 +88,7 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
         m->mean[l] = alloc_real((size_t)(Bmax > OC ? Bmax : OC));
         m->rstd[l] = alloc_real((size_t)(Bmax > OC ? Bmax : OC));
         ok = m->pre[l] && m->out[l] && m->mean[l] && m->rstd[l];
-        if (ok && m->L[l].kind == NB_NORM_WEIGHT) {
+        if (ok && m->L[l].def->acts == NB_ON_WEIGHTS) {
             m->wn_scale[l] = alloc_real((size_t)OC);
             m->wn_norm[l] = alloc_real((size_t)OC);
             ok = m->wn_scale[l] && m->wn_norm[l];
@@ -100,7 +103,7 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
     for (int l = 0; l < nlayers; l++) {
         int C = dims[l], OC = dims[l + 1];
         real *W = m->params + m->L[l].w;
-        if (m->L[l].kind == NB_NORM_WEIGHT && norm->wn_data_init) {
+        if (m->L[l].def->acts == NB_ON_WEIGHTS && norm->wn_data_init) {
             /* WN code: V ~ N(0, 0.05^2); g and b come from nb_mlp_data_init. */
             for (size_t i = 0; i < (size_t)OC * C; i++)
                 W[i] = (real)(0.05 * nb_rng_normal(rng));
@@ -117,7 +120,7 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
             real *g = m->params + m->L[l].g;
             for (int o = 0; o < OC; o++)
                 g[o] = 1;
-            if (m->L[l].kind == NB_NORM_WEIGHT) {
+            if (m->L[l].def->acts == NB_ON_WEIGHTS) {
                 /* Without data init, g = ||v|| so that the effective weight starts as v. */
                 for (int o = 0; o < OC; o++) {
                     double s = 0;
@@ -127,7 +130,9 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
                 }
             }
         }
-        if (m->L[l].alpha != NO_OFF) m->params[m->L[l].alpha] = (real)norm->dyt_alpha;
+        if (m->L[l].alpha != NO_OFF)
+            for (int i = 0; i < m->L[l].def->nscalars; i++)
+                m->params[m->L[l].alpha + (size_t)i] = (real)m->L[l].def->scalar_init(norm);
         if (m->L[l].rvar != NO_OFF) {
             real *rv = m->params + m->L[l].rvar;
             for (int o = 0; o < OC; o++)
@@ -266,39 +271,18 @@ static void layer_forward(FN(nb_mlp) * m, int l, const real *inp, int B, int tra
     const real *g = m->L[l].g != NO_OFF ? P + m->L[l].g : NULL;
     real *out = m->out[l], *pre = m->pre[l];
     m->inp[l] = (real *)inp;
-    switch (m->L[l].kind) {
-    case NB_NORM_NONE:
+    const nb_norm_def *nd = m->L[l].def;
+    if (nd->acts == NB_ON_NOTHING) {
         FN(nb_dense_forward)(out, inp, W, b, B, C, OC);
-        break;
-    case NB_NORM_WEIGHT:
+    } else if (nd->acts == NB_ON_WEIGHTS) {
         wn_scale(m, l);
         FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
         scale_bias(out, pre, m->wn_scale[l], b, B, OC);
-        break;
-    case NB_NORM_LAYER:
+    } else {
         FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
-        FN(nb_layernorm_forward)(out, m->mean[l], m->rstd[l], pre, g, b, B, OC, &m->norm);
-        break;
-    case NB_NORM_RMS:
-        FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
-        FN(nb_rmsnorm_forward)(out, m->rstd[l], pre, g, b, B, OC, OC, &m->norm);
-        break;
-    case NB_NORM_PRMS:
-        FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
-        FN(nb_rmsnorm_forward)(out, m->rstd[l], pre, g, b, B, OC, m->L[l].k, &m->norm);
-        break;
-    case NB_NORM_BATCH:
-        FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
-        FN(nb_batchnorm_forward)
-        (out, m->mean[l], m->rstd[l], m->params + m->L[l].rmean, m->params + m->L[l].rvar, pre, g,
-         b, B, OC, training, &m->norm);
-        break;
-    case NB_NORM_DYT:
-        FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
-        FN(nb_dyt_forward)(out, pre, g, b, P[m->L[l].alpha], B, OC);
-        break;
-    case NB_NORM_COUNT:
-        break;
+        nd->FN(ops)->forward(out, m->mean[l], m->rstd[l], RUN(m, l, rmean), RUN(m, l, rvar), pre, g,
+                             b, m->L[l].alpha != NO_OFF ? P + m->L[l].alpha : NULL, B, OC, training,
+                             &m->norm);
     }
     if (l < m->nlayers - 1) activate(m, out, (size_t)B * OC);
 }
@@ -345,44 +329,26 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
         }
         /* dpre: gradient w.r.t. x·W^T. */
         real *dpre = dz;
-        if (m->L[l].kind == NB_NORM_WEIGHT) {
+        const nb_norm_def *nd = m->L[l].def;
+        if (nd->acts == NB_ON_WEIGHTS) {
             dpre = (dz == G) ? G2 : G;
             wn_backward_out(dpre, dg, db, m->mean[l], dz, m->pre[l], m->wn_scale[l], g,
                             m->wn_norm[l], B, OC);
-        } else if (m->L[l].kind == NB_NORM_LAYER || m->L[l].kind == NB_NORM_RMS ||
-                   m->L[l].kind == NB_NORM_PRMS || m->L[l].kind == NB_NORM_BATCH ||
-                   m->L[l].kind == NB_NORM_DYT) {
+        } else if (nd->acts != NB_ON_NOTHING) {
             dpre = (dz == G) ? G2 : G;
-            /* dpre is written whole by the _set passes (not zeroed, not read) */
-            switch (m->L[l].kind) {
-            case NB_NORM_LAYER:
-                FN(nb_layernorm_backward_set)
-                (dpre, dg, db, dz, m->pre[l], g, m->mean[l], m->rstd[l], B, OC, &m->norm);
-                break;
-            case NB_NORM_RMS:
-            case NB_NORM_PRMS:
-                FN(nb_rmsnorm_backward_set)
-                (dpre, dg, db, dz, m->pre[l], g, m->rstd[l], B, OC,
-                 m->L[l].kind == NB_NORM_RMS ? OC : m->L[l].k, &m->norm);
-                break;
-            case NB_NORM_DYT:
-                FN(nb_dyt_backward_set)
-                (dpre, dg, db, grads + m->L[l].alpha, dz, m->pre[l], g, P[m->L[l].alpha], B, OC);
-                break;
-            default:
-                FN(nb_batchnorm_backward_set)
-                (dpre, dg, db, dz, m->pre[l], g, m->mean[l], m->rstd[l], B, OC, m->last_training,
-                 &m->norm);
-                break;
-            }
+            /* dpre is written whole by the set passes (not zeroed, not read) */
+            const size_t ao = m->L[l].alpha;
+            nd->FN(ops)->backward(dpre, dg, db, ao != NO_OFF ? grads + ao : NULL, dz, m->pre[l], g,
+                                  ao != NO_OFF ? P + ao : NULL, m->mean[l], m->rstd[l], B, OC,
+                                  m->last_training, &m->norm, 1);
         }
         /* The layer's input gradient goes into whichever buffer dpre is not. */
         real *dinp = (l > 0) ? (dpre == G ? G2 : G) : NULL;
         if (dinp) memset(dinp, 0, sizeof(real) * (size_t)B * C);
-        real *dbias = m->L[l].kind == NB_NORM_NONE ? db : NULL;
+        real *dbias = nd->acts == NB_ON_NOTHING ? db : NULL;
         FN(nb_dense_backward)
         (dinp, grads + m->L[l].w, dbias, dpre, m->inp[l], P + m->L[l].w, B, C, OC);
-        if (m->L[l].kind == NB_NORM_WEIGHT) {
+        if (nd->acts == NB_ON_WEIGHTS) {
             /* dv_o -= coef_o · v_o (coef was left in mean[l] by wn_backward_out) */
             const real *coef = m->mean[l], *V = P + m->L[l].w;
             real *dV = grads + m->L[l].w;
@@ -404,12 +370,12 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
 }
 
 void FN(nb_mlp_data_init)(FN(nb_mlp) * m, const real *x, int B) {
-    if (m->norm.kind != NB_NORM_WEIGHT || !m->norm.wn_data_init) return;
+    if (nb_norm_get(m->norm.kind)->acts != NB_ON_WEIGHTS || !m->norm.wn_data_init) return;
     if (B > m->Bmax) B = m->Bmax;
     const real *inp = x;
     for (int l = 0; l < m->nlayers; l++) {
         int OC = m->dims[l + 1];
-        if (m->L[l].kind == NB_NORM_WEIGHT) {
+        if (m->L[l].def->acts == NB_ON_WEIGHTS) {
             real *g = m->params + m->L[l].g, *b = m->params + m->L[l].b;
             for (int o = 0; o < OC; o++) {
                 g[o] = 1;

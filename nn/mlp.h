@@ -25,7 +25,8 @@ typedef struct NB_FN(nb_mlp) {
     NB_REAL *params, *grads, *adam_m, *adam_v; /* (layout.total) each */
     struct {
         nb_norm_kind kind; /* the norm this layer applies (none on the logits unless batch) */
-        int k;             /* pRMSNorm k for this layer's width */
+        const struct nb_norm_def *def;      /* its row of the norm table (nn/norms/norms.h) */
+        int k;                              /* pRMSNorm k for this layer's width */
         size_t w, b, g, rmean, rvar, alpha; /* offsets; (size_t)-1 when absent */
     } L[NB_MLP_MAX_LAYERS];
     /* forward caches (Bmax rows) and backward scratch */

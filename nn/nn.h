@@ -26,7 +26,8 @@
 #define NB_REAL float
 #define NB_FN(name) name
 #include "norm.h"
-#include "dyt.h"
+#include "norms/dyt.h"
+#include "norms/ops.h"
 #include "ops.h"
 #include "optim.h"
 #include "mlp.h"
@@ -45,7 +46,8 @@
 #define NB_REAL double
 #define NB_FN(name) name##_f64
 #include "norm.h"
-#include "dyt.h"
+#include "norms/dyt.h"
+#include "norms/ops.h"
 #include "ops.h"
 #include "optim.h"
 #include "mlp.h"
@@ -60,5 +62,7 @@
 #include "gpt.h"
 #undef NB_REAL
 #undef NB_FN
+
+#include "norms/norms.h"
 
 #endif

@@ -5,26 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const norm_names[] = {"none", "batch", "weight", "layer", "rms", "prms", "dyt"};
-_Static_assert(sizeof norm_names / sizeof norm_names[0] == NB_NORM_COUNT,
-               "every norm kind needs a name");
-
 static const char *const act_names[] = {"relu", "leaky-relu", "tanh", "sigmoid"};
 _Static_assert(sizeof act_names / sizeof act_names[0] == NB_ACT_COUNT,
                "every activation needs a name");
-
-const char *nb_norm_name(nb_norm_kind k) {
-    return (k >= 0 && k < NB_NORM_COUNT) ? norm_names[k] : NULL;
-}
-
-int nb_norm_from_name(const char *name, nb_norm_kind *k) {
-    for (int i = 0; i < NB_NORM_COUNT; i++)
-        if (strcmp(name, norm_names[i]) == 0) {
-            *k = (nb_norm_kind)i;
-            return 0;
-        }
-    return -1;
-}
 
 const char *nb_act_name(nb_act_kind k) {
     return (k >= 0 && k < NB_ACT_COUNT) ? act_names[k] : NULL;

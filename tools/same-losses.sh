@@ -9,7 +9,8 @@
 # NORMS: a comma-separated list (default: every name --norm takes in BINARY's `run --help`). A
 # norm a task refuses is listed as "refused (exit N)". The runs: --dataset synthetic, 20 steps,
 # --seed 7, --threads 1, --log-every 1, small sizes (a few minutes in all on one core); each run
-# in a fresh store under a temporary directory.
+# in a fresh store under a temporary directory. ONLY=mnist,cifar,... (the names below) runs only
+# those configurations.
 set -u
 BIN=${1:?usage: tools/same-losses.sh BINARY OUT.txt [NORMS]}
 OUT=${2:?usage: tools/same-losses.sh BINARY OUT.txt [NORMS]}
@@ -40,6 +41,7 @@ CONFIGS=(
 for c in "${CONFIGS[@]}"; do
   name=${c%%|*}
   args=${c#*|}
+  if [ -n "${ONLY:-}" ] && ! echo ",$ONLY," | grep -q ",$name,"; then continue; fi
   for n in $NORMS; do
     db="$TMP/$name-$n.db"
     # shellcheck disable=SC2086

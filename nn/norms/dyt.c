@@ -1,7 +1,7 @@
-#include "real.h"
-/* nn/dyt.c — DyT (Dynamic Tanh) forward and backward, and the vectorized float tanh they use
+#include "nn/real.h"
+/* nn/norms/dyt.c — DyT (Dynamic Tanh) forward and backward, and the vectorized float tanh they use
  * (generic: compiled as float and, with -DNB_F64, as double; see nn/nn.h). Contracts in
- * nn/dyt.h and nn/vtanh.h; formulas in docs/numerics.md#dyt.
+ * nn/norms/dyt.h and nn/vtanh.h; formulas in docs/numerics.md#dyt.
  *
  * y = g·t + b, t = tanh(alpha·x). Backward with u = dy·g·(1 − t²):
  *   dx = alpha·u,  dg = Σ_rows dy·t,  db = Σ_rows dy,  dalpha = Σ_all x·u.
@@ -338,3 +338,42 @@ void FN(nb_dyt_backward_set)(real *dinp, real *dg, real *db, real *dalpha, const
                              const real *inp, const real *g, real alpha, int B, int C) {
     dyt_backward(dinp, dg, db, dalpha, dout, inp, g, alpha, B, C, 1);
 }
+
+/* ---- the norm's row in the table ---------------------------------------------------------- */
+
+static void fwd(real *out, real *st0, real *st1, real *run0, real *run1, const real *x,
+                const real *g, const real *b, const real *s, int B, int C, int training,
+                const nb_norm_cfg *cfg) {
+    FN(nb_dyt_forward)(out, x, g, b, s[0], B, C);
+}
+
+static void bwd(real *dx, real *dg, real *db, real *ds, const real *dy, const real *x,
+                const real *g, const real *s, const real *st0, const real *st1, int B, int C,
+                int training, const nb_norm_cfg *cfg, int set) {
+    if (set)
+        FN(nb_dyt_backward_set)(dx, dg, db, ds, dy, x, g, s[0], B, C);
+    else
+        FN(nb_dyt_backward)(dx, dg, db, ds, dy, x, g, s[0], B, C);
+}
+
+const FN(nb_norm_ops) FN(nb_norm_ops_dyt) = {fwd, bwd};
+
+#ifndef NB_F64
+static double alpha0(const nb_norm_cfg *cfg) {
+    return cfg->dyt_alpha;
+}
+
+extern const nb_norm_ops_f64 nb_norm_ops_dyt_f64;
+const nb_norm_def nb_norm_dyt = {
+    .name = "dyt",
+    .help = "DyT: y = g*tanh(alpha*x) + b, alpha one learned scalar per site (--dyt-alpha)",
+    .acts = NB_ON_ROWS,
+    .params = NB_NP_GAIN | NB_NP_SHIFT,
+    .nscalars = 1,
+    .scalar_name = "alpha",
+    .scalar_init = alpha0,
+    .in_all = 0, /* until every task has it (issue 31, item 2) */
+    .ops = &nb_norm_ops_dyt,
+    .ops_f64 = &nb_norm_ops_dyt_f64,
+};
+#endif

@@ -1,4 +1,4 @@
-/* nn/dyt.h — DyT (Dynamic Tanh, Zhu, Chen, He, LeCun, Liu, CVPR 2025), forward and backward
+/* nn/norms/dyt.h — DyT (Dynamic Tanh, Zhu, Chen, He, LeCun, Liu, CVPR 2025), forward and backward
  * (generic: see nn/nn.h; no guard).
  *
  * y = g ⊙ tanh(alpha · x) + b over B rows of C values: alpha one scalar, g and b (C) per

@@ -1,0 +1,55 @@
+/* nn/norms/norms.h — the table of norms: one row per norm, each norm in its own file under
+ * nn/norms/ (the row and the kernels behind it), the table in nn/norms/table.c. Models, commands
+ * and reports ask this table what a norm is and does; they do not name norms (docs/numerics.md,
+ * "Norms as modules", says what a fused path needs of a norm).
+ *
+ * A norm outside the product (a test build's) joins the table by one line in its own file:
+ *   const nb_norm_def *const nb_norms_extra[] = {&my_norm, NULL};
+ * its kind is then NB_NORM_COUNT + its index there. */
+#ifndef NB_NN_NORMS_H
+#define NB_NN_NORMS_H
+
+/* What a norm acts on. */
+typedef enum nb_norm_acts {
+    NB_ON_NOTHING,  /* the identity (none): no parameters, no kernels */
+    NB_ON_ROWS,     /* each row of C values on its own (layer, rms, prms, dyt) */
+    NB_ON_FEATURES, /* each feature over the batch's rows (batch: a training and an
+                              evaluation mode, running statistics, --bn-sync over ranks) */
+    NB_ON_WEIGHTS   /* a layer's weights (weight): the model reparameterizes them */
+} nb_norm_acts;
+
+/* The per-feature parameters a norm adds at a site (bits of nb_norm_def.params). */
+enum {
+    NB_NP_GAIN = 1,   /* a gain g (C), initialized to 1 */
+    NB_NP_SHIFT = 2,  /* a shift b (C), initialized to 0: the norm's own (LN's beta) */
+    NB_NP_RUNNING = 4 /* running mean and variance (C), not trained; 0 and 1 */
+};
+
+typedef struct nb_norm_def {
+    const char *name; /* as --norm takes it, stored with runs */
+    const char *help; /* one line: what it computes */
+    nb_norm_acts acts;
+    unsigned params;         /* NB_NORM_P_* */
+    int nscalars;            /* scalars per site (DyT: alpha), trained */
+    const char *scalar_name; /* their tensor name's stem ("alpha") */
+    /* the scalars' initial values from the run's configuration */
+    double (*scalar_init)(const nb_norm_cfg *cfg);
+    int nstats;   /* statistics forward caches: 0, 1 (st0) or 2 (st0, st1) vectors */
+    int k_of_row; /* the row's k is the pRMS fraction's (nb_prms_k), else the whole row */
+    int in_all;   /* in the norm lists 'all' (sweep --norms all, bench) */
+    /* the kernels (NULL for nothing and weights); a generic file takes its precision's as
+     * def->FN(ops) */
+    const nb_norm_ops *ops;
+    const nb_norm_ops_f64 *ops_f64;
+} nb_norm_def;
+
+/* The row of kind k, or NULL when there is none. */
+const nb_norm_def *nb_norm_get(nb_norm_kind k);
+
+/* The identity's kind (none): where a model leaves a site unnormalized (the MLP's logits). */
+nb_norm_kind nb_norm_none_kind(void);
+
+/* Norms in the table: NB_NORM_COUNT, plus a test build's own. */
+int nb_norm_count(void);
+
+#endif
