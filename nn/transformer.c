@@ -105,7 +105,7 @@ typedef struct stack {
 
 struct FN(nb_tf) {
     nb_tf_cfg c;
-    int d, H, dh, F, V, maxr, maxl, kp;
+    int d, H, dh, F, V, maxr, maxl;
     size_t emb_src, emb_tgt, emb_b, out_w;
     stack enc, dec;
     lin **lins;
@@ -135,8 +135,14 @@ static real *alloc_real(size_t n) {
     return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
 }
 
-static int rowwise(nb_norm_kind k) {
-    return k == NB_NORM_LAYER || k == NB_NORM_RMS || k == NB_NORM_PRMS;
+/* the run's norm: its row of the table (nn/norms/norms.h) */
+static const nb_norm_def *ndef(const nb_norm_cfg *c) {
+    return nb_norm_get(c->kind);
+}
+
+/* a norm that normalizes the activations (row-wise or over the batch): it has sites */
+static int has_sites(const nb_norm_def *nd) {
+    return nd->acts == NB_ON_ROWS || nd->acts == NB_ON_FEATURES;
 }
 
 /* ---- dropout: a hash of (seed, site, index) ------------------------------------------------- */
@@ -233,34 +239,26 @@ static void norm_fwd(model *m, real *P, const nsite *ns, real *out, real *st, co
                      int rows, const int *valid, int nvalid, int training) {
     const int d = m->d;
     const nb_norm_cfg *cfg = &m->c.norm;
-    switch (cfg->kind) {
-    case NB_NORM_LAYER:
-        FN(nb_layernorm_forward)(out, st, st + rows, in, P + ns->g, P + ns->b, rows, d, cfg);
-        return;
-    case NB_NORM_RMS:
-    case NB_NORM_PRMS:
-        FN(nb_rmsnorm_forward)(out, st, in, P + ns->g, NULL, rows, d, m->kp, cfg);
-        return;
-    case NB_NORM_DYT:
-        FN(nb_dyt_forward)(out, in, P + ns->g, P + ns->b, P[ns->alpha], rows, d);
-        return;
-    case NB_NORM_BATCH:
-        if (training) {
+    const nb_norm_def *nd = ndef(cfg);
+    const FN(nb_norm_ops) *ops = nd->FN(ops);
+    const real *g = ns->g != NO_OFF ? P + ns->g : NULL, *b = ns->b != NO_OFF ? P + ns->b : NULL;
+    const real *s = ns->alpha != NO_OFF ? P + ns->alpha : NULL;
+    if (nd->acts == NB_ON_ROWS) { /* statistics per row: st, st + rows */
+        ops->forward(out, st, st + rows, NULL, NULL, in, g, b, s, rows, d, training, cfg);
+    } else if (nd->acts == NB_ON_FEATURES) { /* statistics per feature: st, st + d */
+        real *rm = ns->rm != NO_OFF ? P + ns->rm : NULL, *rv = ns->rv != NO_OFF ? P + ns->rv : NULL;
+        if (training) { /* the valid rows only, packed */
             for (int i = 0; i < nvalid; i++)
                 memcpy(m->pk1 + (size_t)i * d, in + (size_t)valid[i] * d, sizeof(real) * d);
-            FN(nb_batchnorm_forward)
-            (m->pk2, st, st + d, P + ns->rm, P + ns->rv, m->pk1, P + ns->g, P + ns->b, nvalid, d, 1,
-             cfg);
+            ops->forward(m->pk2, st, st + d, rm, rv, m->pk1, g, b, s, nvalid, d, 1, cfg);
             memset(out, 0, sizeof(real) * (size_t)rows * d);
             for (int i = 0; i < nvalid; i++)
                 memcpy(out + (size_t)valid[i] * d, m->pk2 + (size_t)i * d, sizeof(real) * d);
         } else { /* the running averages (not written in evaluation) */
-            FN(nb_batchnorm_forward)
-            (out, st, st + d, P + ns->rm, P + ns->rv, in, P + ns->g, P + ns->b, rows, d, 0, cfg);
+            ops->forward(out, st, st + d, rm, rv, in, g, b, s, rows, d, 0, cfg);
         }
-        return;
-    default: /* none, weight */
-        if (out != in) memcpy(out, in, sizeof(real) * (size_t)rows * d);
+    } else if (out != in) { /* none, weight */
+        memcpy(out, in, sizeof(real) * (size_t)rows * d);
     }
 }
 
@@ -270,42 +268,31 @@ static void norm_bwd(model *m, real *G, const real *P, const nsite *ns, real *di
     const int d = m->d;
     const nb_norm_cfg *cfg = &m->c.norm;
     const size_t n = (size_t)rows * d;
-    switch (cfg->kind) {
-    case NB_NORM_LAYER:
-        FN(nb_layernorm_backward)
-        (din, G + ns->g, G + ns->b, dout, in, P + ns->g, st, st + rows, rows, d, cfg);
-        return;
-    case NB_NORM_RMS:
-    case NB_NORM_PRMS:
-        FN(nb_rmsnorm_backward)(din, G + ns->g, NULL, dout, in, P + ns->g, st, rows, d, m->kp, cfg);
-        return;
-    case NB_NORM_DYT:
-        FN(nb_dyt_backward)
-        (din, G + ns->g, G + ns->b, G + ns->alpha, dout, in, P + ns->g, P[ns->alpha], rows, d);
-        return;
-    case NB_NORM_BATCH: {
-        if (!m->training) {
-            FN(nb_batchnorm_backward)
-            (din, G + ns->g, G + ns->b, dout, in, P + ns->g, st, st + d, rows, d, 0, cfg);
-            return;
-        }
+    const nb_norm_def *nd = ndef(cfg);
+    const FN(nb_norm_ops) *ops = nd->FN(ops);
+    const real *g = ns->g != NO_OFF ? P + ns->g : NULL;
+    real *dg = ns->g != NO_OFF ? G + ns->g : NULL, *db = ns->b != NO_OFF ? G + ns->b : NULL;
+    const real *s = ns->alpha != NO_OFF ? P + ns->alpha : NULL;
+    real *ds = ns->alpha != NO_OFF ? G + ns->alpha : NULL;
+    if (nd->acts == NB_ON_ROWS) {
+        ops->backward(din, dg, db, ds, dout, in, g, s, st, st + rows, rows, d, 1, cfg, 0);
+    } else if (nd->acts == NB_ON_FEATURES && !m->training) {
+        ops->backward(din, dg, db, ds, dout, in, g, s, st, st + d, rows, d, 0, cfg, 0);
+    } else if (nd->acts == NB_ON_FEATURES) { /* the valid rows only, packed */
         for (int i = 0; i < nv; i++) {
             memcpy(m->pk1 + (size_t)i * d, dout + (size_t)vl[i] * d, sizeof(real) * d);
             memcpy(m->pk2 + (size_t)i * d, in + (size_t)vl[i] * d, sizeof(real) * d);
         }
         memset(m->pk3, 0, sizeof(real) * (size_t)nv * d);
-        FN(nb_batchnorm_backward)
-        (m->pk3, G + ns->g, G + ns->b, m->pk1, m->pk2, P + ns->g, st, st + d, nv, d, 1, cfg);
+        ops->backward(m->pk3, dg, db, ds, m->pk1, m->pk2, g, s, st, st + d, nv, d, 1, cfg, 0);
         for (int i = 0; i < nv; i++) {
             real *o = din + (size_t)vl[i] * d;
-            const real *s = m->pk3 + (size_t)i * d;
+            const real *s2 = m->pk3 + (size_t)i * d;
 #pragma omp simd
             for (int c = 0; c < d; c++)
-                o[c] += s[c];
+                o[c] += s2[c];
         }
-        return;
-    }
-    default:
+    } else { /* none, weight: the identity */
 #pragma omp parallel for simd schedule(static) if (n >= 65536)
         for (size_t i = 0; i < n; i++)
             din[i] += dout[i];
@@ -640,17 +627,17 @@ static void take_lin(model *m, alloc *a, lin *l, int grp, int out, int in) {
     take(a, &l->w, grp, (size_t)out * in);
     take(a, &l->b, grp, (size_t)out);
     l->g = NO_OFF;
-    if (m->c.norm.kind == NB_NORM_WEIGHT) take(a, &l->g, grp, (size_t)out);
+    if (ndef(&m->c.norm)->acts == NB_ON_WEIGHTS) take(a, &l->g, grp, (size_t)out);
 }
 
 static void take_norm(model *m, alloc *a, nsite *ns, int grp) {
-    const nb_norm_kind k = m->c.norm.kind;
+    const nb_norm_def *nd = ndef(&m->c.norm);
     ns->g = ns->b = ns->rm = ns->rv = ns->alpha = NO_OFF;
-    if (rowwise(k) || k == NB_NORM_BATCH || k == NB_NORM_DYT) take(a, &ns->g, grp, (size_t)m->d);
-    if (k == NB_NORM_LAYER || k == NB_NORM_BATCH || k == NB_NORM_DYT)
-        take(a, &ns->b, grp, (size_t)m->d);
-    if (k == NB_NORM_DYT) take(a, &ns->alpha, grp, 1);
-    if (k == NB_NORM_BATCH) {
+    if (!has_sites(nd)) return;
+    if (nd->params & NB_NP_GAIN) take(a, &ns->g, grp, (size_t)m->d);
+    if (nd->params & NB_NP_SHIFT) take(a, &ns->b, grp, (size_t)m->d);
+    if (nd->nscalars > 0) take(a, &ns->alpha, grp, (size_t)nd->nscalars);
+    if (nd->params & NB_NP_RUNNING) {
         take(a, &ns->rm, G_BN, (size_t)m->d);
         take(a, &ns->rv, G_BN, (size_t)m->d);
     }
@@ -780,7 +767,6 @@ model *FN(nb_tf_new)(const nb_tf_cfg *cfg, nb_layout *layout, int max_rows, nb_e
     m->V = cfg->vocab;
     m->maxr = max_rows;
     m->maxl = cfg->max_pos;
-    m->kp = cfg->norm.kind == NB_NORM_PRMS ? nb_prms_k(m->d, cfg->norm.p, cfg->norm.p_floor) : m->d;
     alloc a;
     memset(&a, 0, sizeof a);
     const size_t VD = (size_t)m->V * m->d;
@@ -838,11 +824,11 @@ model *FN(nb_tf_new)(const nb_tf_cfg *cfg, nb_layout *layout, int max_rows, nb_e
         !(m->denc = alloc_real((size_t)R * d)) || !(m->hd = alloc_real((size_t)R * m->F)) ||
         !(m->dhb = alloc_real((size_t)R * m->F)) || !(m->ascr = alloc_real(m->ascr_n * m->nthr)))
         goto oom;
-    if (cfg->norm.kind == NB_NORM_BATCH &&
+    if (ndef(&cfg->norm)->acts == NB_ON_FEATURES &&
         (!(m->pk1 = alloc_real((size_t)R * d)) || !(m->pk2 = alloc_real((size_t)R * d)) ||
          !(m->pk3 = alloc_real((size_t)R * d))))
         goto oom;
-    if (cfg->norm.kind == NB_NORM_WEIGHT &&
+    if (ndef(&cfg->norm)->acts == NB_ON_WEIGHTS &&
         (!(m->weff = alloc_real(m->ptotal)) || !(m->dweff = alloc_real(m->ptotal)) ||
          !(m->wn = alloc_real(m->ptotal))))
         goto oom;
@@ -879,7 +865,10 @@ static void init_norm(const model *m, real *P, const nsite *ns) {
         if (ns->rm != NO_OFF) P[ns->rm + c] = 0;
         if (ns->rv != NO_OFF) P[ns->rv + c] = 1;
     }
-    if (ns->alpha != NO_OFF) P[ns->alpha] = (real)m->c.norm.dyt_alpha;
+    const nb_norm_def *nd = ndef(&m->c.norm);
+    if (ns->alpha != NO_OFF)
+        for (int i = 0; i < nd->nscalars; i++)
+            P[ns->alpha + (size_t)i] = (real)nd->scalar_init(&m->c.norm);
 }
 
 void FN(nb_tf_init_params)(model *m, real *P, nb_rng *rng) {
@@ -1725,14 +1714,16 @@ int FN(nb_tf_tensors)(const model *m, nb_tf_tensor_info *out, int max) {
 static void stack_floats(const nb_tf_cfg *c, int L, int dec, double R, double maxl, double *params,
                          double *bufs) {
     const double d = c->dim, F = c->ffn, H = c->heads;
-    const nb_norm_kind k = c->norm.kind;
-    const int wn = k == NB_NORM_WEIGHT;
+    const nb_norm_def *nd = ndef(&c->norm);
+    const int wn = nd->acts == NB_ON_WEIGHTS;
 #define PAD16(n) ((double)(((size_t)(n) + 15) & ~(size_t)15))
-    double norm = 0;
-    if (rowwise(k) || k == NB_NORM_BATCH) norm += PAD16(d);
-    if (k == NB_NORM_LAYER || k == NB_NORM_BATCH) norm += PAD16(d);
-    if (k == NB_NORM_BATCH) norm += 2 * PAD16(d);
-    if (k == NB_NORM_DYT) norm += 2 * PAD16(d) + PAD16(1);
+    double norm = 0; /* a site's parameters, as take_norm takes them */
+    if (has_sites(nd)) {
+        if (nd->params & NB_NP_GAIN) norm += PAD16(d);
+        if (nd->params & NB_NP_SHIFT) norm += PAD16(d);
+        if (nd->nscalars > 0) norm += PAD16(nd->nscalars);
+        if (nd->params & NB_NP_RUNNING) norm += 2 * PAD16(d);
+    }
 #define LIN(o, i) (PAD16((o) * (i)) + PAD16(o) + (wn ? PAD16(o) : 0))
     const double self = norm + LIN(3 * d, d) + LIN(d, d);
     const double cross = norm + LIN(d, d) + LIN(2 * d, d) + LIN(d, d);
@@ -1758,8 +1749,8 @@ double nb_tf_mem_bytes(const nb_tf_cfg *cfg, int max_rows, int nthreads, double 
     stack_floats(cfg, cfg->dec_layers, 1, R, maxl, &P, &f);
     f += maxl * d + R * V + 2 * R + 6 * R * d + 5 * R * d + 2 * R * F +
          2 * maxl * maxl * (nthreads > 0 ? nthreads : 1);
-    if (cfg->norm.kind == NB_NORM_BATCH) f += 3 * R * d;
-    if (cfg->norm.kind == NB_NORM_WEIGHT) f += 3 * P;
+    if (ndef(&cfg->norm)->acts == NB_ON_FEATURES) f += 3 * R * d;
+    if (ndef(&cfg->norm)->acts == NB_ON_WEIGHTS) f += 3 * P;
     if (params) *params = P;
     return f * sizeof(float) + 4 * R * sizeof(int);
 }
