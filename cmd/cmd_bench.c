@@ -158,44 +158,26 @@ static void copy_kernel(float *restrict dst, const float *restrict src, size_t n
 typedef struct kbuf {
     int B, C;
     float *x, *y, *dy, *dx, *g, *b, *dg, *db, *mean, *rstd, *rm, *rv;
-    float dalpha;
 } kbuf;
 
-/* DyT's alpha in the kernel rows: the paper's default initial value */
-#define KDYT_ALPHA 0.5f
-
+/* A norm's kernels from the norm table (nn/norms/norms.h), on the default configuration (DyT:
+ * alpha 0.5, the paper's default initial value). */
 static void run_kernel(int norm, int backward, kbuf *k, const nb_norm_cfg *cfg, int kk) {
+    const nb_norm_def *nd = nb_norm_get((nb_norm_kind)norm);
     int B = k->B, C = k->C;
-    switch (norm) {
-    case NB_NORM_DYT:
-        nb_dyt_forward(k->y, k->x, k->g, k->b, KDYT_ALPHA, B, C);
-        if (backward)
-            nb_dyt_backward_set(k->dx, k->dg, k->db, &k->dalpha, k->dy, k->x, k->g, KDYT_ALPHA, B,
-                                C);
-        break;
-    case NB_NORM_LAYER:
-        nb_layernorm_forward(k->y, k->mean, k->rstd, k->x, k->g, k->b, B, C, cfg);
-        if (backward)
-            nb_layernorm_backward_set(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B,
-                                      C, cfg);
-        break;
-    case NB_NORM_RMS:
-    case NB_NORM_PRMS:
-        nb_rmsnorm_forward(k->y, k->rstd, k->x, k->g, k->b, B, C, kk, cfg);
-        if (backward)
-            nb_rmsnorm_backward_set(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->rstd, B, C, kk, cfg);
-        break;
-    case NB_NORM_BATCH:
-        nb_batchnorm_forward(k->y, k->mean, k->rstd, k->rm, k->rv, k->x, k->g, k->b, B, C, 1, cfg);
-        if (backward)
-            nb_batchnorm_backward_set(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B,
-                                      C, 1, cfg);
-        break;
-    case NB_NORM_WEIGHT: /* the (B, C) array as a weight of B units with C inputs each */
+    if (nd->acts == NB_ON_WEIGHTS) { /* the (B, C) array as a weight of B units with C inputs */
         nb_weightnorm_forward(k->y, k->rstd, k->x, k->g, B, C);
         if (backward) nb_weightnorm_backward(k->dx, k->dg, k->dy, k->x, k->g, k->rstd, B, C);
-        break;
+        return;
     }
+    if (!nd->ops) return;
+    float s[8], ds[8] = {0};
+    for (int i = 0; i < nd->nscalars && i < 8; i++)
+        s[i] = (float)nd->scalar_init(cfg);
+    nd->ops->forward(k->y, k->mean, k->rstd, k->rm, k->rv, k->x, k->g, k->b, s, B, C, 1, cfg);
+    if (backward)
+        nd->ops->backward(k->dx, k->dg, k->db, ds, k->dy, k->x, k->g, s, k->mean, k->rstd, B, C, 1,
+                          cfg, 1);
 }
 
 /* Times fn beside the copy baseline over the same bytes, alternating one repetition of each
@@ -296,10 +278,11 @@ static int bench_kernels(const int *norms, int nnorms, int fmt) {
         snprintf(shape, sizeof shape, "%dx%d", k.B, k.C);
         double copy_bytes = 2.0 * N * sizeof(float);
         for (int i = 0; i < nnorms; i++) {
-            if (norms[i] == NB_NORM_NONE) continue; /* identity: nothing to time */
+            const nb_norm_def *nd = nb_norm_get((nb_norm_kind)norms[i]);
+            if (nd->acts == NB_ON_NOTHING) continue; /* identity: nothing to time */
             nb_norm_cfg cfg;
             nb_norm_cfg_default(&cfg, (nb_norm_kind)norms[i]);
-            int kk = norms[i] == NB_NORM_PRMS ? nb_prms_k(k.C, cfg.p, cfg.p_floor) : k.C;
+            int kk = nd->k_of_row ? nb_prms_k(k.C, cfg.p, cfg.p_floor) : k.C;
             for (int bw = 0; bw <= 1; bw++) {
                 kcall c = {&k, norms[i], bw, kk, &cfg};
                 /* Bytes that must move: forward reads x and writes y; backward reads x and dy
@@ -340,7 +323,7 @@ static int bench_kernels(const int *norms, int nnorms, int fmt) {
 
 /* A row of `bench step` is one of the six norms, or a norm label that a task's flag records a
  * run under (tasks/taskopt.h: norm_as; reader's --bn-everywhere is 'batch-everywhere'): row
- * NB_NORM_COUNT + i is labels[i], timed with that flag on over its base norm (the first norm
+ * NB_NORMS_MAX + i is labels[i], timed with that flag on over its base norm (the first norm
  * the task accepts the flag with). */
 enum { MAXLABELS = 8 };
 static struct {
@@ -357,7 +340,7 @@ static void find_labels(void) {
         for (const nb_task_opt *o = t->opts; o && o->name; o++) {
             if (o->kind != NB_TOPT_FLAG || !o->norm_as || nlabels >= MAXLABELS) continue;
             int base = -1;
-            for (int k = 0; k < NB_NORM_COUNT && base < 0; k++) {
+            for (int k = 0; k < nb_norm_count() && base < 0; k++) {
                 nb_train_cfg cfg;
                 nb_err err;
                 memset(&cfg, 0, sizeof cfg);
@@ -379,13 +362,11 @@ static void find_labels(void) {
 }
 
 static nb_norm_kind row_kind(int row) {
-    return row >= NB_NORM_COUNT ? (nb_norm_kind)labels[row - NB_NORM_COUNT].base
-                                : (nb_norm_kind)row;
+    return row >= NB_NORMS_MAX ? (nb_norm_kind)labels[row - NB_NORMS_MAX].base : (nb_norm_kind)row;
 }
 
 static const char *row_name(int row) {
-    return row >= NB_NORM_COUNT ? labels[row - NB_NORM_COUNT].name
-                                : nb_norm_name((nb_norm_kind)row);
+    return row >= NB_NORMS_MAX ? labels[row - NB_NORMS_MAX].name : nb_norm_name((nb_norm_kind)row);
 }
 
 /* Copies the comma-separated list to rest without its label items, whose rows go to rows[]
@@ -404,8 +385,8 @@ static int split_labels(const char *list, char *rest, size_t size, int *rows, in
             if (strlen(labels[i].name) == len && strncmp(p, labels[i].name, len) == 0) label = i;
         if (label >= 0) {
             for (int i = 0; i < *nrows; i++)
-                if (rows[i] == NB_NORM_COUNT + label) return 1;
-            rows[(*nrows)++] = NB_NORM_COUNT + label;
+                if (rows[i] == NB_NORMS_MAX + label) return 1;
+            rows[(*nrows)++] = NB_NORMS_MAX + label;
         } else {
             if (n + len + 2 > size) return -1;
             if (n) rest[n++] = ',';
@@ -566,10 +547,11 @@ static int bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dty
         char shape[32];
         snprintf(shape, sizeof shape, "%dx%d", k.B, k.C);
         for (int i = 0; i < nnorms; i++) {
-            if (norms[i] == NB_NORM_NONE) continue;
+            const nb_norm_def *nd = nb_norm_get((nb_norm_kind)norms[i]);
+            if (nd->acts == NB_ON_NOTHING) continue;
             nb_norm_cfg_default(&k.cfg, (nb_norm_kind)norms[i]);
             k.norm = norms[i];
-            k.k = norms[i] == NB_NORM_PRMS ? nb_prms_k(k.C, k.cfg.p, k.cfg.p_floor) : k.C;
+            k.k = nd->k_of_row ? nb_prms_k(k.C, k.cfg.p, k.cfg.p_floor) : k.C;
             for (int bw = 0; bw <= 1; bw++) {
                 k.backward = bw;
                 enum { REP = 40 };
@@ -630,7 +612,7 @@ static void *open_native(const nb_task *task, int row, int B, int solo, nb_err *
     int ng = 0;
     for (int k = 0; k < g_ngiven; k++)
         given[ng++] = g_given[k];
-    if (row >= NB_NORM_COUNT) given[ng++] = (nb_given){labels[row - NB_NORM_COUNT].flag, NULL};
+    if (row >= NB_NORMS_MAX) given[ng++] = (nb_given){labels[row - NB_NORMS_MAX].flag, NULL};
     cfg.task = task->name;
     cfg.dataset = task->default_dataset;
     if (nb_task_configure(task, &cfg, cfg.norm.kind, given, ng, err) != 0) {
@@ -695,7 +677,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     double *solo_ms = malloc(sizeof(double) * nrows);
     double *ssamples = malloc(sizeof(double) * (size_t)nnorms * iters);
     int *sfilled = calloc((size_t)nnorms, sizeof(int));
-    void *solo[NB_NORM_COUNT + MAXLABELS] = {NULL};
+    void *solo[NB_NORMS_MAX + MAXLABELS] = {NULL};
 #define FREE_DP()                                                                                  \
     free(ar_share), free(ar_ms), free(ar_bytes), free(comm), free(scratch), free(solo_ms),         \
         free(ssamples), free(sfilled)
@@ -719,7 +701,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
      * ROUND steps or ROUND_MS, whichever ends first (each round starting at the next norm), so
      * that a slow spell of the machine is shared by all norms instead of landing on one; steps
      * of seconds (mt) go one at a time. */
-    void *inst[NB_NORM_COUNT + MAXLABELS];
+    void *inst[NB_NORMS_MAX + MAXLABELS];
     int *filled = calloc((size_t)nnorms, sizeof(int));
     double *samples = malloc(sizeof(double) * (size_t)nnorms * iters);
     if (!filled || !samples) {
@@ -739,7 +721,8 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
             inst[i] = NULL;
             filled[i] = 0;
             ar_bytes[bi * nnorms + i] = NAN;
-            if (row_kind(norms[i]) == NB_NORM_BATCH && bn_rows(batches[bi]) < 2) continue;
+            if (nb_norm_get(row_kind(norms[i]))->acts == NB_ON_FEATURES && bn_rows(batches[bi]) < 2)
+                continue;
             if (!(inst[i] = open_native(task, norms[i], batches[bi], 0, &err))) {
                 failed = 1;
                 break;
@@ -806,7 +789,7 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
             }
         int li = -1; /* layer's samples, for the intervals of vs_layer */
         for (int i = 0; i < nnorms; i++)
-            if (norms[i] == NB_NORM_LAYER && inst[i] && filled[i] == iters) li = i;
+            if (norms[i] == (int)nb_norm_default() && inst[i] && filled[i] == iters) li = i;
         for (int i = 0; i < nnorms; i++) {
             int j = bi * nnorms + i;
             lo[j] = hi[j] = NAN;
@@ -897,15 +880,15 @@ static int bench_step(const nb_task *task, const int *norms, int nnorms, const i
     for (int bi = 0; bi < nbatches; bi++) {
         double layer = NAN, none = NAN;
         for (int i = 0; i < nnorms; i++) {
-            if (norms[i] == NB_NORM_LAYER) layer = med[bi * nnorms + i];
-            if (norms[i] == NB_NORM_NONE) none = med[bi * nnorms + i];
+            if (norms[i] == (int)nb_norm_default()) layer = med[bi * nnorms + i];
+            if (norms[i] == (int)nb_norm_none_kind()) none = med[bi * nnorms + i];
         }
         for (int i = 0; i < nnorms; i++) {
             int j = bi * nnorms + i;
             const char *name = row_name(norms[i]);
             double vs = layer / med[j];
             /* the share of this norm's step beyond the step without a norm */
-            double share = norms[i] == NB_NORM_NONE ? NAN : (med[j] - none) / med[j];
+            double share = norms[i] == (int)nb_norm_none_kind() ? NAN : (med[j] - none) / med[j];
             if (isnan(med[j])) {
                 if (fmt == FMT_TABLE)
                     printf("%-6s %-*s %6d %12s   (%s)\n", task->name, nw, name, batches[bi], "-",
@@ -1307,7 +1290,7 @@ static int bench_against(const nb_task *task, const int *norms, int nnorms, cons
         for (int i = 0; i < nnorms; i++) {
             inst[i] = NULL;
             nfilled[i] = 0;
-            if (row_kind(norms[i]) == NB_NORM_BATCH && B < 2) continue;
+            if (nb_norm_get(row_kind(norms[i]))->acts == NB_ON_FEATURES && B < 2) continue;
             if (!(inst[i] = open_native(task, norms[i], B, 0, &err))) {
                 failed = 1;
                 break;
@@ -1527,23 +1510,26 @@ int cmd_bench(int argc, const char **argv) {
     nb_note_blas_core();
     /* the labels (batch-everywhere) are taken out of the list before the six norms are parsed */
     find_labels();
-    int norms[NB_NORM_COUNT + MAXLABELS + 1], lrows[MAXLABELS], nl = 0;
+    int norms[NB_NORMS_MAX + MAXLABELS], lrows[MAXLABELS], nl = 0;
     char rest[512];
     int src = split_labels(norms_arg ? norms_arg : "all", rest, sizeof rest, lrows, &nl);
     if (src < 0) return nb_usage_error("bench", "invalid norm list '%s'", norms_arg);
     if (src > 0) return nb_usage_error("bench", "a norm is listed twice in '%s'", norms_arg);
-    int nnorms = rest[0] || !nl ? nb_parse_norm_list("bench", rest, norms, NB_NORM_COUNT) : 0;
+    int nnorms = rest[0] || !nl ? nb_parse_norm_list("bench", rest, norms, NB_NORMS_MAX) : 0;
     if (nnorms < 0) return NB_EXIT_USAGE;
-    /* 'all' leaves out dyt (not yet in every task); the kernels time it in 'all' too */
+    /* 'all' leaves out the norms not yet in every task (dyt); the kernels time them too, last */
     if (strcmp(pos[0], "kernels") == 0 && strcmp(rest, "all") == 0 && !g_device)
-        norms[nnorms++] = NB_NORM_DYT;
+        for (int k = 0; k < nb_norm_count(); k++)
+            if (!nb_norm_get((nb_norm_kind)k)->in_all) norms[nnorms++] = k;
     for (int i = 0; i < nnorms; i++)
-        if (norms[i] == NB_NORM_DYT && g_device)
-            return nb_usage_error("bench", "dyt has no CUDA kernels yet: leave it out of --norms "
-                                           "with --device cuda");
+        if (g_device && !nb_norm_get((nb_norm_kind)norms[i])->cuda)
+            return nb_usage_error("bench",
+                                  "%s has no CUDA kernels yet: leave it out of --norms "
+                                  "with --device cuda",
+                                  nb_norm_name((nb_norm_kind)norms[i]));
     for (int l = 0; l < nl; l++) {
         const char *t = npos > 1 ? pos[1] : "";
-        int li = lrows[l] - NB_NORM_COUNT;
+        int li = lrows[l] - NB_NORMS_MAX;
         if (strcmp(pos[0], "step") != 0 || strcmp(t, labels[li].task->name) != 0) {
             fprintf(stderr,
                     "error: '%s' (%s --%s) exists only for 'bench step %s'\nhint: leave it out "
@@ -1622,10 +1608,10 @@ int cmd_bench(int argc, const char **argv) {
         nb_train_cfg cfg;
         nb_err gerr;
         memset(&cfg, 0, sizeof cfg);
-        cfg.norm.kind = NB_NORM_LAYER;
+        cfg.norm.kind = nb_norm_default();
         cfg.task = task->name;
         cfg.dataset = task->default_dataset;
-        int bad = nb_task_configure(task, &cfg, NB_NORM_LAYER, g_given, g_ngiven, &gerr);
+        int bad = nb_task_configure(task, &cfg, nb_norm_default(), g_given, g_ngiven, &gerr);
         nb_task_opts_free(&cfg);
         if (bad) return nb_usage_error("bench", "%s", gerr.msg);
     }

@@ -49,8 +49,6 @@ static const char run_usage[] =
     "continue it with --resume.\n"
     "Exit status: 0 finished, 1 failed, interrupted or diverged, 2 usage error.\n";
 
-static const char *const norm_choices[] = {"none", "batch", "weight", "layer",
-                                           "rms",  "prms",  "dyt",    NULL};
 static const char *const act_choices[] = {"relu", "leaky-relu", "tanh", "sigmoid", NULL};
 static const char *const bias_choices[] = {"standard", "none", "kiros", NULL};
 static const char *const device_choices[] = {"cpu", "cuda", NULL};
@@ -275,7 +273,12 @@ static char *config_json(const nb_train_cfg *cfg, int hosts) {
     kv_str(&j, "bn_batch_variance", cfg->norm.bn_unbiased_batch ? "unbiased" : "biased");
     kv_str(&j, "bn_running_variance", cfg->norm.bn_unbiased_running ? "unbiased" : "biased");
     kv_str(&j, "wn_init", cfg->norm.wn_data_init ? "data-dependent" : "plain");
-    if (cfg->norm.kind == NB_NORM_DYT) kv_num(&j, "dyt_alpha", cfg->norm.dyt_alpha);
+    const nb_norm_def *nd = nb_norm_get(cfg->norm.kind);
+    if (nd->nscalars > 0) { /* the scalars' initial value, as "dyt_alpha" */
+        char key[64];
+        snprintf(key, sizeof key, "%s_%s", nd->name, nd->scalar_name);
+        kv_num(&j, key, nd->scalar_init(&cfg->norm));
+    }
     kv_str(&j, "activation", nb_act_name(cfg->act));
     kv_str(&j, "optimizer", "adam");
     kv_num(&j, "lr", cfg->adam.lr);
@@ -334,7 +337,7 @@ enum { NCOMMON = 48 }; /* room for the common rows (common_rows) */
 /* The rows of the options every task shares, writing into v; returns how many. */
 static int common_rows(nb_opt *o, common_vals *v) {
     const nb_opt rows[] = {
-        {"norm", NB_OPT_CHOICE, &v->norm, "NAME", "normalization (default layer)", norm_choices},
+        {"norm", NB_OPT_CHOICE, &v->norm, "NAME", "normalization (default layer)", nb_norm_names()},
         {"dataset", NB_OPT_STR, &v->dataset, "NAME", "dataset (task default)"},
         {"seed", NB_OPT_I64, &v->seed, "N", "seed for init, data order and dropout (1)", NULL, 0,
          1e15},
@@ -410,11 +413,6 @@ int nb_run_opt_is_flag(const char *name, int *known) {
 
 /* ---- help ---------------------------------------------------------------------------------- */
 
-/* The norms in the order help shows defaults: layer (run's default, the base) first. */
-static const int help_norms[NB_NORM_COUNT] = {NB_NORM_LAYER,  NB_NORM_NONE, NB_NORM_BATCH,
-                                              NB_NORM_WEIGHT, NB_NORM_RMS,  NB_NORM_PRMS,
-                                              NB_NORM_DYT};
-
 /* cfg configured for task t with the given norm and options, as `run` would (its own struct
  * allocated: free with nb_task_opts_free). Returns 0, or -1 when that combination is refused. */
 static int configure_for(const nb_task *t, int norm, const nb_given *g, int ng, nb_train_cfg *cfg) {
@@ -443,8 +441,8 @@ static void opt_default(const nb_task *t, const nb_task_opt *o, char *out, size_
         nb_given g = {sel ? sel->name : NULL, sel ? sel->choices[m] : NULL};
         char diff[512] = "";
         size_t dn = 0;
-        for (int k = 0; k < NB_NORM_COUNT; k++) {
-            int norm = help_norms[k];
+        for (int k = 0; k < nb_norm_count(); k++) { /* layer (run's default, the base) first */
+            int norm = nb_norm_help_order(k);
             nb_train_cfg cfg;
             if (configure_for(t, norm, &g, sel ? 1 : 0, &cfg) != 0) continue;
             if (o->models && sel && !strstr(o->models, sel->choices[m])) {
@@ -548,8 +546,8 @@ static void print_task_opts(FILE *f, const nb_task *t) {
     nb_buf d = {0};
     for (int which = 0; which < 9; which++) {
         char base[96] = "", val[96];
-        for (int k = 0; k < NB_NORM_COUNT; k++) {
-            int norm = help_norms[k];
+        for (int k = 0; k < nb_norm_count(); k++) {
+            int norm = nb_norm_help_order(k);
             nb_train_cfg cfg;
             int ok = configure_for(t, norm, NULL, 0, &cfg) == 0;
             if (ok) common_default(&cfg, which, val, sizeof val);
@@ -629,7 +627,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     memset(a, 0, sizeof *a);
     common_vals v;
     memset(&v, 0, sizeof v);
-    v.norm = NB_NORM_LAYER;
+    v.norm = nb_norm_default();
     v.seed = 1;
     v.bn_var = 1;
     nb_opt opts[NCOMMON + MAXTASKOPT + 1];
@@ -757,7 +755,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
             fprintf(stderr, "error: %s\nhint: see 'normbench help run %s'\n", err.msg, task->name);
         return NB_EXIT_USAGE;
     }
-    if (cfg.norm.kind == NB_NORM_BATCH && cfg.batch < 2) {
+    if (nb_norm_get(cfg.norm.kind)->acts == NB_ON_FEATURES && cfg.batch < 2) {
         nb_task_opts_free(&cfg);
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
     }
@@ -1145,8 +1143,9 @@ static int run_exec(int argc, const char **argv, const nb_run_host *h) {
     nb_dist dist;
     /* A resume over another number of ranks continues the same model, except where BatchNorm
      * takes per-rank statistics: their groups are the model's. */
-    const int64_t bn_groups =
-        dp && cfg.norm.kind == NB_NORM_BATCH && !a.bn_sync ? (int64_t)nb_mpi_size() : 1;
+    const int64_t bn_groups = dp && nb_norm_get(cfg.norm.kind)->acts == NB_ON_FEATURES && !a.bn_sync
+                                  ? (int64_t)nb_mpi_size()
+                                  : 1;
     if (resume_id && resume_bn_groups > 0 && bn_groups != resume_bn_groups) {
         const int n = dp ? nb_mpi_size() : 1;
         const long long id = (long long)resume_id, g = (long long)resume_bn_groups;
@@ -1173,7 +1172,8 @@ static int run_exec(int argc, const char **argv, const nb_run_host *h) {
                           : cfg.batch < nb_mpi_size()
                               ? "--batch is smaller than the number of ranks"
                               : NULL;
-        if (!why && cfg.norm.kind == NB_NORM_BATCH && !a.bn_sync && cfg.batch / nb_mpi_size() < 2)
+        if (!why && nb_norm_get(cfg.norm.kind)->acts == NB_ON_FEATURES && !a.bn_sync &&
+            cfg.batch / nb_mpi_size() < 2)
             why = "per-rank batch norm needs at least 2 rows per rank (or --bn-sync)";
         if (why) {
             free(resume_buf);
@@ -1189,11 +1189,14 @@ static int run_exec(int argc, const char **argv, const nb_run_host *h) {
     if (cfg.device) { /* --device cuda: a GPU first, and a task that has the device path */
         nb_err derr;
         nb_err_clear(&derr);
-        if (cfg.norm.kind == NB_NORM_DYT) { /* no DyT kernels tested on a GPU yet */
+        if (!nb_norm_get(cfg.norm.kind)->cuda) { /* no kernels tested on a GPU yet (DyT) */
+            const char *nn = nb_norm_name(cfg.norm.kind);
             free(resume_buf);
             nb_task_opts_free(&cfg);
-            return nb_usage_error("run", "--device cuda has no DyT kernels yet: train --norm dyt "
-                                         "on the CPU (leave out --device)");
+            return nb_usage_error("run",
+                                  "--device cuda has no %s kernels yet: train --norm %s "
+                                  "on the CPU (leave out --device)",
+                                  nn, nn);
         }
         if (!nb_task_find(cfg.task)->cuda) {
             char list[128] = "";
@@ -1321,7 +1324,7 @@ static int run_exec(int argc, const char **argv, const nb_run_host *h) {
     if (dp_rank != 0) sink.checkpoint_path = NULL; /* rank 0 writes them */
     /* the model is kept beside the store: by rank 0, not by a rank that records through it */
     if (dp_rank != 0 || (rec && rec->ckpt_saved)) sink.model_dir = NULL;
-    if (dp && cfg.norm.kind == NB_NORM_BATCH && !ctx.variant)
+    if (dp && nb_norm_get(cfg.norm.kind)->acts == NB_ON_FEATURES && !ctx.variant)
         ctx.variant = a.bn_sync ? "--bn-sync" : "per-rank BN"; /* a different model */
     if (resume_id) {
         /* the claim (rank 0 for every rank), then every rank's copy of the checkpoint */

@@ -934,8 +934,8 @@ int cmd_sweep(int argc, const char **argv) {
         return nb_usage_error("sweep", "with a list of values, sweep records the options that "
                                        "vary as the variant itself: leave out --variant");
     }
-    int norms[NB_NORM_COUNT];
-    int nnorms = nb_parse_norm_list("sweep", norms_arg, norms, NB_NORM_COUNT);
+    int norms[NB_NORMS_MAX];
+    int nnorms = nb_parse_norm_list("sweep", norms_arg, norms, NB_NORMS_MAX);
     if (nnorms < 0) {
         free_opts(opts, nopts);
         return NB_EXIT_USAGE;

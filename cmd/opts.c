@@ -220,8 +220,8 @@ const char *nb_default_data_dir(void) {
 int nb_parse_norm_list(const char *cmd, const char *list, int *kinds, int max) {
     int n = 0;
     if (strcmp(list, "all") == 0) {
-        for (int k = 0; k < NB_NORM_COUNT && n < max; k++)
-            if (k != NB_NORM_DYT) kinds[n++] = k; /* dyt: named only, until every task has it */
+        for (int k = 0; k < nb_norm_count() && n < max; k++)
+            if (nb_norm_get((nb_norm_kind)k)->in_all) kinds[n++] = k;
         return n;
     }
     const char *p = list;
@@ -235,8 +235,8 @@ int nb_parse_norm_list(const char *cmd, const char *list, int *kinds, int max) {
         nb_norm_kind k;
         if (nb_norm_from_name(name, &k) != 0) {
             fprintf(stderr, "error: unknown norm '%s' in '%s'\nhint: valid norms: all", name, list);
-            for (int i = 0; i < NB_NORM_COUNT; i++)
-                fprintf(stderr, " %s", nb_norm_name(i));
+            for (int i = 0; i < nb_norm_count(); i++)
+                fprintf(stderr, " %s", nb_norm_name((nb_norm_kind)i));
             fputc('\n', stderr);
             return -1;
         }

@@ -29,6 +29,7 @@ const nb_norm_def nb_norm_batch = {
     .params = NB_NP_GAIN | NB_NP_SHIFT | NB_NP_RUNNING,
     .nstats = 2,
     .in_all = 1,
+    .cuda = 1,
     .ops = &nb_norm_ops_batch,
     .ops_f64 = &nb_norm_ops_batch_f64,
 };

@@ -29,6 +29,7 @@ const nb_norm_def nb_norm_layer = {
     .params = NB_NP_GAIN | NB_NP_SHIFT,
     .nstats = 2,
     .in_all = 1,
+    .cuda = 1,
     .ops = &nb_norm_ops_layer,
     .ops_f64 = &nb_norm_ops_layer_f64,
 };

@@ -6,4 +6,5 @@ const nb_norm_def nb_norm_none = {
     .help = "no normalization (the baseline)",
     .acts = NB_ON_NOTHING,
     .in_all = 1,
+    .cuda = 1,
 };

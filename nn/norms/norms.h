@@ -9,6 +9,9 @@
 #ifndef NB_NN_NORMS_H
 #define NB_NN_NORMS_H
 
+/* At most this many norms in a build (the product's and a test build's). */
+#define NB_NORMS_MAX 16
+
 /* What a norm acts on. */
 typedef enum nb_norm_acts {
     NB_ON_NOTHING,  /* the identity (none): no parameters, no kernels */
@@ -37,6 +40,7 @@ typedef struct nb_norm_def {
     int nstats;   /* statistics forward caches: 0, 1 (st0) or 2 (st0, st1) vectors */
     int k_of_row; /* the row's k is the pRMS fraction's (nb_prms_k), else the whole row */
     int in_all;   /* in the norm lists 'all' (sweep --norms all, bench) */
+    int cuda;     /* the CUDA backend (nn/cuda/) has its kernels, tested on a GPU */
     /* the kernels (NULL for nothing and weights); a generic file takes its precision's as
      * def->FN(ops) */
     const nb_norm_ops *ops;
@@ -48,6 +52,15 @@ const nb_norm_def *nb_norm_get(nb_norm_kind k);
 
 /* The identity's kind (none): where a model leaves a site unnormalized (the MLP's logits). */
 nb_norm_kind nb_norm_none_kind(void);
+
+/* run's default norm (layer): the base that help, bench and report compare the others with. */
+nb_norm_kind nb_norm_default(void);
+
+/* The i-th norm in the order help lists them: the default first, then the table's order. */
+nb_norm_kind nb_norm_help_order(int i);
+
+/* The names in the table's order, NULL-terminated (an option's choices). */
+const char *const *nb_norm_names(void);
 
 /* Norms in the table: NB_NORM_COUNT, plus a test build's own. */
 int nb_norm_count(void);

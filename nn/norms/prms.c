@@ -31,6 +31,7 @@ const nb_norm_def nb_norm_prms = {
     .nstats = 1,
     .k_of_row = 1,
     .in_all = 1,
+    .cuda = 1,
     .ops = &nb_norm_ops_prms,
     .ops_f64 = &nb_norm_ops_prms_f64,
 };

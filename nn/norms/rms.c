@@ -28,6 +28,7 @@ const nb_norm_def nb_norm_rms = {
     .params = NB_NP_GAIN,
     .nstats = 1,
     .in_all = 1,
+    .cuda = 1,
     .ops = &nb_norm_ops_rms,
     .ops_f64 = &nb_norm_ops_rms_f64,
 };

@@ -10,4 +10,5 @@ const nb_norm_def nb_norm_weight = {
     .acts = NB_ON_WEIGHTS,
     .params = NB_NP_GAIN,
     .in_all = 1,
+    .cuda = 1,
 };

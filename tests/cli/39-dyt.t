@@ -46,7 +46,7 @@ done
 check "mt --model rnnsearch --norm dyt is refused (not yet)" 2 "$NB" run mt --norm dyt --dataset synthetic --steps 1
 has "it says dyt is for the Transformer" "$tmp/err" 'implemented for --model transformer, not for rnnsearch'
 check "--device cuda --norm dyt is refused" 2 "$NB" run mnist --norm dyt --device cuda --dataset synthetic --steps 1
-has "it says there are no DyT CUDA kernels" "$tmp/err" 'no DyT kernels'
+has "it says there are no DyT CUDA kernels" "$tmp/err" 'no dyt kernels'
 n_runs=$(sqlite3 "$tmp/t.db" "select count(*) from runs")
 if [ "$n_runs" = 2 ]; then ok "refusals record no run"; else not_ok "refusals record no run" "$n_runs runs"; fi
 # the Transformer, post-norm and pre-norm (DyT in the final norm too), a small model
