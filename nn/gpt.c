@@ -22,7 +22,7 @@ typedef struct lin {
 } lin;
 
 typedef struct nsite {
-    size_t g, b; /* gain, shift; NO_OFF when absent */
+    size_t g, b, s; /* gain, shift, the norm's scalars (DyT's alpha); NO_OFF when absent */
 } nsite;
 
 typedef struct block {
@@ -39,7 +39,7 @@ typedef struct block {
 
 struct FN(nb_gpt) {
     nb_gpt_cfg c;
-    int d, H, dh, V, L, ctx, maxb, kp;
+    int d, H, dh, V, L, ctx, maxb;
     size_t wte, wpe;
     nsite fin;
     block *bl;
@@ -142,49 +142,40 @@ static void lin_bwd(model *m, real *G, const real *P, const lin *l, real *dX, co
     }
 }
 
-/* ---- norms: the only place the model calls nn/norm.c ----------------------------------------- */
+/* ---- norms: the only place the model calls a norm's kernels (the table, nn/norms/) ----------- */
+
+/* base + off, or NULL when the tensor is absent */
+#define OPT(base, off) ((off) != NO_OFF ? (base) + (off) : NULL)
 
 static void norm_fwd(const model *m, const real *P, const nsite *ns, real *out, real *st,
                      const real *in, int n) {
     const nb_norm_cfg *cfg = &m->c.norm;
-    switch (cfg->kind) {
-    case NB_NORM_LAYER:
-        FN(nb_layernorm_forward)
-        (out, st, st + n, in, P + ns->g, ns->b != NO_OFF ? P + ns->b : NULL, n, m->d, cfg);
-        return;
-    case NB_NORM_RMS:
-    case NB_NORM_PRMS:
-        FN(nb_rmsnorm_forward)(out, st, in, P + ns->g, NULL, n, m->d, m->kp, cfg);
-        return;
-    default: /* none, weight */
-        if (out != in) memcpy(out, in, sizeof(real) * (size_t)n * m->d);
-    }
+    const nb_norm_def *nd = nb_norm_get(cfg->kind);
+    if (nd->acts == NB_ON_ROWS) /* statistics st, st + n */
+        nd->FN(ops)->forward(out, st, st + n, NULL, NULL, in, OPT(P, ns->g), OPT(P, ns->b),
+                             OPT(P, ns->s), n, m->d, 1, cfg);
+    else if (out != in) /* none, weight */
+        memcpy(out, in, sizeof(real) * (size_t)n * m->d);
 }
 
 /* din += the norm's input gradient (din may not alias dout); the norm's own gradients into G. */
 static void norm_bwd(const model *m, real *G, const real *P, const nsite *ns, real *din,
                      const real *dout, const real *in, const real *st, int n) {
     const nb_norm_cfg *cfg = &m->c.norm;
-    switch (cfg->kind) {
-    case NB_NORM_LAYER:
-        FN(nb_layernorm_backward)
-        (din, G + ns->g, ns->b != NO_OFF ? G + ns->b : NULL, dout, in, P + ns->g, st, st + n, n,
-         m->d, cfg);
-        return;
-    case NB_NORM_RMS:
-    case NB_NORM_PRMS:
-        FN(nb_rmsnorm_backward)(din, G + ns->g, NULL, dout, in, P + ns->g, st, n, m->d, m->kp, cfg);
-        return;
-    default: {
+    const nb_norm_def *nd = nb_norm_get(cfg->kind);
+    if (nd->acts == NB_ON_ROWS) {
+        nd->FN(ops)->backward(din, OPT(G, ns->g), OPT(G, ns->b), OPT(G, ns->s), dout, in,
+                              OPT(P, ns->g), OPT(P, ns->s), st, st + n, n, m->d, 1, cfg, 0);
+    } else {
         const size_t k = (size_t)n * m->d;
         for (size_t i = 0; i < k; i++)
             din[i] += dout[i];
     }
-    }
 }
 
+/* a norm with sites here: a row-wise one (batch is refused; none and weight have none) */
 static int has_norm(nb_norm_kind k) {
-    return k == NB_NORM_LAYER || k == NB_NORM_RMS || k == NB_NORM_PRMS;
+    return nb_norm_get(k)->acts == NB_ON_ROWS;
 }
 
 /* ---- gelu (tanh form) ----------------------------------------------------------------------- */
@@ -339,7 +330,7 @@ static void plan_lin(const model *m, planner *p, lin *l, int out, int in) {
     l->w = take(p, (size_t)out * in);
     l->b = m->c.bias ? take(p, (size_t)out) : NO_OFF;
     l->g = NO_OFF;
-    if (m->c.norm.kind == NB_NORM_WEIGHT) {
+    if (nb_norm_get(m->c.norm.kind)->acts == NB_ON_WEIGHTS) {
         l->g = take(p, (size_t)out);
         l->we = p->nweff;
         p->nweff += (size_t)out * in;
@@ -347,10 +338,12 @@ static void plan_lin(const model *m, planner *p, lin *l, int out, int in) {
 }
 
 static void plan_norm(const model *m, planner *p, nsite *s) {
-    s->g = s->b = NO_OFF;
+    const nb_norm_def *nd = nb_norm_get(m->c.norm.kind);
+    s->g = s->b = s->s = NO_OFF;
     if (!has_norm(m->c.norm.kind)) return;
-    s->g = take(p, (size_t)m->d);
-    if (m->c.norm.kind == NB_NORM_LAYER && m->c.bias) s->b = take(p, (size_t)m->d);
+    if (nd->params & NB_NP_GAIN) s->g = take(p, (size_t)m->d);
+    if ((nd->params & NB_NP_SHIFT) && m->c.bias) s->b = take(p, (size_t)m->d); /* --bias */
+    if (nd->nscalars > 0) s->s = take(p, (size_t)nd->nscalars);
 }
 
 static void shift_lin(lin *l, size_t base) {
@@ -362,6 +355,7 @@ static void shift_lin(lin *l, size_t base) {
 static void shift_norm(nsite *s, size_t base) {
     if (s->g != NO_OFF) s->g += base;
     if (s->b != NO_OFF) s->b += base;
+    if (s->s != NO_OFF) s->s += base;
 }
 
 void FN(nb_gpt_free)(model *m) {
@@ -382,7 +376,7 @@ void FN(nb_gpt_free)(model *m) {
 }
 
 model *FN(nb_gpt_new)(const nb_gpt_cfg *cfg, nb_layout *layout, int max_batch, nb_err *err) {
-    if (cfg->norm.kind == NB_NORM_BATCH) {
+    if (nb_norm_get(cfg->norm.kind)->acts == NB_ON_FEATURES) {
         nb_errf(err, "the language model cannot use --norm batch: statistics over a batch's "
                      "positions would carry later characters into earlier predictions");
         nb_hintf(err, "use a row-wise norm: none, layer, rms, prms or weight");
@@ -410,7 +404,6 @@ model *FN(nb_gpt_new)(const nb_gpt_cfg *cfg, nb_layout *layout, int max_batch, n
     m->L = cfg->layers;
     m->ctx = cfg->ctx;
     m->maxb = max_batch;
-    m->kp = cfg->norm.kind == NB_NORM_PRMS ? nb_prms_k(m->d, cfg->norm.p, cfg->norm.p_floor) : m->d;
     m->nthr = omp_get_max_threads();
     const int d = m->d, L = m->L;
     m->bl = calloc((size_t)L, sizeof *m->bl);
@@ -437,7 +430,7 @@ model *FN(nb_gpt_new)(const nb_gpt_cfg *cfg, nb_layout *layout, int max_batch, n
         shift_lin(&k->qkv, base), shift_lin(&k->proj, base), shift_lin(&k->fc, base);
         shift_lin(&k->fc2, base);
     }
-    m->fin.g = m->fin.b = NO_OFF;
+    m->fin.g = m->fin.b = m->fin.s = NO_OFF;
     if (cfg->pre_norm && has_norm(cfg->norm.kind)) {
         planner p = {0, 0};
         plan_norm(m, &p, &m->fin);
@@ -503,6 +496,9 @@ static void init_norm(const model *m, real *P, const nsite *s) {
     for (int j = 0; s->g != NO_OFF && j < m->d; j++)
         P[s->g + j] = 1;
     if (s->b != NO_OFF) memset(P + s->b, 0, sizeof(real) * m->d);
+    const nb_norm_def *nd = nb_norm_get(m->c.norm.kind);
+    for (int j = 0; s->s != NO_OFF && j < nd->nscalars; j++)
+        P[s->s + (size_t)j] = (real)nd->scalar_init(&m->c.norm);
 }
 
 void FN(nb_gpt_init_params)(model *m, real *P, nb_rng *rng) {

@@ -157,7 +157,7 @@ int FN(nb_oe_init)(FN(nb_oe) * m, int V, int W, int H, int F, int Tmax, int Bmax
                        "order-embedding sizes out of range (words %d, word width %d, "
                        "width %d, image width %d)",
                        V, W, H, F);
-    if (norm->kind == NB_NORM_BATCH && Bmax < 2)
+    if (nb_norm_get(norm->kind)->acts == NB_ON_FEATURES && Bmax < 2)
         return nb_errf(err, "batch norm needs batches of at least 2 captions");
     m->V = V;
     m->W = W;

@@ -108,7 +108,8 @@ int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng,
                 cfg->Bmax, cfg->TDmax, cfg->TQmax);
         return -1;
     }
-    if (cfg->bn_everywhere && (cfg->norm.kind != NB_NORM_BATCH || cfg->Bmax < 2)) {
+    if (cfg->bn_everywhere &&
+        (nb_norm_get(cfg->norm.kind)->acts != NB_ON_FEATURES || cfg->Bmax < 2)) {
         nb_errf(err,
                 "reader: bn-everywhere needs norm batch and batches of at least 2 (norm %s, "
                 "batch %d)",

@@ -90,57 +90,40 @@ static void dense_bwd(FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d, const rea
                    wmat(m, d), d->in, 1, dx, d->in);
 }
 
-/* The layer norm of the configured kind over rows of n: out = N(in); st caches 2*max(rows, n)
- * values (mean, rstd). none/weight copy. */
+/* base + off, or NULL when the tensor is absent */
+#define OPT(base, off) ((off) != NO_OFF ? (base) + (off) : NULL)
+
+/* The norm of the configured kind (its row of the norm table) over rows of n: out = N(in); st
+ * caches 2*max(rows, n) values (st0 = st, st1 = st + half). none/weight copy. */
 static void norm_fwd(FN(nb_rnnsearch) * m, const FN(nb_rs_norm) * f, real *out, real *st,
                      const real *in, int rows, int training) {
     const nb_norm_cfg *cfg = &m->cfg.norm;
+    const nb_norm_def *nd = nb_norm_get(cfg->kind);
     const int n = f->n;
     const size_t half = (size_t)(rows > n ? rows : n);
     real *P = m->params;
-    switch (cfg->kind) {
-    case NB_NORM_LAYER:
-        FN(nb_layernorm_forward)(out, st, st + half, in, P + f->g, P + f->b, rows, n, cfg);
-        break;
-    case NB_NORM_RMS:
-    case NB_NORM_PRMS:
-        FN(nb_rmsnorm_forward)(out, st + half, in, P + f->g, NULL, rows, n, f->k, cfg);
-        break;
-    case NB_NORM_BATCH:
-        FN(nb_batchnorm_forward)
-        (out, st, st + half, P + f->rm, P + f->rv, in, P + f->g, P + f->b, rows, n, training, cfg);
-        break;
-    default:
-        if (out != in) memcpy(out, in, sizeof(real) * (size_t)rows * n);
-    }
+    if (nd->FN(ops))
+        nd->FN(ops)->forward(out, st, st + half, OPT(P, f->rm), OPT(P, f->rv), in, OPT(P, f->g),
+                             OPT(P, f->b), OPT(P, f->s), rows, n, training, cfg);
+    else if (out != in)
+        memcpy(out, in, sizeof(real) * (size_t)rows * n);
 }
 
 /* din (rows, n) = N'(in)^T dout (WRITES din), gains and biases ACCUMULATED. */
 static void norm_bwd(FN(nb_rnnsearch) * m, const FN(nb_rs_norm) * f, real *din, const real *dout,
                      const real *in, const real *st, int rows, int training) {
     const nb_norm_cfg *cfg = &m->cfg.norm;
+    const nb_norm_def *nd = nb_norm_get(cfg->kind);
     const int n = f->n;
     const size_t half = (size_t)(rows > n ? rows : n);
     real *P = m->params, *G = m->grads;
-    if (cfg->kind == NB_NORM_NONE || cfg->kind == NB_NORM_WEIGHT) {
+    if (!nd->FN(ops)) { /* none, weight */
         if (din != dout) memcpy(din, dout, sizeof(real) * (size_t)rows * n);
         return;
     }
     memset(din, 0, sizeof(real) * (size_t)rows * n);
-    switch (cfg->kind) {
-    case NB_NORM_LAYER:
-        FN(nb_layernorm_backward)
-        (din, G + f->g, G + f->b, dout, in, P + f->g, st, st + half, rows, n, cfg);
-        break;
-    case NB_NORM_RMS:
-    case NB_NORM_PRMS:
-        FN(nb_rmsnorm_backward)
-        (din, G + f->g, NULL, dout, in, P + f->g, st + half, rows, n, f->k, cfg);
-        break;
-    default: /* batch */
-        FN(nb_batchnorm_backward)
-        (din, G + f->g, G + f->b, dout, in, P + f->g, st, st + half, rows, n, training, cfg);
-    }
+    nd->FN(ops)->backward(din, OPT(G, f->g), OPT(G, f->b), OPT(G, f->s), dout, in, OPT(P, f->g),
+                          OPT(P, f->s), st, st + half, rows, n, training, cfg, 0);
 }
 
 /* ---- setup --------------------------------------------------------------------------------- */
@@ -195,20 +178,27 @@ static void add_dense(FN(nb_rnnsearch) * m, FN(nb_rs_dense) * d, const char *nam
 
 static void add_norm(FN(nb_rnnsearch) * m, FN(nb_rs_norm) * f, const char *name, int n, int *bad) {
     const nb_norm_cfg *cfg = &m->cfg.norm;
-    const nb_norm_kind k = cfg->kind;
+    const nb_norm_def *nd = nb_norm_get(cfg->kind);
     char full[32];
     f->n = n;
-    f->k = k == NB_NORM_PRMS ? nb_prms_k(n, cfg->p, cfg->p_floor) : n;
-    f->g = f->b = f->rm = f->rv = NO_OFF;
-    if (k == NB_NORM_NONE || k == NB_NORM_WEIGHT) return;
-    snprintf(full, sizeof full, "%s.g", name);
-    f->g = nb_layout_add(&m->layout, full, (size_t)n, 1);
-    if (f->g == NO_OFF) *bad = 1;
-    if (k == NB_NORM_LAYER || k == NB_NORM_BATCH) {
+    f->k = nd->k_of_row ? nb_prms_k(n, cfg->p, cfg->p_floor) : n;
+    f->g = f->b = f->rm = f->rv = f->s = NO_OFF;
+    if (!nd->ops) return; /* none, weight */
+    if (nd->params & NB_NP_GAIN) {
+        snprintf(full, sizeof full, "%s.g", name);
+        f->g = nb_layout_add(&m->layout, full, (size_t)n, 1);
+        if (f->g == NO_OFF) *bad = 1;
+    }
+    if (nd->params & NB_NP_SHIFT) {
         snprintf(full, sizeof full, "%s.beta", name);
         if ((f->b = nb_layout_add(&m->layout, full, (size_t)n, 1)) == NO_OFF) *bad = 1;
     }
-    if (k == NB_NORM_BATCH) {
+    if (nd->nscalars > 0) {
+        snprintf(full, sizeof full, "%s.%s", name, nd->scalar_name);
+        f->s = nb_layout_add(&m->layout, full, (size_t)nd->nscalars, 1);
+        if (f->s == NO_OFF) *bad = 1;
+    }
+    if (nd->params & NB_NP_RUNNING) {
         snprintf(full, sizeof full, "%s.rmean", name);
         if ((f->rm = nb_layout_add(&m->layout, full, (size_t)n, 0)) == NO_OFF) *bad = 1;
         snprintf(full, sizeof full, "%s.rvar", name);
@@ -252,7 +242,7 @@ int FN(nb_rnnsearch_init)(FN(nb_rnnsearch) * m, const nb_rnnsearch_cfg *cfg, nb_
     m->Tdmax = Td;
     m->Rmax = Bm * cfg->beam_max;
     const nb_norm_cfg *nc = &cfg->norm;
-    const int wn = nc->kind == NB_NORM_WEIGHT;
+    const int wn = nb_norm_get(nc->kind)->acts == NB_ON_WEIGHTS;
     nb_layout *l = &m->layout;
     int bad = 0;
     m->emb_s = nb_layout_add(l, "emb_src", (size_t)cfg->Vs * E, 1);
@@ -390,6 +380,10 @@ int FN(nb_rnnsearch_init)(FN(nb_rnnsearch) * m, const nb_rnnsearch_cfg *cfg, nb_
         if (ns[i]->rv != NO_OFF)
             for (int c = 0; c < ns[i]->n; c++)
                 P[ns[i]->rv + c] = 1;
+        const nb_norm_def *nd = nb_norm_get(cfg->norm.kind);
+        if (ns[i]->s != NO_OFF)
+            for (int c = 0; c < nd->nscalars; c++)
+                P[ns[i]->s + (size_t)c] = (real)nd->scalar_init(&cfg->norm);
     }
     return 0;
 fail:
@@ -1097,25 +1091,26 @@ int FN(nb_rnnsearch_beam)(FN(nb_rnnsearch) * m, const int *src, const int *src_l
 /* nb_gru_setup's parameters (floats) and buffers (bytes) for E inputs, H units, Tmax x Bmax. */
 static void gru_bytes(const nb_norm_cfg *nc, double E, double H, double Tmax, double Bmax,
                       double *params, double *bytes) {
-    const nb_norm_kind k = nc->kind;
-    const int rowwise = k == NB_NORM_LAYER || k == NB_NORM_RMS || k == NB_NORM_PRMS;
+    const nb_norm_def *nd = nb_norm_get(nc->kind);
+    const int rowwise = nd->acts == NB_ON_ROWS, batch = nd->acts == NB_ON_FEATURES;
+    const int wn = nd->acts == NB_ON_WEIGHTS;
     const double H3 = 3 * H, TB = Tmax * Bmax, BH = Bmax * H;
     double p = H3 * E + H3 + H3 * H;
-    if (k != NB_NORM_NONE && k != NB_NORM_WEIGHT) p += 2 * H3;
-    if (k == NB_NORM_LAYER || k == NB_NORM_BATCH || k == NB_NORM_WEIGHT) p += 2 * H3;
-    if (k == NB_NORM_BATCH) p += 4 * H3 * Tmax;
+    if (rowwise || batch) p += 2 * H3 + 2 * nd->nscalars;
+    if (((rowwise || batch) && (nd->params & NB_NP_SHIFT)) || wn) p += 2 * H3;
+    if (nd->params & NB_NP_RUNNING) p += 4 * H3 * Tmax;
     double b = 4 * TB * H3 + 3 * TB * H + TB * H + BH + 2 * BH;
-    if (rowwise || k == NB_NORM_BATCH) b += 4 * TB * H3;
+    if (rowwise || batch) b += 4 * TB * H3;
     if (rowwise) b += 8 * TB;
-    if (k == NB_NORM_BATCH) b += 4 * Tmax * H3;
-    if (k == NB_NORM_WEIGHT) b += 2 * (H3 * E + H3 * H) + 2 * H3;
+    if (batch) b += 4 * Tmax * H3;
+    if (wn) b += 2 * (H3 * E + H3 * H) + 2 * H3;
     *params += p;
     *bytes += b * sizeof(float);
 }
 
 double nb_rnnsearch_mem_bytes(const nb_rnnsearch_cfg *cfg, double *params) {
-    const nb_norm_kind k = cfg->norm.kind;
-    const int wn = k == NB_NORM_WEIGHT;
+    const nb_norm_def *nd = nb_norm_get(cfg->norm.kind);
+    const int wn = nd->acts == NB_ON_WEIGHTS;
     const double E = cfg->E, H = cfg->H, C = 2 * H, A = 2 * H, Bm = cfg->Bmax, Tx = cfg->Txmax;
     const double Td = cfg->Tymax > cfg->beam_max ? cfg->Tymax : cfg->beam_max;
     const double Vs = cfg->Vs, Vt = cfg->Vt, R = Bm * cfg->beam_max;
@@ -1134,8 +1129,11 @@ double nb_rnnsearch_mem_bytes(const nb_rnnsearch_cfg *cfg, double *params) {
             P += dense[i][0];
             wnbuf += 2 * dense[i][0] * dense[i][1] + dense[i][0];
         }
-        if (i < 6 && k != NB_NORM_NONE && !wn)
-            P += dense[i][0] * (k == NB_NORM_LAYER ? 2 : k == NB_NORM_BATCH ? 4 : 1);
+        if (i < 6 && nd->ops) /* a norm site: gain, shift, running statistics, scalars */
+            P += dense[i][0] *
+                     (((nd->params & NB_NP_GAIN) ? 1 : 0) + ((nd->params & NB_NP_SHIFT) ? 1 : 0) +
+                      ((nd->params & NB_NP_RUNNING) ? 2 : 0)) +
+                 nd->nscalars;
     }
     const double XB = Tx * Bm, DB = Td * Bm, mx = (Bm > C ? Bm : C) + A + E;
     double f = 2 * P;                               /* params, grads */

@@ -78,6 +78,7 @@ typedef struct NB_FN(nb_rs_dense) {
 typedef struct NB_FN(nb_rs_norm) {
     int n, k;            /* width, pRMS k */
     size_t g, b, rm, rv; /* gain, bias (layer, batch), running mean/var (batch) */
+    size_t s;            /* the norm's scalars (DyT's alpha) */
 } NB_FN(nb_rs_norm);
 
 typedef struct NB_FN(nb_rnnsearch) {

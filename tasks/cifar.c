@@ -95,7 +95,7 @@ static void cifar_defaults(nb_train_cfg *cfg, nb_norm_kind norm) {
     cfg->norm.p = 0.125;  /* RMS paper A.4 */
     cfg->act = NB_ACT_LEAKY_RELU;
     nb_adam_cfg_default(&cfg->adam);
-    cfg->adam.lr = norm == NB_NORM_NONE ? 3e-4 : 3e-3;
+    cfg->adam.lr = norm == NB_NORM_NONE ? 3e-4 : 3e-3; /* the WN code: a per-norm recipe */
     cfg->adam.eps_inside = 1;
     cfg->adam.eps_corrected = 1;
     cfg->epochs = 200;
@@ -301,7 +301,7 @@ static int cifar_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *
         nb_hintf(err, "lower --batch or raise --subset");
         goto out;
     }
-    if (cfg->norm.kind == NB_NORM_BATCH && cfg->batch < 2) {
+    if (nb_norm_get(cfg->norm.kind)->acts == NB_ON_FEATURES && cfg->batch < 2) {
         nb_errf(err, "batch norm needs a batch of 2 or more, not %d", cfg->batch);
         nb_hintf(err, "raise --batch");
         goto out;

@@ -143,7 +143,7 @@ static void gpt_config(nb_gpt_cfg *gc, const nb_train_cfg *cfg, int V) {
 static int lm_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_err *err) {
     const lm_opts *o = opts_of(cfg);
     const lm_preset *p = &presets[o->preset];
-    if (cfg->norm.kind == NB_NORM_BATCH) {
+    if (nb_norm_get(cfg->norm.kind)->acts == NB_ON_FEATURES) {
         nb_errf(err, "task lm cannot use --norm batch: statistics over a batch's positions would "
                      "carry later characters into earlier predictions");
         return nb_hintf(err, "use a row-wise norm: none, weight, layer, rms or prms");

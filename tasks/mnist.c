@@ -97,7 +97,7 @@ typedef struct mnist_run {
 static void mnist_prepare(void *self, nb_rng *init_rng, nb_rng *data_rng) {
     mnist_run *r = self;
     const nb_split *tr = &r->data.train;
-    if (r->cfg->norm.kind != NB_NORM_WEIGHT || !r->cfg->norm.wn_data_init) return;
+    if (nb_norm_get(r->cfg->norm.kind)->acts != NB_ON_WEIGHTS || !r->cfg->norm.wn_data_init) return;
     /* Salimans & Kingma: initialize g and b from a batch of shuffled training data. */
     nb_rng_shuffle(data_rng, r->perm, (size_t)tr->n);
     int B = tr->n < 500 ? tr->n : 500;

@@ -66,7 +66,7 @@ static nb_clip_rule clip_rule_of(const nb_train_cfg *cfg) {
 }
 
 static int reader_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_err *err) {
-    if (opts_of(cfg)->bn_everywhere && cfg->norm.kind != NB_NORM_BATCH) {
+    if (opts_of(cfg)->bn_everywhere && nb_norm_get(cfg->norm.kind)->acts != NB_ON_FEATURES) {
         nb_errf(err,
                 "--bn-everywhere adds BatchNorm to the BN-LSTM's attention and output layers: it "
                 "needs --norm batch, not '%s'",
@@ -322,7 +322,7 @@ static void *reader_bench_open(const nb_train_cfg *cfg, nb_err *err) {
     b->adam = cfg->adam;
     b->clip = cfg->clip;
     b->clip_rule = clip_rule_of(cfg);
-    if (cfg->norm.kind == NB_NORM_BATCH && b->B < 2) {
+    if (nb_norm_get(cfg->norm.kind)->acts == NB_ON_FEATURES && b->B < 2) {
         free(b);
         return nb_errf(err, "batch norm needs a batch of at least 2"), NULL;
     }
