@@ -1,5 +1,6 @@
 #include "nn/mem.h"
 #include "real.h"
+#include "nn/norms/fused.h"
 /* nn/cnn.c — convolutional networks from a layer list (generic). Contract in nn/cnn.h.
  * Dimension letters: B images, C/H/W a layer's input, OC/OH/OW its output, S = OH*OW,
  * K = C*KS*KS. */
@@ -28,7 +29,7 @@ static size_t wsize(const layer *L) {
     return (size_t)L->OC * L->C * L->spec.ks * L->spec.ks;
 }
 static int has_weff(const layer *L) {
-    return L->kind == NB_NORM_NONE || L->kind == NB_NORM_WEIGHT;
+    return L->kind == NB_FK_NONE || L->kind == NB_FK_WEIGHT;
 }
 
 void FN(nb_cnn_free)(FN(nb_cnn) * m) {
@@ -79,27 +80,27 @@ static int plan(FN(nb_cnn) * m, const nb_cnn_spec *spec, nb_err *err) {
             if (L->OH < 1 || L->OW < 1)
                 return nb_errf(err, "layer %d: a %dx%d convolution does not fit a %dx%d map", l, ks,
                                ks, H, W);
-            L->kind = m->norm.kind;
+            L->kind = nb_fused_kind(m->norm.kind);
             int S = L->OH * L->OW;
             L->gc = (S == 1 || m->opts.axes_chw) ? L->OC : 1;
             int rowlen = L->gc * S;
-            L->k = L->kind == NB_NORM_PRMS ? nb_prms_k(rowlen, m->norm.p, m->norm.p_floor) : rowlen;
+            L->k = L->kind == NB_FK_PRMS ? nb_prms_k(rowlen, m->norm.p, m->norm.p_floor) : rowlen;
             char name[32];
-            snprintf(name, sizeof name, "%s%d", L->kind == NB_NORM_WEIGHT ? "V" : "W", l);
+            snprintf(name, sizeof name, "%s%d", L->kind == NB_FK_WEIGHT ? "V" : "W", l);
             L->w = nb_layout_add(&m->layout, name, wsize(L), 1);
             snprintf(name, sizeof name, "g%d", l);
             /* none: the scale is frozen (InitLayer) */
-            L->g = nb_layout_add(&m->layout, name, (size_t)L->OC, L->kind != NB_NORM_NONE);
+            L->g = nb_layout_add(&m->layout, name, (size_t)L->OC, L->kind != NB_FK_NONE);
             snprintf(name, sizeof name, "b%d", l);
             L->b = nb_layout_add(&m->layout, name, (size_t)L->OC, 1);
-            if (L->kind == NB_NORM_BATCH) {
+            if (L->kind == NB_FK_BATCH) {
                 snprintf(name, sizeof name, "running_mean%d", l);
                 L->rmean = nb_layout_add(&m->layout, name, (size_t)L->OC, 0);
                 snprintf(name, sizeof name, "running_var%d", l);
                 L->rvar = nb_layout_add(&m->layout, name, (size_t)L->OC, 0);
             }
             if (L->w == NO_OFF || L->g == NO_OFF || L->b == NO_OFF ||
-                (L->kind == NB_NORM_BATCH && (L->rmean == NO_OFF || L->rvar == NO_OFF)))
+                (L->kind == NB_FK_BATCH && (L->rmean == NO_OFF || L->rvar == NO_OFF)))
                 return nb_errf(err, "too many parameter tensors");
             break;
         }
@@ -134,9 +135,11 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
                     int classes, const nb_norm_cfg *norm, const nb_cnn_opts *opts, int Bmax,
                     nb_rng *rng, nb_err *err) {
     memset(m, 0, sizeof *m);
-    if (norm->kind == NB_NORM_DYT)
-        return nb_errf(err, "--norm dyt is not implemented for the CNN yet (only mnist's MLP and "
-                            "mt's Transformer have it)");
+    if (nb_fused_kind(norm->kind) == NB_FK_UNFUSED) /* docs/numerics.md#norm-modules */
+        return nb_errf(err,
+                       "--norm %s is not implemented for the CNN yet: its fused path computes "
+                       "row statistics inline, which %s has not, and no unfused path is written",
+                       nb_norm_name(norm->kind), nb_norm_name(norm->kind));
     if (nlayers < 1 || nlayers > NB_CNN_MAX_LAYERS)
         return nb_errf(err, "a network needs 1 to %d layers, not %d", NB_CNN_MAX_LAYERS, nlayers);
     if (Bmax < 1) return nb_errf(err, "batch size must be at least 1, not %d", Bmax);
@@ -219,7 +222,7 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
         if (L->spec.op != NB_CNN_CONV) continue;
         real *Wt = m->params + L->w;
         size_t n = wsize(L);
-        if (L->kind == NB_NORM_BATCH || L->kind == NB_NORM_WEIGHT) {
+        if (L->kind == NB_FK_BATCH || L->kind == NB_FK_WEIGHT) {
             for (size_t i = 0; i < n; i++)
                 Wt[i] = (real)(0.05 * nb_rng_normal(rng));
         } else {
@@ -271,7 +274,7 @@ int FN(nb_cnn_exact_grads)(FN(nb_cnn) * m, nb_err *err) {
 /* W_eff's gradient dweff mapped to W (and WeightNorm's g): what the float backward does. */
 static void weff_backward(FN(nb_cnn) * m, layer *L, const real *dweff) {
     size_t K = wsize(L) / L->OC;
-    if (L->kind == NB_NORM_WEIGHT) {
+    if (L->kind == NB_FK_WEIGHT) {
         FN(nb_weightnorm_backward)
         (m->grads + L->w, m->grads + L->g, dweff, m->params + L->w, m->params + L->g, L->vnorm,
          L->OC, (int)K);
@@ -300,11 +303,11 @@ void FN(nb_cnn_grads_finish)(FN(nb_cnn) * m) {
 /* The weights the convolution uses: W itself, or W_eff (none, weight), computed here. */
 static const real *conv_weights(FN(nb_cnn) * m, layer *L) {
     const real *Wt = m->params + L->w, *g = m->params + L->g;
-    if (L->kind == NB_NORM_WEIGHT) {
+    if (L->kind == NB_FK_WEIGHT) {
         FN(nb_weightnorm_forward)(L->weff, L->vnorm, Wt, g, L->OC, (int)(wsize(L) / L->OC));
         return L->weff;
     }
-    if (L->kind == NB_NORM_NONE) {
+    if (L->kind == NB_FK_NONE) {
         size_t K = wsize(L) / L->OC;
         for (int o = 0; o < L->OC; o++)
             for (size_t i = 0; i < K; i++)
@@ -353,17 +356,17 @@ double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, in
              L->spec.pad, m->gacc != NULL);
             const real *g = m->params + L->g, *b = m->params + L->b;
             switch (L->kind) {
-            case NB_NORM_BATCH:
+            case NB_FK_BATCH:
                 FN(nb_map_batchnorm_forward)
                 (L->buf, L->mean, L->rstd, m->params + L->rmean, m->params + L->rvar, L->z, g, b, B,
                  L->OC, S, training, L->alpha, &m->norm);
                 break;
-            case NB_NORM_LAYER:
+            case NB_FK_LAYER:
                 FN(nb_map_layernorm_forward)
                 (L->buf, L->mean, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->alpha, &m->norm);
                 break;
-            case NB_NORM_RMS:
-            case NB_NORM_PRMS:
+            case NB_FK_RMS:
+            case NB_FK_PRMS:
                 FN(nb_map_rmsnorm_forward)
                 (L->buf, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->k, L->alpha, &m->norm);
                 break;
@@ -452,7 +455,7 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
             double *dbd = ga && L->b != NO_OFF ? ga + L->b : NULL;
             /* dz written over cur */
             switch (L->kind) {
-            case NB_NORM_BATCH:
+            case NB_FK_BATCH:
                 if (m->last_training && m->norm.bn_sum) FN(nb_map_batchnorm_sync_backward)
                 (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S,
                  L->alpha, &m->norm);
@@ -460,13 +463,13 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
                                                    L->mean, L->rstd, B, L->OC, S, m->last_training,
                                                    L->alpha, 0);
                 break;
-            case NB_NORM_LAYER:
+            case NB_FK_LAYER:
                 FN(nb_map_layernorm_backward)
                 (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, L->gc,
                  L->alpha, 0, &m->norm);
                 break;
-            case NB_NORM_RMS:
-            case NB_NORM_PRMS:
+            case NB_FK_RMS:
+            case NB_FK_PRMS:
                 FN(nb_map_rmsnorm_backward)
                 (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->rstd, B, L->OC, S, L->gc, L->k,
                  L->alpha, 0, &m->norm);
@@ -497,8 +500,8 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
 }
 
 int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_rng *rng, nb_err *err) {
-    int none = m->norm.kind == NB_NORM_NONE && m->opts.none_data_init;
-    int weight = m->norm.kind == NB_NORM_WEIGHT && m->norm.wn_data_init;
+    int none = nb_fused_kind(m->norm.kind) == NB_FK_NONE && m->opts.none_data_init;
+    int weight = nb_fused_kind(m->norm.kind) == NB_FK_WEIGHT && m->norm.wn_data_init;
     if (!none && !weight) return 0;
     real *a = alloc_real((size_t)B * m->max_act), *b2 = alloc_real((size_t)B * m->max_act);
     if (!a || !b2) {

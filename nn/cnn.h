@@ -46,7 +46,7 @@ typedef struct nb_cnn_opts {
 typedef struct NB_FN(nb_cnn_layer) {
     nb_cnn_spec spec;
     int C, H, W, OC, OH, OW;     /* input and output shapes (per image) */
-    nb_norm_kind kind;           /* the norm of a conv layer */
+    int kind;                    /* the norm of a conv layer: its fused kind (nn/norms/fused.h) */
     int gc, k;                   /* channels per statistics row; pRMS k (rms: the row length) */
     NB_REAL alpha;               /* activation slope (1: identity) */
     size_t w, g, b, rmean, rvar; /* parameter offsets; (size_t)-1 when absent */

@@ -1,5 +1,6 @@
 #include "nn/mem.h"
 #include "real.h"
+#include "nn/norms/fused.h"
 /* nn/gru.c — the order-embedding GRU with none/layer/rms/prms/batch/weight (generic: float and,
  * with -DNB_F64, double; see nn/nn.h). Contracts and the model in nn/gru.h.
  *
@@ -36,8 +37,8 @@ static real *alloc_real(size_t n) {
     return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
 }
 
-static int is_rowwise(nb_norm_kind k) {
-    return k == NB_NORM_LAYER || k == NB_NORM_RMS || k == NB_NORM_PRMS;
+static int is_rowwise(int k) {
+    return k == NB_FK_LAYER || k == NB_FK_RMS || k == NB_FK_PRMS;
 }
 
 /* ---- row norms over a segment of n values -----------------------------------------------------
@@ -117,7 +118,7 @@ static inline void seg_bwd(int layer, real *dx, const real *dy, const real *x, c
 /* Both segments of a 3H row: [0, 2H) and [2H, 3H). */
 static inline void row_fwd(const FN(nb_gru) * g, real *y, real *st, const real *x, const real *gn,
                            const real *bias) {
-    const int H = g->H, layer = g->norm.kind == NB_NORM_LAYER;
+    const int H = g->H, layer = nb_fused_kind(g->norm.kind) == NB_FK_LAYER;
     seg_fwd(layer, y, st, x, gn, bias, 2 * H, g->k2, &g->norm);
     seg_fwd(layer, y + 2 * H, st + 2, x + 2 * H, gn + 2 * H, bias ? bias + 2 * H : NULL, H, g->k1,
             &g->norm);
@@ -125,7 +126,7 @@ static inline void row_fwd(const FN(nb_gru) * g, real *y, real *st, const real *
 
 static inline void row_bwd(const FN(nb_gru) * g, real *dx, const real *dy, const real *x,
                            const real *gn, const real *st) {
-    const int H = g->H, layer = g->norm.kind == NB_NORM_LAYER;
+    const int H = g->H, layer = nb_fused_kind(g->norm.kind) == NB_FK_LAYER;
     seg_bwd(layer, dx, dy, x, gn, st, 2 * H, g->k2, &g->norm);
     seg_bwd(layer, dx + 2 * H, dy + 2 * H, x + 2 * H, gn + 2 * H, st + 2, H, g->k1, &g->norm);
 }
@@ -140,7 +141,7 @@ static inline void row_bwd(const FN(nb_gru) * g, real *dx, const real *dy, const
  * same order whatever the thread count), groups of GG_GRP rows in float, double accumulators. */
 static void gain_grads(const FN(nb_gru) * g, real *dgain, real *dbias, const real *dy,
                        const real *x, const real *st, int rows) {
-    const int H3 = 3 * g->H, H2 = 2 * g->H, layer = g->norm.kind == NB_NORM_LAYER;
+    const int H3 = 3 * g->H, H2 = 2 * g->H, layer = nb_fused_kind(g->norm.kind) == NB_FK_LAYER;
     const int nblk = (H3 + 63) / 64;
 #pragma omp parallel for schedule(static) if ((size_t)rows * H3 >= GRU_PAR_MIN)
     for (int blk = 0; blk < nblk; blk++) {
@@ -212,9 +213,11 @@ static size_t add(nb_layout *l, const char *prefix, const char *name, size_t n, 
 int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int E, int H, int Tmax,
                      int Bmax, const nb_norm_cfg *norm, nb_err *err) {
     memset(g, 0, sizeof *g);
-    if (norm->kind == NB_NORM_DYT)
-        return nb_errf(err, "--norm dyt is not implemented for the GRU yet (only mnist's MLP and "
-                            "mt's Transformer have it)");
+    if (nb_fused_kind(norm->kind) == NB_FK_UNFUSED) /* docs/numerics.md#norm-modules */
+        return nb_errf(err,
+                       "--norm %s is not implemented for the GRU yet: its fused path computes "
+                       "row statistics inline, which %s has not, and no unfused path is written",
+                       nb_norm_name(norm->kind), nb_norm_name(norm->kind));
     if (E < 1 || H < 1 || E > (1 << 16) || H > (1 << 14))
         return nb_errf(err, "GRU sizes out of range (inputs %d, hidden %d)", E, H);
     if (Tmax < 1 || Bmax < 1 || (size_t)Tmax * (size_t)Bmax > ((size_t)1 << 24))
@@ -224,30 +227,30 @@ int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int 
     g->Tmax = Tmax;
     g->Bmax = Bmax;
     g->norm = *norm;
-    const nb_norm_kind k = norm->kind;
-    g->k2 = k == NB_NORM_PRMS ? nb_prms_k(2 * H, norm->p, norm->p_floor) : 2 * H;
-    g->k1 = k == NB_NORM_PRMS ? nb_prms_k(H, norm->p, norm->p_floor) : H;
+    const int k = nb_fused_kind(norm->kind);
+    g->k2 = k == NB_FK_PRMS ? nb_prms_k(2 * H, norm->p, norm->p_floor) : 2 * H;
+    g->k1 = k == NB_FK_PRMS ? nb_prms_k(H, norm->p, norm->p_floor) : H;
     g->bn_slots = Tmax;
     const size_t H3 = 3 * (size_t)H;
     int bad = 0;
     g->gx = g->bx = g->gh = g->bh = g->wgx = g->wgh = NO_OFF;
     g->rmx = g->rvx = g->rmh = g->rvh = NO_OFF;
-    g->wc = add(layout, prefix, k == NB_NORM_WEIGHT ? "Vc" : "Wc", H3 * E, 1, &bad);
+    g->wc = add(layout, prefix, k == NB_FK_WEIGHT ? "Vc" : "Wc", H3 * E, 1, &bad);
     g->bc = add(layout, prefix, "bc", H3, 1, &bad);
-    g->uc = add(layout, prefix, k == NB_NORM_WEIGHT ? "Vu" : "Uc", H3 * H, 1, &bad);
-    if (k != NB_NORM_NONE && k != NB_NORM_WEIGHT) {
+    g->uc = add(layout, prefix, k == NB_FK_WEIGHT ? "Vu" : "Uc", H3 * H, 1, &bad);
+    if (k != NB_FK_NONE && k != NB_FK_WEIGHT) {
         g->gx = add(layout, prefix, "gx", H3, 1, &bad);
         g->gh = add(layout, prefix, "gh", H3, 1, &bad);
-        if (k == NB_NORM_LAYER || k == NB_NORM_BATCH) {
+        if (k == NB_FK_LAYER || k == NB_FK_BATCH) {
             g->bx = add(layout, prefix, "bx", H3, 1, &bad);
             g->bh = add(layout, prefix, "bh", H3, 1, &bad);
         }
     }
-    if (k == NB_NORM_WEIGHT) {
+    if (k == NB_FK_WEIGHT) {
         g->wgx = add(layout, prefix, "wgx", H3, 1, &bad);
         g->wgh = add(layout, prefix, "wgh", H3, 1, &bad);
     }
-    if (k == NB_NORM_BATCH) {
+    if (k == NB_FK_BATCH) {
         size_t n = H3 * (size_t)g->bn_slots;
         g->rmx = add(layout, prefix, "bn_mean_x", n, 0, &bad);
         g->rvx = add(layout, prefix, "bn_var_x", n, 0, &bad);
@@ -269,7 +272,7 @@ int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int 
     ALLOC(g->dhp, TB * H3);
     ALLOC(g->dh, BH);
     ALLOC(g->dtmp, BH);
-    if (is_rowwise(k) || k == NB_NORM_BATCH) {
+    if (is_rowwise(k) || k == NB_FK_BATCH) {
         ALLOC(g->xn, TB * H3);
         ALLOC(g->hn, TB * H3);
         ALLOC(g->dxn, TB * H3);
@@ -284,13 +287,13 @@ int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int 
         ALLOC(g->sx, TB * 4);
         ALLOC(g->sh, TB * 4);
     }
-    if (k == NB_NORM_BATCH) {
+    if (k == NB_FK_BATCH) {
         ALLOC(g->bmx, (size_t)Tmax * H3);
         ALLOC(g->brx, (size_t)Tmax * H3);
         ALLOC(g->bmh, (size_t)Tmax * H3);
         ALLOC(g->brh, (size_t)Tmax * H3);
     }
-    if (k == NB_NORM_WEIGHT) {
+    if (k == NB_FK_WEIGHT) {
         ALLOC(g->wce, H3 * E);
         ALLOC(g->uce, H3 * H);
         ALLOC(g->wnx, H3);
@@ -451,7 +454,7 @@ void FN(nb_gru_begin)(FN(nb_gru) * g, const real *params, int T, int B, int trai
     g->x = NULL;
     g->mask = NULL;
     g->input_back_done = 0;
-    if (g->norm.kind == NB_NORM_WEIGHT) {
+    if (nb_fused_kind(g->norm.kind) == NB_FK_WEIGHT) {
         FN(nb_weightnorm_forward)(g->wce, g->wnx, params + g->wc, params + g->wgx, H3, E);
         FN(nb_weightnorm_forward)(g->uce, g->wnh, params + g->uc, params + g->wgh, H3, H);
     }
@@ -459,9 +462,9 @@ void FN(nb_gru_begin)(FN(nb_gru) * g, const real *params, int T, int B, int trai
 
 void FN(nb_gru_input)(FN(nb_gru) * g, real *params, const real *x, int t0, int nt) {
     const int H = g->H, E = g->E, H3 = 3 * H, B = g->B;
-    const nb_norm_kind kind = g->norm.kind;
+    const int kind = nb_fused_kind(g->norm.kind);
     g->x = x;
-    const real *Wc = kind == NB_NORM_WEIGHT ? g->wce : params + g->wc;
+    const real *Wc = kind == NB_FK_WEIGHT ? g->wce : params + g->wc;
     const size_t r0 = (size_t)t0 * B, rows = (size_t)nt * B;
     real *xp = g->xp + r0 * H3;
     const real *bc = params + g->bc;
@@ -478,7 +481,7 @@ void FN(nb_gru_input)(FN(nb_gru) * g, real *params, const real *x, int t0, int n
 #pragma omp parallel for schedule(static) if (rows * H3 >= GRU_PAR_MIN)
         for (size_t row = r0; row < r0 + rows; row++)
             row_fwd(g, g->xn + row * H3, g->sx + row * 4, g->xp + row * H3, gx, bx);
-    } else if (kind == NB_NORM_BATCH) {
+    } else if (kind == NB_FK_BATCH) {
         for (int t = t0; t < t0 + nt; t++) {
             size_t slot = bn_slot(g, t);
             FN(nb_batchnorm_forward)
@@ -492,9 +495,9 @@ void FN(nb_gru_input)(FN(nb_gru) * g, real *params, const real *x, int t0, int n
 void FN(nb_gru_step)(FN(nb_gru) * g, real *params, int t, const real *hprev, real *hout,
                      const real *mask) {
     const int H = g->H, H3 = 3 * H, B = g->B;
-    const nb_norm_kind kind = g->norm.kind;
+    const int kind = nb_fused_kind(g->norm.kind);
     const int rowwise = is_rowwise(kind);
-    const real *Uc = kind == NB_NORM_WEIGHT ? g->uce : params + g->uc;
+    const real *Uc = kind == NB_FK_WEIGHT ? g->uce : params + g->uc;
     const real *gh = g->gh != NO_OFF ? params + g->gh : NULL;
     const real *bh = g->bh != NO_OFF ? params + g->bh : NULL;
     const size_t o3 = (size_t)t * B * H3, o1 = (size_t)t * B * H;
@@ -515,7 +518,7 @@ void FN(nb_gru_step)(FN(nb_gru) * g, real *params, int t, const real *hprev, rea
                    g->bias_state ? 1 : 0, hp3, H3);
     else if (!g->bias_state)
         memset(hp3, 0, sizeof(real) * (size_t)B * H3);
-    if (kind == NB_NORM_BATCH) {
+    if (kind == NB_FK_BATCH) {
         size_t slot = bn_slot(g, t);
         FN(nb_batchnorm_forward)
         (g->hn + o3, g->bmh + (size_t)t * H3, g->brh + (size_t)t * H3, params + g->rmh + slot,
@@ -562,9 +565,9 @@ void FN(nb_gru_forward)(FN(nb_gru) * g, real *params, const real *x, const real 
 void FN(nb_gru_step_back)(FN(nb_gru) * g, real *grads, const real *params, int t, const real *dh,
                           real *dhprev, const real *mask) {
     const int H = g->H, H3 = 3 * H, B = g->B;
-    const nb_norm_kind kind = g->norm.kind;
+    const int kind = nb_fused_kind(g->norm.kind);
     const int rowwise = is_rowwise(kind);
-    const real *Uc = kind == NB_NORM_WEIGHT ? g->uce : params + g->uc;
+    const real *Uc = kind == NB_FK_WEIGHT ? g->uce : params + g->uc;
     const real *gh = g->gh != NO_OFF ? params + g->gh : NULL;
     real *dgh = g->gh != NO_OFF ? grads + g->gh : NULL,
          *dbh = g->bh != NO_OFF ? grads + g->bh : NULL;
@@ -595,7 +598,7 @@ void FN(nb_gru_step_back)(FN(nb_gru) * g, real *grads, const real *params, int t
         }
         if (rowwise) row_bwd(g, g->dhp + r3, dhn, g->hp + r3, gh, g->sh + ((size_t)t * B + b) * 4);
     }
-    if (kind == NB_NORM_BATCH) {
+    if (kind == NB_FK_BATCH) {
         memset(g->dhp + o3, 0, sizeof(real) * (size_t)B * H3);
         FN(nb_batchnorm_backward)
         (g->dhp + o3, dgh, dbh, g->dhn + o3, g->hp + o3, gh, g->bmh + (size_t)t * H3,
@@ -608,16 +611,16 @@ void FN(nb_gru_step_back)(FN(nb_gru) * g, real *grads, const real *params, int t
 
 void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *params) {
     const int H = g->H, E = g->E, H3 = 3 * H, T = g->T, B = g->B, TB = T * B;
-    const nb_norm_kind kind = g->norm.kind;
+    const int kind = nb_fused_kind(g->norm.kind);
     const int rowwise = is_rowwise(kind);
-    const real *Wc = kind == NB_NORM_WEIGHT ? g->wce : params + g->wc;
+    const real *Wc = kind == NB_FK_WEIGHT ? g->wce : params + g->wc;
     const real *gx = g->gx != NO_OFF ? params + g->gx : NULL;
     real *dgx = g->gx != NO_OFF ? grads + g->gx : NULL,
          *dbx = g->bx != NO_OFF ? grads + g->bx : NULL;
     real *dgh = g->gh != NO_OFF ? grads + g->gh : NULL,
          *dbh = g->bh != NO_OFF ? grads + g->bh : NULL;
     /* recurrent weights: dUc += sum_t dhp_t^T h_t (the state step t started from), one gemm */
-    if (kind == NB_NORM_WEIGHT) {
+    if (kind == NB_FK_WEIGHT) {
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB, 1, g->dhp, H3, g->h, H, 0,
                    g->duce, H);
         FN(nb_weightnorm_backward)
@@ -636,7 +639,7 @@ void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *p
         for (int row = 0; row < TB; row++)
             row_bwd(g, g->dxp + (size_t)row * H3, g->dxn + (size_t)row * H3,
                     g->xp + (size_t)row * H3, gx, g->sx + (size_t)row * 4);
-    } else if (kind == NB_NORM_BATCH) {
+    } else if (kind == NB_FK_BATCH) {
         memset(g->dxp, 0, sizeof(real) * (size_t)TB * H3);
         for (int t = 0; t < T; t++) {
             size_t o3 = (size_t)t * B * H3;
@@ -646,7 +649,7 @@ void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *p
         }
     }
     FN(nb_col_sums)(grads + g->bc, g->bias_state ? g->dhp : g->dxp, TB, H3);
-    if (kind == NB_NORM_WEIGHT) {
+    if (kind == NB_FK_WEIGHT) {
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, E, TB, 1, g->dxp, H3, g->x, E, 0,
                    g->dwce, E);
         FN(nb_weightnorm_backward)
@@ -662,8 +665,8 @@ void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *p
 
 void FN(nb_gru_input_back)(FN(nb_gru) * g, real *grads, const real *params, int t, real *dx) {
     const int H = g->H, E = g->E, H3 = 3 * H, B = g->B;
-    const nb_norm_kind kind = g->norm.kind;
-    const real *Wc = kind == NB_NORM_WEIGHT ? g->wce : params + g->wc;
+    const int kind = nb_fused_kind(g->norm.kind);
+    const real *Wc = kind == NB_FK_WEIGHT ? g->wce : params + g->wc;
     const real *gx = g->gx != NO_OFF ? params + g->gx : NULL;
     const size_t o3 = (size_t)t * B * H3;
     g->input_back_done = 1;
@@ -673,7 +676,7 @@ void FN(nb_gru_input_back)(FN(nb_gru) * g, real *grads, const real *params, int 
             const size_t row = (size_t)t * B + b;
             row_bwd(g, g->dxp + row * H3, g->dxn + row * H3, g->xp + row * H3, gx, g->sx + row * 4);
         }
-    } else if (kind == NB_NORM_BATCH) {
+    } else if (kind == NB_FK_BATCH) {
         memset(g->dxp + o3, 0, sizeof(real) * (size_t)B * H3);
         FN(nb_batchnorm_backward)
         (g->dxp + o3, g->gx != NO_OFF ? grads + g->gx : NULL,

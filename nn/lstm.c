@@ -1,5 +1,6 @@
 #include "nn/mem.h"
 #include "real.h"
+#include "nn/norms/fused.h"
 /* nn/lstm.c — the LSTM layer with every norm, forward and backward through time (generic:
  * compiled as float and, with -DNB_F64, as double; see nn/nn.h). Contract in nn/lstm.h.
  *
@@ -37,13 +38,13 @@
 /* BatchNorm's statistics are summed in double over blocks of this many columns. */
 #define BN_CB 64
 
-static inline int is_rms(nb_norm_kind k) {
-    return k == NB_NORM_RMS || k == NB_NORM_PRMS;
+static inline int is_rms(int k) {
+    return k == NB_FK_RMS || k == NB_FK_PRMS;
 }
 
 /* Whether the layer normalizes its pre-activations and cell (layer, rms, prms, batch). */
-static inline int has_norm(nb_norm_kind k) {
-    return k == NB_NORM_LAYER || is_rms(k) || k == NB_NORM_BATCH;
+static inline int has_norm(int k) {
+    return k == NB_FK_LAYER || is_rms(k) || k == NB_FK_BATCH;
 }
 
 /* Threads for a step's row loop: the runtime's current setting, at most the partials' count. */
@@ -78,9 +79,11 @@ static size_t add(nb_layout *l, const char *prefix, const char *name, size_t n, 
 int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb_norm_cfg *norm,
                      nb_layout *l, const char *prefix, nb_err *err) {
     memset(L, 0, sizeof *L);
-    if (norm->kind == NB_NORM_DYT)
-        return nb_errf(err, "--norm dyt is not implemented for the LSTM yet (only mnist's MLP and "
-                            "mt's Transformer have it)");
+    if (nb_fused_kind(norm->kind) == NB_FK_UNFUSED) /* docs/numerics.md#norm-modules */
+        return nb_errf(err,
+                       "--norm %s is not implemented for the LSTM yet: its fused path computes "
+                       "row statistics inline, which %s has not, and no unfused path is written",
+                       nb_norm_name(norm->kind), nb_norm_name(norm->kind));
     if (C < 1 || H < 1 || Bmax < 1 || Tmax < 1 || C > (1 << 16) || H > (1 << 14) ||
         (size_t)Bmax * (size_t)Tmax > ((size_t)1 << 26)) {
         nb_errf(err, "lstm: sizes out of range (C %d, H %d, B %d, T %d)", C, H, Bmax, Tmax);
@@ -93,16 +96,16 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
     L->Tmax = Tmax;
     L->norm = *norm;
     const int G = L->G;
-    const nb_norm_kind k = norm->kind;
-    L->k1 = k == NB_NORM_PRMS ? nb_prms_k(G, norm->p, norm->p_floor) : G;
-    L->k3 = k == NB_NORM_PRMS ? nb_prms_k(H, norm->p, norm->p_floor) : H;
+    const int k = nb_fused_kind(norm->kind);
+    L->k1 = k == NB_FK_PRMS ? nb_prms_k(G, norm->p, norm->p_floor) : G;
+    L->k3 = k == NB_FK_PRMS ? nb_prms_k(H, norm->p, norm->p_floor) : H;
     int fail = 0;
-    L->w = add(l, prefix, k == NB_NORM_WEIGHT ? "Wv" : "W", (size_t)G * C, &fail);
-    L->u = add(l, prefix, k == NB_NORM_WEIGHT ? "Uv" : "U", (size_t)G * H, &fail);
+    L->w = add(l, prefix, k == NB_FK_WEIGHT ? "Wv" : "W", (size_t)G * C, &fail);
+    L->u = add(l, prefix, k == NB_FK_WEIGHT ? "Uv" : "U", (size_t)G * H, &fail);
     L->b = add(l, prefix, "b", (size_t)G, &fail);
     L->h0 = add(l, prefix, "h0", (size_t)H, &fail);
     L->gw = L->gu = L->s1 = L->b1 = L->s2 = L->b2 = L->s3 = L->b3 = NONE;
-    if (k == NB_NORM_WEIGHT) {
+    if (k == NB_FK_WEIGHT) {
         L->gw = add(l, prefix, "Wg", (size_t)G, &fail);
         L->gu = add(l, prefix, "Ug", (size_t)G, &fail);
     }
@@ -111,11 +114,11 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
         L->s2 = add(l, prefix, "s2", (size_t)G, &fail);
         L->s3 = add(l, prefix, "s3", (size_t)H, &fail);
     }
-    if (k == NB_NORM_LAYER) {
+    if (k == NB_FK_LAYER) {
         L->b1 = add(l, prefix, "b1", (size_t)G, &fail);
         L->b2 = add(l, prefix, "b2", (size_t)G, &fail);
     }
-    if (k == NB_NORM_LAYER || k == NB_NORM_BATCH) L->b3 = add(l, prefix, "b3", (size_t)H, &fail);
+    if (k == NB_FK_LAYER || k == NB_FK_BATCH) L->b3 = add(l, prefix, "b3", (size_t)H, &fail);
     if (fail) {
         nb_errf(err, "lstm: too many parameter tensors for one model");
         return -1;
@@ -150,8 +153,8 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
     L->part_stride = 5 * (size_t)G + 2 * (size_t)H;
     L->part = calloc(L->part_stride * (size_t)L->nthr, sizeof(double));
     if (!L->part) fail = 1;
-    if (k == NB_NORM_BATCH) L->bnc = zalloc(6 * (size_t)G + 3 * (size_t)H, &fail);
-    if (k == NB_NORM_WEIGHT) {
+    if (k == NB_FK_BATCH) L->bnc = zalloc(6 * (size_t)G + 3 * (size_t)H, &fail);
+    if (k == NB_FK_WEIGHT) {
         L->weff = zalloc((size_t)G * C, &fail);
         L->ueff = zalloc((size_t)G * H, &fail);
         L->dweff = zalloc((size_t)G * C, &fail);
@@ -245,14 +248,14 @@ void FN(nb_lstm_init_params)(FN(nb_lstm) * L, real *params, nb_rng *rng) {
         gate_block(params + L->u + (size_t)k * H * H, H, H, rng);
     fill(params, L->b, (size_t)G, 0);
     fill(params, L->h0, (size_t)H, 0);
-    const real gain = L->norm.kind == NB_NORM_BATCH ? (real)0.1 : (real)1;
+    const real gain = nb_fused_kind(L->norm.kind) == NB_FK_BATCH ? (real)0.1 : (real)1;
     fill(params, L->s1, (size_t)G, gain);
     fill(params, L->s2, (size_t)G, gain);
     fill(params, L->s3, (size_t)H, gain);
     fill(params, L->b1, (size_t)G, 0);
     fill(params, L->b2, (size_t)G, 0);
     fill(params, L->b3, (size_t)H, 0);
-    if (L->norm.kind == NB_NORM_WEIGHT) {
+    if (nb_fused_kind(L->norm.kind) == NB_FK_WEIGHT) {
         for (int o = 0; o < G; o++) {
             double s = 0;
             for (int i = 0; i < C; i++)
@@ -514,8 +517,8 @@ static inline void cell_out(FN(nb_lstm) * L, real *out, int t, int b, const real
 static inline void gate_row(FN(nb_lstm) * L, int t, int b, const real *pa, const real *pr,
                             const real *params) {
     const int B = L->B, H = L->H, G = L->G;
-    const nb_norm_kind kind = L->norm.kind;
-    const int fused = has_norm(kind), ln = kind == NB_NORM_LAYER;
+    const int kind = nb_fused_kind(L->norm.kind);
+    const int fused = has_norm(kind), ln = kind == NB_FK_LAYER;
     const size_t sr = (size_t)t * B + b;
     const real *bias = params + L->b;
     real *gg = L->g + sr * G;
@@ -656,7 +659,7 @@ static void sweep_fwd_batch(FN(nb_lstm) * L, real *out, const real *U, int nt, c
 void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *len, int B, int T,
                          int reverse, const real *params) {
     const int C = L->C, H = L->H, G = L->G;
-    const nb_norm_kind kind = L->norm.kind;
+    const int kind = nb_fused_kind(L->norm.kind);
     L->B = B;
     L->T = T;
     L->reverse = reverse;
@@ -665,7 +668,7 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
         L->len[b] = len[b] < 1 ? 1 : len[b] > T ? T : len[b];
 
     const real *W = params + L->w, *U = params + L->u;
-    if (kind == NB_NORM_WEIGHT) {
+    if (kind == NB_FK_WEIGHT) {
         FN(nb_weightnorm_forward)(L->weff, L->wnorm, params + L->w, params + L->gw, G, C);
         FN(nb_weightnorm_forward)(L->ueff, L->unorm, params + L->u, params + L->gu, G, H);
         W = L->weff;
@@ -683,7 +686,7 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
         memcpy(L->h + (size_t)b * H, params + L->h0, sizeof(real) * H);
         memset(L->c + (size_t)b * H, 0, sizeof(real) * H);
     }
-    if (kind == NB_NORM_BATCH) {
+    if (kind == NB_FK_BATCH) {
         sweep_fwd_batch(L, out, U, row_threads(L), params);
         return;
     }
@@ -703,7 +706,7 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
                 const size_t sr = (size_t)t * B + b;
                 gate_row(L, t, b, a_row(L, t, b), L->r + sr * G, params);
                 cell_out(L, out, t, b, L->c + (sr + B) * H, L->g + sr * G, L->h + sr * H,
-                         L->tc + sr * H, L->h + (sr + B) * H, has_norm(kind), kind == NB_NORM_LAYER,
+                         L->tc + sr * H, L->h + (sr + B) * H, has_norm(kind), kind == NB_FK_LAYER,
                          params);
             }
         }
@@ -767,8 +770,8 @@ static inline void acc(double *p, const real *v, int n) {
 static inline void bwd_row(FN(nb_lstm) * L, double *P, real *dh, real *dh2, const real *dout, int t,
                            int b, const real *params) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
-    const nb_norm_kind kind = L->norm.kind;
-    const int fused = has_norm(kind), ln = kind == NB_NORM_LAYER;
+    const int kind = nb_fused_kind(L->norm.kind);
+    const int fused = has_norm(kind), ln = kind == NB_FK_LAYER;
     double *ps1 = P, *pb1 = P + G, *ps2 = P + 2 * G, *pb2 = P + 3 * G, *pbias = P + 4 * G;
     double *ps3 = P + 5 * G, *pb3 = P + 5 * G + H;
     const size_t sr = (size_t)t * B + b;
@@ -914,9 +917,9 @@ static real *sweep_bwd_batch(FN(nb_lstm) * L, const real *dout, const real *U, i
 void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *dout,
                           const real *dfinal, const real *params) {
     const int B = L->B, T = L->T, C = L->C, H = L->H, G = L->G;
-    const nb_norm_kind kind = L->norm.kind;
-    const real *W = kind == NB_NORM_WEIGHT ? L->weff : params + L->w;
-    const real *U = kind == NB_NORM_WEIGHT ? L->ueff : params + L->u;
+    const int kind = nb_fused_kind(L->norm.kind);
+    const real *W = kind == NB_FK_WEIGHT ? L->weff : params + L->w;
+    const real *U = kind == NB_FK_WEIGHT ? L->ueff : params + L->u;
     real *dxw = L->xw; /* x·W^T is no longer needed: its buffer takes its gradient */
 
     if (dfinal)
@@ -927,8 +930,8 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
     memset(L->part, 0, sizeof(double) * L->part_stride * (size_t)L->nthr);
 
     const int nt = row_threads(L);
-    real *dhf = kind == NB_NORM_BATCH ? sweep_bwd_batch(L, dout, U, nt, params)
-                                      : sweep_bwd_rows(L, dout, U, nt, params);
+    real *dhf = kind == NB_FK_BATCH ? sweep_bwd_batch(L, dout, U, nt, params)
+                                    : sweep_bwd_rows(L, dout, U, nt, params);
     if (dhf != L->dh) {
         L->dh2 = L->dh;
         L->dh = dhf;
@@ -961,7 +964,7 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
         }
     }
     real *dW = grads + L->w, *dU = grads + L->u;
-    if (kind == NB_NORM_WEIGHT) {
+    if (kind == NB_FK_WEIGHT) {
         memset(L->dweff, 0, sizeof(real) * G * C);
         memset(L->dueff, 0, sizeof(real) * G * H);
         dW = L->dweff;
@@ -975,7 +978,7 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
     if (dx)
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, G, 1, dxw, G, W, C, 1, dx,
                    C);
-    if (kind == NB_NORM_WEIGHT) {
+    if (kind == NB_FK_WEIGHT) {
         FN(nb_weightnorm_backward)
         (grads + L->w, grads + L->gw, L->dweff, params + L->w, params + L->gw, L->wnorm, G, C);
         FN(nb_weightnorm_backward)

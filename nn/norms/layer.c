@@ -28,6 +28,7 @@ const nb_norm_def nb_norm_layer = {
     .acts = NB_ON_ROWS,
     .params = NB_NP_GAIN | NB_NP_SHIFT,
     .nstats = 2,
+    .fused = NB_FUSED_CENTRED,
     .in_all = 1,
     .cuda = 1,
     .ops = &nb_norm_ops_layer,

@@ -21,6 +21,15 @@ typedef enum nb_norm_acts {
     NB_ON_WEIGHTS   /* a layer's weights (weight): the model reparameterizes them */
 } nb_norm_acts;
 
+/* The row statistics a fused path (the GRU's gates, the LSTM, the convolution per channel:
+ * docs/numerics.md#norm-modules) computes inline for a row-wise norm. A row-wise norm with
+ * NB_FUSED_NONE has no fused form: those models take it only through its kernels (ops). */
+typedef enum nb_norm_fused {
+    NB_FUSED_NONE,    /* none */
+    NB_FUSED_CENTRED, /* mean and r = 1/sqrt(var + eps) over the row (LayerNorm) */
+    NB_FUSED_SCALED   /* r = 1/sqrt(mean(x²) + eps) over the row's first k values (RMS, pRMS) */
+} nb_norm_fused;
+
 /* The per-feature parameters a norm adds at a site (bits of nb_norm_def.params). */
 enum {
     NB_NP_GAIN = 1,   /* a gain g (C), initialized to 1 */
@@ -37,10 +46,11 @@ typedef struct nb_norm_def {
     const char *scalar_name; /* their tensor name's stem ("alpha") */
     /* the scalars' initial values from the run's configuration */
     double (*scalar_init)(const nb_norm_cfg *cfg);
-    int nstats;   /* statistics forward caches: 0, 1 (st0) or 2 (st0, st1) vectors */
-    int k_of_row; /* the row's k is the pRMS fraction's (nb_prms_k), else the whole row */
-    int in_all;   /* in the norm lists 'all' (sweep --norms all, bench) */
-    int cuda;     /* the CUDA backend (nn/cuda/) has its kernels, tested on a GPU */
+    int nstats;          /* statistics forward caches: 0, 1 (st0) or 2 (st0, st1) vectors */
+    int k_of_row;        /* the row's k is the pRMS fraction's (nb_prms_k), else the whole row */
+    nb_norm_fused fused; /* its statistics in the fused paths, or none */
+    int in_all;          /* in the norm lists 'all' (sweep --norms all, bench) */
+    int cuda;            /* the CUDA backend (nn/cuda/) has its kernels, tested on a GPU */
     /* the kernels (NULL for nothing and weights); a generic file takes its precision's as
      * def->FN(ops) */
     const nb_norm_ops *ops;

@@ -29,6 +29,7 @@ const nb_norm_def nb_norm_prms = {
     .acts = NB_ON_ROWS,
     .params = NB_NP_GAIN,
     .nstats = 1,
+    .fused = NB_FUSED_SCALED,
     .k_of_row = 1,
     .in_all = 1,
     .cuda = 1,

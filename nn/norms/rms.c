@@ -27,6 +27,7 @@ const nb_norm_def nb_norm_rms = {
     .acts = NB_ON_ROWS,
     .params = NB_NP_GAIN,
     .nstats = 1,
+    .fused = NB_FUSED_SCALED,
     .in_all = 1,
     .cuda = 1,
     .ops = &nb_norm_ops_rms,
