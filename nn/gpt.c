@@ -379,7 +379,7 @@ model *FN(nb_gpt_new)(const nb_gpt_cfg *cfg, nb_layout *layout, int max_batch, n
     if (nb_norm_get(cfg->norm.kind)->acts == NB_ON_FEATURES) {
         nb_errf(err, "the language model cannot use --norm batch: statistics over a batch's "
                      "positions would carry later characters into earlier predictions");
-        nb_hintf(err, "use a row-wise norm: none, layer, rms, prms or weight");
+        nb_hintf(err, "use a row-wise norm: none, layer, rms, prms, dyt or weight");
         return NULL;
     }
     if (cfg->layers < 1 || cfg->dim < 1 || cfg->heads < 1 || cfg->dim % cfg->heads != 0 ||

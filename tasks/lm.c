@@ -146,7 +146,7 @@ static int lm_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_er
     if (nb_norm_get(cfg->norm.kind)->acts == NB_ON_FEATURES) {
         nb_errf(err, "task lm cannot use --norm batch: statistics over a batch's positions would "
                      "carry later characters into earlier predictions");
-        return nb_hintf(err, "use a row-wise norm: none, weight, layer, rms or prms");
+        return nb_hintf(err, "use a row-wise norm: none, weight, layer, rms, prms or dyt");
     }
     if (!given_has(given, ngiven, "steps"))
         cfg->steps = given_has(given, ngiven, "epochs") ? 0 : p->steps;
@@ -679,6 +679,7 @@ const nb_task nb_task_lm = {
     .bench_step = lm_bench_step,
     .bench_close = lm_bench_close,
     .bench_batches = lm_batches,
+    .dyt = 1, /* DyT at every norm site, the final norm too (pre-norm), as in the DyT paper */
     .target = {"val_loss", 2.0, 0},
     .paper = "nanoGPT (Karpathy), shakespeare_char: the cpu configuration (4 layers, 4 heads, "
              "width 128, context 64, batch 12, 2000 iterations, dropout 0) reaches validation "

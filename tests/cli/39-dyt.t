@@ -1,6 +1,6 @@
 #!/bin/bash
 # DyT (Dynamic Tanh, nn/dyt.c): --norm dyt and --dyt-alpha in the tasks that have it (mnist's
-# MLP, mt's Transformer post- and pre-norm), refused elsewhere and on CUDA; its rows in `bench kernels` (TAP, for prove). The
+# MLP, mt's Transformer post- and pre-norm, lm's GPT pre- and post-norm), refused elsewhere and on CUDA; its rows in `bench kernels` (TAP, for prove). The
 # kernels' own checks (the float tanh against libm, gradients, PyTorch reference) are
 # tests/test_dyt.c; the MLP's gradients with dyt, tests/test_mlp.c.
 set -u
@@ -41,7 +41,7 @@ if [ "$l1" != "$l2" ]; then ok "--dyt-alpha changes training"; else not_ok "--dy
 check "a bad --dyt-alpha is a usage error" 2 "$NB" run mnist --norm dyt --dyt-alpha 0 --dataset synthetic --steps 1
 for t in cifar order reader; do
     check "run $t --norm dyt is refused (not yet)" 2 "$NB" run "$t" --norm dyt --dataset synthetic --steps 1 --no-fetch
-    has "it names the tasks that have dyt" "$tmp/err" "--norm dyt is implemented for the task\(s\) mnist, mt, not '$t'"
+    has "it names the tasks that have dyt" "$tmp/err" "--norm dyt is implemented for the task\(s\) mnist, mt, lm, not '$t'"
 done
 check "mt --model rnnsearch --norm dyt is refused (not yet)" 2 "$NB" run mt --norm dyt --dataset synthetic --steps 1
 has "it says dyt is for the Transformer" "$tmp/err" 'implemented for --model transformer, not for rnnsearch'
@@ -58,6 +58,17 @@ if [ "$st" = finished,finished ]; then ok "both Transformer runs finished"; else
 bad=$(sqlite3 "$tmp/t.db" "select count(*) from metrics m join runs r on r.id = m.run where r.task = 'mt' and m.name = 'train_loss' and not (m.value = m.value and abs(m.value) < 1e6)")
 nl=$(sqlite3 "$tmp/t.db" "select count(*) from metrics m join runs r on r.id = m.run where r.task = 'mt' and m.name = 'train_loss'")
 if [ "$bad" = 0 ] && [ "${nl:-0}" -gt 1 ]; then ok "their training losses are finite"; else not_ok "their training losses are finite" "$bad bad of $nl"; fi
+# lm's GPT, pre-norm (DyT in the final norm too, as the DyT paper) and post-norm, a small model
+for pos in pre post; do
+    check "run lm --norm dyt --norm-position $pos (30 steps)" 0 env OMP_NUM_THREADS=2 "$NB" run lm --norm dyt --norm-position $pos --layers 2 --heads 2 --dim 32 --context 32 --eval-every 15 --eval-windows 8 --dataset synthetic --steps 30 --quiet
+done
+st=$(sqlite3 "$tmp/t.db" "select group_concat(status) from runs where task = 'lm' and norm = 'dyt'")
+if [ "$st" = finished,finished ]; then ok "both lm runs finished"; else not_ok "both lm runs finished" "$st"; fi
+bad=$(sqlite3 "$tmp/t.db" "select count(*) from metrics m join runs r on r.id = m.run where r.task = 'lm' and m.name in ('train_loss', 'val_loss') and not (m.value = m.value and abs(m.value) < 1e6)")
+nl=$(sqlite3 "$tmp/t.db" "select count(*) from metrics m join runs r on r.id = m.run where r.task = 'lm' and m.name = 'val_loss'")
+if [ "$bad" = 0 ] && [ "${nl:-0}" -ge 2 ]; then ok "their losses are finite, validated"; else not_ok "their losses are finite, validated" "$bad bad, $nl val_loss"; fi
+a3=$(sqlite3 "$tmp/t.db" "select json_extract(config, '$.dyt_alpha') from runs where task = 'lm' limit 1")
+if [ "$a3" = 0.5 ]; then ok "lm: alpha recorded"; else not_ok "lm: alpha recorded" "got '$a3'"; fi
 check "sweep mnist --norms dyt,layer --dry-run" 0 "$NB" sweep mnist --norms dyt,layer --seeds 1 --dry-run
 has "the sweep has a dyt job" "$tmp/out" '--norm dyt'
 echo "1..$n"
