@@ -163,12 +163,13 @@ $(BUILD)/fuzz/%.run: FORCE
 	@c=tests/fuzz/corpus/$(patsubst fuzz_%,%,$*); echo "== $(@:.run=) $$c"; \
 	  $(TEST_ENV) $(@:.run=) $$c || { echo "FAILED: $(@:.run=)"; exit 1; }
 
-# The test build: the product plus the test task of tests/task_toy.c, registered by that file
-# alone (tests/cli/13-toy.t): a task lives in one file.
+# The test build: the product plus the test task of tests/task_toy.c and the test norm of
+# tests/norm_centre.c, each registered by its file alone (tests/cli/13-tasks.t,
+# tests/cli/41-test-norm.t): a task lives in one file, and so does a norm.
 TOY_BIN := $(BUILD)/tests/normbench-toy
-$(TOY_BIN): $(CMD_OBJ) $(LIB) tests/task_toy.c
+$(TOY_BIN): $(CMD_OBJ) $(LIB) tests/task_toy.c tests/norm_centre.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $(CMD_OBJ) tests/task_toy.c $(LIB) $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) -o $@ $(CMD_OBJ) tests/task_toy.c tests/norm_centre.c $(LIB) $(LDLIBS_ALL)
 
 # A split of mt's synthetic transduction as text (tests/cli/76-mt.t scores a translation of it).
 SYNTH_BIN := $(BUILD)/tests/mt-synth-text
@@ -263,13 +264,13 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --suppress=missingIncludeSystem --inline-suppr -I. $(LIB_SRC) $(CMD_SRC)
 	clang-format --dry-run --Werror $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h nn/norms/*.h) \
-	  $(FUZZ_SRC) tests/fuzz/driver.c tests/task_toy.c tests/mt_synth_text.c
+	  $(FUZZ_SRC) tests/fuzz/driver.c tests/task_toy.c tests/norm_centre.c tests/mt_synth_text.c
 	@! grep -n -E '\b(atoi|atol|sprintf|strcpy|strcat|gets)\s*\(' $(LIB_SRC) $(CMD_SRC) \
 	  || { echo "lint: banned function (use strtol/snprintf/memcpy)"; exit 1; }
 
 format:
 	clang-format -i $(LIB_SRC) $(CMD_SRC) $(TEST_SRC) $(wildcard */*.h nn/norms/*.h) $(FUZZ_SRC) \
-	  tests/fuzz/driver.c tests/task_toy.c tests/mt_synth_text.c
+	  tests/fuzz/driver.c tests/task_toy.c tests/norm_centre.c tests/mt_synth_text.c
 
 # install-files copies what is built, building nothing (tests/cli/78-install.t uses it).
 install: $(BIN) $(MAN)
