@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "nn/nn.h"
 #include "util/file.h"
 #include "util/json.h"
 #include "util/outpath.h"
@@ -112,30 +113,30 @@ int nb_plot_downsample(int n, int max, int *idx) {
 
 /* ---- which runs ------------------------------------------------------------------------- */
 
-/* batch-everywhere: the reader's --bn-everywhere runs, in a lighter shade of batch's green */
+/* The norms in the norm table's order with its colours (nn/norms/), then the labels a task
+ * records runs under: batch-everywhere, the reader's --bn-everywhere runs, in a lighter shade of
+ * batch's green. */
 static const struct {
     const char *norm, *color;
-} norm_colors[] = {
-    {"none", "#7f7f7f"},
-    {"batch", "#2ca02c"},
-    {"weight", "#8c564b"},
-    {"layer", "#1f77b4"},
-    {"rms", "#d62728"},
-    {"prms", "#ff7f0e"},
+} label_colors[] = {
     {"batch-everywhere", "#98df8a"},
 };
-enum { NNORMS = sizeof norm_colors / sizeof norm_colors[0] };
+enum { NLABELS = sizeof label_colors / sizeof label_colors[0] };
 
 static int norm_rank(const char *norm) {
-    for (int i = 0; i < NNORMS; i++)
-        if (strcmp(norm, norm_colors[i].norm) == 0) return i;
-    return NNORMS;
+    nb_norm_kind k;
+    if (nb_norm_from_name(norm, &k) == 0) return (int)k;
+    for (int i = 0; i < NLABELS; i++)
+        if (strcmp(norm, label_colors[i].norm) == 0) return nb_norm_count() + i;
+    return nb_norm_count() + NLABELS;
 }
 
 const char *nb_plot_norm_color(const char *norm) {
     static const char *const others[] = {"#9467bd", "#e377c2", "#17becf", "#bcbd22"};
     int r = norm_rank(norm);
-    if (r < NNORMS) return norm_colors[r].color;
+    const nb_norm_def *nd = r < nb_norm_count() ? nb_norm_get((nb_norm_kind)r) : NULL;
+    if (nd && nd->color) return nd->color;
+    if (!nd && r < nb_norm_count() + NLABELS) return label_colors[r - nb_norm_count()].color;
     unsigned h = 0; /* a stable color for an unknown name */
     for (const char *p = norm; *p; p++)
         h = h * 31 + (unsigned char)*p;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/nn.h"
 #include "results/proc.h"
 #include "results/provenance.h"
 #include "results/store_internal.h"
@@ -261,13 +262,20 @@ void nb_run_detail_free(nb_run_detail *d) {
 
 /* ---- report ------------------------------------------------------------------------------- */
 
-/* Display order of the norms; names not listed sort after, alphabetically. */
+/* Display order of the norms: the norm table's (nn/norms/), a task's label for a norm with an
+ * option ("NORM-label": reader's batch-everywhere) right after its norm; names not in the table
+ * sort after, alphabetically. */
 static int norm_rank(const char *norm) {
-    static const char *const order[] = {"none", "batch", "batch-everywhere", "weight", "layer",
-                                        "rms",  "prms"}; /* reader --bn-everywhere */
-    for (int i = 0; i < (int)(sizeof order / sizeof order[0]); i++)
-        if (strcmp(norm, order[i]) == 0) return i;
-    return 100;
+    nb_norm_kind k;
+    if (nb_norm_from_name(norm, &k) == 0) return 2 * (int)k;
+    const char *dash = strchr(norm, '-');
+    char base[32];
+    if (dash && (size_t)(dash - norm) < sizeof base) {
+        memcpy(base, norm, (size_t)(dash - norm));
+        base[dash - norm] = '\0';
+        if (nb_norm_from_name(base, &k) == 0) return 2 * (int)k + 1;
+    }
+    return 1000;
 }
 
 static int group_cmp(const void *a, const void *b) {

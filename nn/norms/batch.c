@@ -25,6 +25,7 @@ extern const nb_norm_ops_f64 nb_norm_ops_batch_f64;
 const nb_norm_def nb_norm_batch = {
     .name = "batch",
     .help = "BatchNorm: each feature normalized over the batch",
+    .color = "#2ca02c",
     .acts = NB_ON_FEATURES,
     .params = NB_NP_GAIN | NB_NP_SHIFT | NB_NP_RUNNING,
     .nstats = 2,

@@ -367,6 +367,7 @@ extern const nb_norm_ops_f64 nb_norm_ops_dyt_f64;
 const nb_norm_def nb_norm_dyt = {
     .name = "dyt",
     .help = "DyT: y = g*tanh(alpha*x) + b, alpha one learned scalar per site (--dyt-alpha)",
+    .color = "#9467bd",
     .acts = NB_ON_ROWS,
     .params = NB_NP_GAIN | NB_NP_SHIFT,
     .nscalars = 1,

@@ -25,6 +25,7 @@ extern const nb_norm_ops_f64 nb_norm_ops_layer_f64;
 const nb_norm_def nb_norm_layer = {
     .name = "layer",
     .help = "LayerNorm: each row centred and scaled by its standard deviation",
+    .color = "#1f77b4",
     .acts = NB_ON_ROWS,
     .params = NB_NP_GAIN | NB_NP_SHIFT,
     .nstats = 2,

@@ -4,6 +4,7 @@
 const nb_norm_def nb_norm_none = {
     .name = "none",
     .help = "no normalization (the baseline)",
+    .color = "#7f7f7f",
     .acts = NB_ON_NOTHING,
     .in_all = 1,
     .cuda = 1,

@@ -38,8 +38,9 @@ enum {
 };
 
 typedef struct nb_norm_def {
-    const char *name; /* as --norm takes it, stored with runs */
-    const char *help; /* one line: what it computes */
+    const char *name;  /* as --norm takes it, stored with runs */
+    const char *help;  /* one line: what it computes */
+    const char *color; /* its colour in plots (#rrggbb); NULL: one derived from the name */
     nb_norm_acts acts;
     unsigned params;         /* NB_NORM_P_* */
     int nscalars;            /* scalars per site (DyT: alpha), trained */

@@ -26,6 +26,7 @@ extern const nb_norm_ops_f64 nb_norm_ops_prms_f64;
 const nb_norm_def nb_norm_prms = {
     .name = "prms",
     .help = "partial RMSNorm: the RMS of the first p of each row scales it all",
+    .color = "#ff7f0e",
     .acts = NB_ON_ROWS,
     .params = NB_NP_GAIN,
     .nstats = 1,

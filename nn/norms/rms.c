@@ -24,6 +24,7 @@ extern const nb_norm_ops_f64 nb_norm_ops_rms_f64;
 const nb_norm_def nb_norm_rms = {
     .name = "rms",
     .help = "RMSNorm: each row scaled by its root mean square",
+    .color = "#d62728",
     .acts = NB_ON_ROWS,
     .params = NB_NP_GAIN,
     .nstats = 1,

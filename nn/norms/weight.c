@@ -7,6 +7,7 @@
 const nb_norm_def nb_norm_weight = {
     .name = "weight",
     .help = "WeightNorm: w = g*v/||v|| per output unit",
+    .color = "#8c564b",
     .acts = NB_ON_WEIGHTS,
     .params = NB_NP_GAIN,
     .in_all = 1,
