@@ -35,7 +35,7 @@ has "it says why" "$tmp/err" 'centre is not implemented for the CNN yet: its fus
 
 # report: the norms in the table's order (the test norm, registered last, after dyt), not by name
 check "run mnist --norm dyt (10 steps)" 0 env OMP_NUM_THREADS=2 "$TOY" run mnist --norm dyt --dataset synthetic --steps 10 --quiet
-check "report" 0 "$TOY" report
+check "report --task mnist" 0 "$TOY" report --task mnist
 order=$(awk '$1 == "dyt" || $1 == "centre" { printf "%s ", $1 }' "$tmp/out")
 if [ "$order" = "dyt centre " ]; then ok "report: dyt, then centre (the table's order)"; else not_ok "report: the table's order" "$order"; fi
 check "bench kernels --norms layer,centre" 0 env OMP_NUM_THREADS=1 "$TOY" bench kernels --norms layer,centre --format csv
