@@ -1,7 +1,7 @@
 /* cmd/cmd_bench.c — `normbench bench kernels|step TASK`: timings as ratios against a baseline
  * measured in the same run, with the thread and BLAS settings printed beside them. */
 #include "cmd/cmd.h"
-#include "cmd/mpi.h"
+#include "run/mpi.h"
 
 #include "nn/blas.h"
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/mpi.h"
+#include "run/mpi.h"
 #include "cmd/progress.h"
 #include "nn/cuda/nbcuda.h"
 #include "results/query.h"

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/mpi.h"
+#include "run/mpi.h"
 #include "nn/nn.h"
 #include "results/provenance.h"
 #include "results/query.h"

@@ -13,7 +13,7 @@
 #include <strings.h>
 
 #include "buildinfo.h"
-#include "cmd/mpi.h"
+#include "run/mpi.h"
 #include "datasets/registry.h"
 #include "nn/types.h"
 #include "tasks/task.h"

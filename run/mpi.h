@@ -1,4 +1,4 @@
-/* cmd/mpi.h — normbench under an MPI launcher (Open MPI's mpirun, PMIx, Slurm's srun).
+/* run/mpi.h — normbench under an MPI launcher (Open MPI's mpirun, PMIx, Slurm's srun).
  *
  * MPI is started only when a launcher's environment variables say the process is one rank of a
  * job (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK, SLURM_STEP_NUM_TASKS) or when --mpi is given;
@@ -17,8 +17,8 @@
  *   (nb_mpi_share_resume), which train from a private copy of the checkpoint.
  *
  * Only cmd/ includes mpi.h; the rest of normbench knows nothing of MPI. */
-#ifndef NB_CMD_MPI_H
-#define NB_CMD_MPI_H
+#ifndef NB_RUN_MPI_H
+#define NB_RUN_MPI_H
 
 #include <signal.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
-/* cmd/mpi.c — start-up under a launcher, and the messages between rank 0 (which holds the
- * store) and the other ranks (see cmd/mpi.h). */
+/* run/mpi.c — start-up under a launcher, and the messages between rank 0 (which holds the
+ * store) and the other ranks (see run/mpi.h). */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
-#include "cmd/mpi.h"
+#include "run/mpi.h"
 
 #include <mpi.h>
 
@@ -657,7 +657,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop) {
 
 /* ---- a data-parallel run's resume ------------------------------------------------------------ */
 
-/* ---- the set-up agreements (cmd/mpi.h) ------------------------------------------------------ */
+/* ---- the set-up agreements (run/mpi.h) ------------------------------------------------------ */
 
 static int setup_pending = 0;
 /* every rank's data_dir, from the configuration's agreement (for the data's message) */
