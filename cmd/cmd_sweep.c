@@ -309,14 +309,15 @@ typedef struct own_job {
 
 static void *own_main(void *p) {
     own_job *o = p;
-    nb_run_host h = {.stop = &sweep_stop,
-                     .rec = &o->rec,
-                     .resume_run = o->mj.resume_run,
-                     .resume_step = o->mj.resume_step,
-                     .resume_ident = &o->mj.ident,
-                     .resume_ckpt = o->mj.ckpt,
-                     .no_result_line = 1};
-    o->code = nb_run_exec(o->argc, o->argv, &h);
+    nb_job j;
+    int code = nb_run_job_build(o->argc, o->argv, &j);
+    if (code == 0) {
+        nb_job_host(&j, &o->rec, &sweep_stop, o->mj.resume_run, o->mj.resume_step, &o->mj.ident,
+                    o->mj.ckpt);
+        code = nb_job_exec(&j);
+    }
+    nb_job_free(&j);
+    o->code = code < 0 ? NB_EXIT_OK : code;
     __atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -344,9 +345,10 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     int64_t step = 0;
     int nargs = 0;
     int scratch = !has_checkpoint(db, jb->run);
-    if (nb_run_resume_prepare(store, db, jb->run, scratch, buf, args + 1, 250, &nargs, ckpt, size,
-                              &step, &mj->ident) != 0)
-        return -1;
+    if (nb_job_resume_prepare(store, db, jb->run, scratch, buf, ckpt, size, &step, &mj->ident, NULL,
+                              NULL, &err) != 0)
+        return nb_report_err(&err), -1;
+    nargs = nb_job_split_args(*buf, args, 1, 251) - 1;
     if (nb_run_resume(store, jb->run, step, &err) != 0) {
         free(*buf);
         *buf = NULL;
@@ -1029,7 +1031,7 @@ int cmd_sweep(int argc, const char **argv) {
             sigaction(SIGINT, &sa, NULL);
             sigaction(SIGTERM, &sa, NULL);
             sigaction(SIGHUP, &sa, NULL);
-            nb_mpi_sweep_worker(&sweep_stop);
+            nb_mpi_sweep_worker(&sweep_stop, nb_run_job_build);
         }
         rc = NB_EXIT_OK;
         goto out;
