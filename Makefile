@@ -32,9 +32,10 @@ LIB_SRC  := $(sort $(wildcard util/*.c nn/*.c datasets/*.c results/*.c tasks/*.c
 # Generic kernels (nn/real.h) are compiled a second time in double precision for the
 # finite-difference tests; see nn/nn.h.
 GENERIC  := $(shell grep -l '^#include "real.h"' nn/*.c 2>/dev/null)
-# The program above the library: the commands (cmd/), and the run layer (run/: a run as a value,
-# executed in-process or over MPI) and the benchmarks (bench/) that they call.
-CMD_SRC  := $(sort $(wildcard cmd/*.c run/*.c bench/*.c))
+# The program above the library: the commands (cmd/), and what they call: the run layer (run/: a
+# run as a value, executed in-process or over MPI), the benchmarks (bench/) and the report's
+# tables and HTML page (report/). See docs/source-tour.md.
+CMD_SRC  := $(sort $(wildcard cmd/*.c run/*.c bench/*.c report/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 # Fuzz targets (libFuzzer entry points), one per parser: tests/fuzz/fuzz_NAME.c with seeds in
 # tests/fuzz/corpus/NAME/. Adding a file adds the target; see tests/fuzz/driver.c.

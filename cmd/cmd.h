@@ -16,7 +16,7 @@
 #include "tasks/checkpoint.h"
 #include "util/err.h"
 
-#define NB_VERSION "0.1.0"
+#include "util/version.h" /* NB_VERSION */
 
 int cmd_run(int argc, const char **argv);
 int cmd_runs(int argc, const char **argv);
