@@ -78,7 +78,7 @@ char *nb_compute_json(void);
 /* ---- messages (stderr) ------------------------------------------------------------------- */
 
 /* A note on stderr when the environment's OPENBLAS_CORETYPE holds kernels older than the
- * processor supports (timings would not show what the machine can do). cmd/main.c */
+ * processor supports (timings would not show what the machine can do). cmd/compute.c */
 void nb_note_blas_core(void);
 
 /* "error: MSG" then, if the hint is set, "hint: HINT". Returns NB_EXIT_FAIL. */

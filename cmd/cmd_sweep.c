@@ -307,17 +307,23 @@ typedef struct own_job {
     char *buf;
 } own_job;
 
-static void *own_main(void *p) {
-    own_job *o = p;
+/* A job handed to a rank (nb_mpi_sweep_worker; rank 0's own, own_main): built from its
+ * arguments, hosted, executed. */
+static int rank_job(int argc, const char **argv, const nb_mpi_job *mj, const char *ckpt,
+                    const nb_run_rec *rec, volatile sig_atomic_t *stop) {
     nb_job j;
-    int code = nb_run_job_build(o->argc, o->argv, &j);
+    int code = nb_run_job_build(argc, argv, &j);
     if (code == 0) {
-        nb_job_host(&j, &o->rec, &sweep_stop, o->mj.resume_run, o->mj.resume_step, &o->mj.ident,
-                    o->mj.ckpt);
+        nb_job_host(&j, rec, stop, mj->resume_run, mj->resume_step, &mj->ident, ckpt);
         code = nb_job_exec(&j);
     }
     nb_job_free(&j);
-    o->code = code < 0 ? NB_EXIT_OK : code;
+    return code < 0 ? NB_EXIT_OK : code;
+}
+
+static void *own_main(void *p) {
+    own_job *o = p;
+    o->code = rank_job(o->argc, o->argv, &o->mj, o->mj.ckpt, &o->rec, &sweep_stop);
     __atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -1031,7 +1037,7 @@ int cmd_sweep(int argc, const char **argv) {
             sigaction(SIGINT, &sa, NULL);
             sigaction(SIGTERM, &sa, NULL);
             sigaction(SIGHUP, &sa, NULL);
-            nb_mpi_sweep_worker(&sweep_stop, nb_run_job_build);
+            nb_mpi_sweep_worker(&sweep_stop, rank_job);
         }
         rc = NB_EXIT_OK;
         goto out;

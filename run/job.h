@@ -101,10 +101,6 @@ void nb_job_free(nb_job *j);
 /* How a job is built from a `run` argument vector (argv[0] = "run"): cmd/cmd_run.c's
  * nb_run_parse. Returns 0, -1 (help was printed: exit 0) or an exit status after the message. */
 typedef int (*nb_job_parse_fn)(int argc, const char **argv, nb_job *j);
-/* How a job is built whole from a `run` argument vector (nb_job_init with the command's io, then
- * the parse): cmd/cmd_run.c's nb_run_job_build. Returns as nb_job_parse_fn; the job is to be
- * freed either way. */
-typedef int (*nb_job_build_fn)(int argc, const char **argv, nb_job *j);
 
 /* The run id of store db to resume (from_scratch: start it over under its id; quiet: no
  * progress), built into j: the run's claimability and checkpoint (its identity checked), how it

@@ -604,7 +604,7 @@ static void clear_dir(const char *dir, int rmdir_too) {
     if (rmdir_too) rmdir(dir);
 }
 
-int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_job_build_fn build) {
+int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
     /* checkpoints are written here, then copied to rank 0 */
     char dir[4096];
     const char *tmp = getenv("TMPDIR");
@@ -656,15 +656,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_job_build_fn build) {
                                 write_atomic(ckpt, job.ckpt, job.ckpt_len, &err) != 0)) {
             report_err(&err);
         } else {
-            nb_job j;
-            code = build(nargs, args, &j);
-            if (code == 0) {
-                nb_job_host(&j, &rec, stop, job.resume_run, job.resume_step, &job.ident,
-                            job.ckpt ? ckpt : NULL);
-                code = nb_job_exec(&j);
-            }
-            nb_job_free(&j);
-            if (code < 0) code = NB_EXIT_OK;
+            code = run(nargs, args, &job, job.ckpt ? ckpt : NULL, &rec, stop);
         }
         clear_dir(dir, 0); /* rank 0 keeps the checkpoints: these copies go */
         free(job.args);

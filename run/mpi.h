@@ -152,10 +152,16 @@ typedef struct nb_mpi_heard {
  * and answers it; record requests are written to store (checkpoints beside db). */
 nb_mpi_event nb_mpi_poll(nb_store *store, const char *db, int wait, nb_mpi_heard *heard);
 
-/* A rank other than 0: asks rank 0 for jobs, builds each from its arguments with build and
- * executes it in this process, recording through rank 0, until rank 0 says there is no more
- * work. stop is the rank's stop flag (signals). Returns 0. */
-int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_job_build_fn build);
+/* How a rank runs a job handed to it: builds it from its `run` arguments (argc, argv), hosts
+ * it (records through rec, stops on *stop; resumes job->resume_run from ckpt, NULL: from scratch)
+ * and executes it (run/job.h). Returns the exit status. */
+typedef int (*nb_mpi_job_fn)(int argc, const char **argv, const nb_mpi_job *job, const char *ckpt,
+                             const nb_run_rec *rec, volatile sig_atomic_t *stop);
+
+/* A rank other than 0: asks rank 0 for jobs and runs each in this process with run, recording
+ * through rank 0, until rank 0 says there is no more work. stop is the rank's stop flag
+ * (signals). Returns 0. */
+int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run);
 
 /* The largest checkpoint sent between ranks: far above any model here (parameters and
  * optimizer state), a bound on what a damaged or foreign file can make a rank allocate. */
