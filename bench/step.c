@@ -191,190 +191,252 @@ int nb_bench_bn_rows(nb_bench *b, int B) {
     return b->dp && !b->bn_sync ? B / b->dist.size : B;
 }
 
-int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms,
-                  const int *batches, int nbatches, int iters, int fmt) {
+enum { MAXG = 64 };
+
+/* A step benchmark under way: its parameters, and per row (norm, batch) its samples and
+ * statistics (nb_bench_step's steps share it). */
+typedef struct step_run {
+    nb_bench *b;
+    const nb_task *task;
+    const int *norms, *batches;
+    int nnorms, nbatches, iters, fmt;
     char settings[1024];
-    nb_bench_settings_line(settings, sizeof settings);
-    if (b->dp) {
-        size_t l = strlen(settings);
-        snprintf(settings + l, sizeof settings - l, " ranks=%d bn_statistics=%s", b->dist.size,
-                 b->bn_sync ? "global" : "per-rank");
-    }
     /* data-parallel: per row, the median over steps of (time in the sums over the ranks) / (step
      * time), the median of that time, and the bytes summed per step */
-    size_t nrows = (size_t)nnorms * nbatches;
-    double *ar_share = malloc(sizeof(double) * nrows), *ar_ms = malloc(sizeof(double) * nrows);
-    double *ar_bytes = malloc(sizeof(double) * nrows);
-    double *comm = malloc(sizeof(double) * (size_t)nnorms * iters);
-    double *scratch = malloc(sizeof(double) * (size_t)iters);
-    double *solo_ms = malloc(sizeof(double) * nrows);
-    double *ssamples = malloc(sizeof(double) * (size_t)nnorms * iters);
-    int *sfilled = calloc((size_t)nnorms, sizeof(int));
-    void *solo[NB_NORM_COUNT + MAXLABELS] = {NULL};
-#define FREE_DP()                                                                                  \
-    free(ar_share), free(ar_ms), free(ar_bytes), free(comm), free(scratch), free(solo_ms),         \
-        free(ssamples), free(sfilled)
-    if (!ar_share || !ar_ms || !ar_bytes || !comm || !scratch || !solo_ms || !ssamples ||
-        !sfilled) {
-        FREE_DP();
-        return nb_bench_fail("out of memory");
-    }
-    double *ms = malloc(sizeof(double) * (size_t)nnorms * nbatches);
-    double *sd = malloc(sizeof(double) * (size_t)nnorms * nbatches);
-    double *med = malloc(sizeof(double) * (size_t)nnorms * nbatches);
-    double *lo = malloc(sizeof(double) * (size_t)nnorms * nbatches);
-    double *hi = malloc(sizeof(double) * (size_t)nnorms * nbatches);
-    double *boot = malloc(sizeof(double) * 2 * (size_t)iters);
-    if (!ms || !sd || !med || !lo || !hi || !boot) {
-        free(ms), free(sd), free(med), free(lo), free(hi), free(boot);
-        FREE_DP();
-        return nb_bench_fail("out of memory");
-    }
-    /* Per batch size: one model per norm, all open at once, timed in interleaved rounds of
-     * ROUND steps or ROUND_MS, whichever ends first (each round starting at the next norm), so
-     * that a slow spell of the machine is shared by all norms instead of landing on one; steps
-     * of seconds (mt) go one at a time. */
+    double *ar_share, *ar_ms, *ar_bytes, *comm, *scratch, *solo_ms, *ssamples;
+    int *sfilled;
+    void *solo[NB_NORM_COUNT + MAXLABELS];
+    double *ms, *sd, *med, *lo, *hi, *boot;
     void *inst[NB_NORM_COUNT + MAXLABELS];
-    int *filled = calloc((size_t)nnorms, sizeof(int));
-    double *samples = malloc(sizeof(double) * (size_t)nnorms * iters);
-    if (!filled || !samples) {
-        free(filled), free(samples), free(ms), free(sd), free(med), free(lo), free(hi), free(boot);
-        FREE_DP();
-        return nb_bench_fail("out of memory");
-    }
-    enum { MAXG = 64 };
+    int *filled;
+    double *samples;
     nb_gemm_shape gemms[MAXG];
-    int ngemm = 0, gemm_batch = 0;
-    double *gflop = calloc((size_t)nbatches, sizeof(double));
-    for (int bi = 0; bi < nbatches; bi++) {
-        nb_err err;
-        nb_err_clear(&err);
-        int failed = 0;
-        for (int i = 0; i < nnorms; i++) {
-            inst[i] = NULL;
-            filled[i] = 0;
-            ar_bytes[bi * nnorms + i] = NAN;
-            if (nb_bench_row_kind(b, norms[i]) == NB_NORM_BATCH &&
-                nb_bench_bn_rows(b, batches[bi]) < 2)
-                continue;
-            if (!(inst[i] = nb_bench_open_native(b, task, norms[i], batches[bi], 0, &err))) {
-                failed = 1;
-                break;
-            }
-        }
-        if (b->vs_threads && !failed) { /* rank 0's one-process instances; the others sleep */
-            double bad = 0;
-            for (int i = 0; i < nnorms && b->dist.rank == 0; i++) {
-                solo[i] = NULL;
-                sfilled[i] = 0;
-                if (!inst[i]) continue;
-                nb_bench_set_threads(b->solo_threads);
-                solo[i] = nb_bench_open_native(b, task, norms[i], batches[bi], 1, &err);
-                nb_bench_set_threads(b->rank_threads);
-                if (!solo[i]) {
-                    bad = 1;
-                    break;
-                }
-            }
-            nb_mpi_idle_barrier();
-            b->dist.sum_d(b->dist.ctx, &bad, 1);
-            if (bad > 0) {
-                failed = 1;
-                if (b->dist.rank != 0) nb_errf(&err, "rank 0 could not open the one-process step");
-            }
-        }
-        for (int r = 0; !failed; r++) {
-            int more = 0;
-            for (int j = 0; j < nnorms; j++) {
-                int i = (j + r) % nnorms;
-                if (!inst[i]) continue;
-                /* a round ends after ROUND steps or ROUND_MS; under mpirun after ROUND steps
-                 * only (every rank must take the same steps: each one sums over the ranks) */
-                double spent = 0;
-                for (int t = 0; t < ROUND && filled[i] < iters && (b->dp || spent < ROUND_MS);
-                     t++) {
-                    double c0 = b->dist.comm_seconds, st = task->bench_step(inst[i]);
-                    comm[(size_t)i * iters + filled[i]] = b->dist.comm_seconds - c0;
-                    samples[(size_t)i * iters + filled[i]++] = 1e3 * st;
-                    ar_bytes[bi * nnorms + i] = b->dist.comm_bytes;
-                    spent += 1e3 * st;
-                }
-                if (b->vs_threads) { /* then the same steps in rank 0 alone */
-                    if (b->dist.rank == 0 && solo[i]) {
-                        nb_bench_set_threads(b->solo_threads);
-                        for (int t = 0; t < ROUND && sfilled[i] < iters; t++)
-                            ssamples[(size_t)i * iters + sfilled[i]++] =
-                                1e3 * task->bench_step(solo[i]);
-                        nb_bench_set_threads(b->rank_threads);
-                    }
-                    nb_mpi_idle_barrier();
-                }
-                more |= filled[i] < iters;
-            }
-            if (!more) break;
-        }
-        for (int i = 0; i < nnorms && gflop; i++)
-            if (inst[i] && !failed) {
-                if (task->bench_flops) gflop[bi] = 1e-9 * task->bench_flops(inst[i]);
-                if (task->bench_gemms && bi == 0) {
-                    ngemm = task->bench_gemms(inst[i], gemms, MAXG);
-                    gemm_batch = batches[bi];
-                }
-                break;
-            }
-        int li = -1; /* layer's samples, for the intervals of vs_layer */
-        for (int i = 0; i < nnorms; i++)
-            if (norms[i] == NB_NORM_LAYER && inst[i] && filled[i] == iters) li = i;
-        for (int i = 0; i < nnorms; i++) {
-            int j = bi * nnorms + i;
-            lo[j] = hi[j] = NAN;
-            if (inst[i] && !failed && li >= 0 && i != li && filled[i] == iters)
-                nb_bench_ratio_interval(samples + (size_t)li * iters, iters,
-                                        samples + (size_t)i * iters, iters, boot, &lo[j], &hi[j]);
-        }
-        for (int i = 0; i < nnorms; i++) {
-            if (inst[i]) task->bench_close(inst[i]);
-            int j = bi * nnorms + i;
-            solo_ms[j] = NAN;
-            if (b->vs_threads && b->dist.rank == 0 && solo[i]) {
-                task->bench_close(solo[i]);
-                solo[i] = NULL;
-                if (sfilled[i] > 0)
-                    solo_ms[j] = nb_bench_median(ssamples + (size_t)i * iters, sfilled[i]);
-            }
-            if (failed || filled[i] == 0) {
-                ms[j] = sd[j] = med[j] = NAN;
-                continue;
-            }
-            double *v = samples + (size_t)i * iters, *c = comm + (size_t)i * iters;
-            ar_share[j] = ar_ms[j] = NAN;
-            if (b->dp) {
-                for (int k = 0; k < iters; k++)
-                    scratch[k] = c[k] * 1e3 / v[k];
-                ar_share[j] = nb_bench_median(scratch, iters);
-                for (int k = 0; k < iters; k++)
-                    scratch[k] = c[k] * 1e3;
-                ar_ms[j] = nb_bench_median(scratch, iters);
-            }
-            nb_bench_mean_std(v, iters, &ms[j], &sd[j]);
-            med[j] = nb_bench_median(v, iters);
-        }
-        if (failed) {
-            free(filled), free(samples), free(ms), free(sd), free(med), free(gflop);
-            free(lo), free(hi), free(boot);
-            FREE_DP();
-            return nb_bench_report(&err);
+    int ngemm, gemm_batch;
+    double *gflop;
+    int nw; /* the norm column's width */
+} step_run;
+
+static void step_free(step_run *s) {
+    free(s->ar_share), free(s->ar_ms), free(s->ar_bytes), free(s->comm), free(s->scratch);
+    free(s->solo_ms), free(s->ssamples), free(s->sfilled);
+    free(s->ms), free(s->sd), free(s->med), free(s->lo), free(s->hi), free(s->boot);
+    free(s->filled), free(s->samples), free(s->gflop);
+}
+
+/* Returns 0, or -1 when out of memory. */
+static int step_alloc(step_run *s) {
+    const size_t nrows = (size_t)s->nnorms * s->nbatches, iters = (size_t)s->iters;
+    s->ar_share = malloc(sizeof(double) * nrows), s->ar_ms = malloc(sizeof(double) * nrows);
+    s->ar_bytes = malloc(sizeof(double) * nrows);
+    s->comm = malloc(sizeof(double) * (size_t)s->nnorms * iters);
+    s->scratch = malloc(sizeof(double) * iters);
+    s->solo_ms = malloc(sizeof(double) * nrows);
+    s->ssamples = malloc(sizeof(double) * (size_t)s->nnorms * iters);
+    s->sfilled = calloc((size_t)s->nnorms, sizeof(int));
+    s->ms = malloc(sizeof(double) * nrows), s->sd = malloc(sizeof(double) * nrows);
+    s->med = malloc(sizeof(double) * nrows), s->lo = malloc(sizeof(double) * nrows);
+    s->hi = malloc(sizeof(double) * nrows), s->boot = malloc(sizeof(double) * 2 * iters);
+    s->filled = calloc((size_t)s->nnorms, sizeof(int));
+    s->samples = malloc(sizeof(double) * (size_t)s->nnorms * iters);
+    s->gflop = calloc((size_t)s->nbatches, sizeof(double));
+    return s->ar_share && s->ar_ms && s->ar_bytes && s->comm && s->scratch && s->solo_ms &&
+                   s->ssamples && s->sfilled && s->ms && s->sd && s->med && s->lo && s->hi &&
+                   s->boot && s->filled && s->samples
+               ? 0
+               : -1;
+}
+
+/* Opens every row's instance at batch bi (and rank 0's one-process ones for --against
+ * threads). Returns whether that failed (err set). */
+static int step_open(step_run *s, int bi, nb_err *err) {
+    nb_bench *b = s->b;
+    const nb_task *task = s->task;
+    const int *norms = s->norms, *batches = s->batches;
+    const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
+    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
+    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
+    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
+    double *samples = s->samples, *gflop = s->gflop;
+    int *sfilled = s->sfilled, *filled = s->filled;
+    void **solo = s->solo, **inst = s->inst;
+    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
+    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
+    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
+    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
+    int failed = 0;
+    for (int i = 0; i < nnorms; i++) {
+        inst[i] = NULL;
+        filled[i] = 0;
+        ar_bytes[bi * nnorms + i] = NAN;
+        if (nb_bench_row_kind(b, norms[i]) == NB_NORM_BATCH && nb_bench_bn_rows(b, batches[bi]) < 2)
+            continue;
+        if (!(inst[i] = nb_bench_open_native(b, task, norms[i], batches[bi], 0, err))) {
+            failed = 1;
+            break;
         }
     }
-    free(filled);
-    free(samples);
+    if (b->vs_threads && !failed) { /* rank 0's one-process instances; the others sleep */
+        double bad = 0;
+        for (int i = 0; i < nnorms && b->dist.rank == 0; i++) {
+            solo[i] = NULL;
+            sfilled[i] = 0;
+            if (!inst[i]) continue;
+            nb_bench_set_threads(b->solo_threads);
+            solo[i] = nb_bench_open_native(b, task, norms[i], batches[bi], 1, err);
+            nb_bench_set_threads(b->rank_threads);
+            if (!solo[i]) {
+                bad = 1;
+                break;
+            }
+        }
+        nb_mpi_idle_barrier();
+        b->dist.sum_d(b->dist.ctx, &bad, 1);
+        if (bad > 0) {
+            failed = 1;
+            if (b->dist.rank != 0) nb_errf(err, "rank 0 could not open the one-process step");
+        }
+    }
+    return failed;
+}
+
+/* Per batch size: one model per norm, all open at once, timed in interleaved rounds of
+ * ROUND steps or ROUND_MS, whichever ends first (each round starting at the next norm), so
+ * that a slow spell of the machine is shared by all norms instead of landing on one; steps
+ * of seconds (mt) go one at a time. */
+static void step_rounds(step_run *s, int bi) {
+    nb_bench *b = s->b;
+    const nb_task *task = s->task;
+    const int *norms = s->norms, *batches = s->batches;
+    const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
+    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
+    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
+    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
+    double *samples = s->samples, *gflop = s->gflop;
+    int *sfilled = s->sfilled, *filled = s->filled;
+    void **solo = s->solo, **inst = s->inst;
+    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
+    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
+    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
+    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
+    const int failed = 0;
+    for (int r = 0; !failed; r++) {
+        int more = 0;
+        for (int j = 0; j < nnorms; j++) {
+            int i = (j + r) % nnorms;
+            if (!inst[i]) continue;
+            /* a round ends after ROUND steps or ROUND_MS; under mpirun after ROUND steps
+             * only (every rank must take the same steps: each one sums over the ranks) */
+            double spent = 0;
+            for (int t = 0; t < ROUND && filled[i] < iters && (b->dp || spent < ROUND_MS); t++) {
+                double c0 = b->dist.comm_seconds, st = task->bench_step(inst[i]);
+                comm[(size_t)i * iters + filled[i]] = b->dist.comm_seconds - c0;
+                samples[(size_t)i * iters + filled[i]++] = 1e3 * st;
+                ar_bytes[bi * nnorms + i] = b->dist.comm_bytes;
+                spent += 1e3 * st;
+            }
+            if (b->vs_threads) { /* then the same steps in rank 0 alone */
+                if (b->dist.rank == 0 && solo[i]) {
+                    nb_bench_set_threads(b->solo_threads);
+                    for (int t = 0; t < ROUND && sfilled[i] < iters; t++)
+                        ssamples[(size_t)i * iters + sfilled[i]++] =
+                            1e3 * task->bench_step(solo[i]);
+                    nb_bench_set_threads(b->rank_threads);
+                }
+                nb_mpi_idle_barrier();
+            }
+            more |= filled[i] < iters;
+        }
+        if (!more) break;
+    }
+}
+
+/* Batch bi's statistics per row, its instances closed. */
+static void step_stats(step_run *s, int bi, int failed) {
+    nb_bench *b = s->b;
+    const nb_task *task = s->task;
+    const int *norms = s->norms, *batches = s->batches;
+    const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
+    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
+    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
+    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
+    double *samples = s->samples, *gflop = s->gflop;
+    int *sfilled = s->sfilled, *filled = s->filled;
+    void **solo = s->solo, **inst = s->inst;
+    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
+    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
+    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
+    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
+    for (int i = 0; i < nnorms && gflop; i++)
+        if (inst[i] && !failed) {
+            if (task->bench_flops) gflop[bi] = 1e-9 * task->bench_flops(inst[i]);
+            if (task->bench_gemms && bi == 0) {
+                s->ngemm = task->bench_gemms(inst[i], s->gemms, MAXG);
+                s->gemm_batch = batches[bi];
+            }
+            break;
+        }
+    int li = -1; /* layer's samples, for the intervals of vs_layer */
+    for (int i = 0; i < nnorms; i++)
+        if (norms[i] == NB_NORM_LAYER && inst[i] && filled[i] == iters) li = i;
+    for (int i = 0; i < nnorms; i++) {
+        int j = bi * nnorms + i;
+        lo[j] = hi[j] = NAN;
+        if (inst[i] && !failed && li >= 0 && i != li && filled[i] == iters)
+            nb_bench_ratio_interval(samples + (size_t)li * iters, iters,
+                                    samples + (size_t)i * iters, iters, boot, &lo[j], &hi[j]);
+    }
+    for (int i = 0; i < nnorms; i++) {
+        if (inst[i]) task->bench_close(inst[i]);
+        int j = bi * nnorms + i;
+        solo_ms[j] = NAN;
+        if (b->vs_threads && b->dist.rank == 0 && solo[i]) {
+            task->bench_close(solo[i]);
+            solo[i] = NULL;
+            if (sfilled[i] > 0)
+                solo_ms[j] = nb_bench_median(ssamples + (size_t)i * iters, sfilled[i]);
+        }
+        if (failed || filled[i] == 0) {
+            ms[j] = sd[j] = med[j] = NAN;
+            continue;
+        }
+        double *v = samples + (size_t)i * iters, *c = comm + (size_t)i * iters;
+        ar_share[j] = ar_ms[j] = NAN;
+        if (b->dp) {
+            for (int k = 0; k < iters; k++)
+                scratch[k] = c[k] * 1e3 / v[k];
+            ar_share[j] = nb_bench_median(scratch, iters);
+            for (int k = 0; k < iters; k++)
+                scratch[k] = c[k] * 1e3;
+            ar_ms[j] = nb_bench_median(scratch, iters);
+        }
+        nb_bench_mean_std(v, iters, &ms[j], &sd[j]);
+        med[j] = nb_bench_median(v, iters);
+    }
+}
+
+/* The table's heading (and the norm column's width). */
+static void step_header(step_run *s) {
+    nb_bench *b = s->b;
+    const nb_task *task = s->task;
+    const int *norms = s->norms, *batches = s->batches;
+    const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
+    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
+    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
+    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
+    double *samples = s->samples, *gflop = s->gflop;
+    int *sfilled = s->sfilled, *filled = s->filled;
+    void **solo = s->solo, **inst = s->inst;
+    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
+    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
+    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
+    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
     char *hosts = b->dp ? nb_mpi_hosts_json() : NULL; /* collective: every rank asks */
     int nw = 7;                                       /* the norm column's width */
     for (int i = 0; i < nnorms; i++)
         if ((int)strlen(nb_bench_row_name(b, norms[i])) > nw)
             nw = (int)strlen(nb_bench_row_name(b, norms[i]));
     if (fmt == FMT_TABLE) {
-        printf("# %s\n", settings);
+        printf("# %s\n", s->settings);
         printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, norms interleaved in "
                "rounds of %d steps or %d ms;\n# vs_layer = layer's median / this median, and its "
                "95%% bootstrap interval\n",
@@ -404,7 +466,7 @@ int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms
                b->vs_threads ? ",one_process_threads,one_process_ms,vs_one_process" : "");
     } else {
         printf("{\"settings\": ");
-        nb_json_str(stdout, settings);
+        nb_json_str(stdout, s->settings);
         printf(", \"threads\": %d, \"ranks\": %d, ", omp_get_max_threads(),
                b->dp ? b->dist.size : 1);
         if (b->dp)
@@ -414,130 +476,204 @@ int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms
         printf("\"steps\": %d, \"results\": [", iters);
     }
     free(hosts);
-    int first = 1;
-    for (int bi = 0; bi < nbatches; bi++) {
-        double layer = NAN, none = NAN;
-        for (int i = 0; i < nnorms; i++) {
-            if (norms[i] == NB_NORM_LAYER) layer = med[bi * nnorms + i];
-            if (norms[i] == NB_NORM_NONE) none = med[bi * nnorms + i];
-        }
-        for (int i = 0; i < nnorms; i++) {
-            int j = bi * nnorms + i;
-            const char *name = nb_bench_row_name(b, norms[i]);
-            double vs = layer / med[j];
-            /* the share of this norm's step beyond the step without a norm */
-            double share = norms[i] == NB_NORM_NONE ? NAN : (med[j] - none) / med[j];
-            if (isnan(med[j])) {
-                if (fmt == FMT_TABLE)
-                    printf("%-6s %-*s %6d %12s   (%s)\n", task->name, nw, name, batches[bi], "-",
-                           b->dp && !b->bn_sync
-                               ? "per-rank batch norm needs 2 rows per rank, or --bn-sync"
-                               : "batch norm needs a batch of 2 or more");
-                continue;
-            }
-            if (fmt == FMT_TABLE) {
-                char v[32];
-                if (isnan(vs))
-                    snprintf(v, sizeof v, "-");
-                else
-                    snprintf(v, sizeof v, "%.3fx", vs);
-                char sh[32];
-                if (isnan(share))
-                    snprintf(sh, sizeof sh, "-");
-                else
-                    snprintf(sh, sizeof sh, "%.1f%%", 100 * share);
-                char ci[48];
-                if (isnan(lo[j]))
-                    snprintf(ci, sizeof ci, "-");
-                else
-                    snprintf(ci, sizeof ci, "[%.3f,%.3f]", lo[j], hi[j]);
-                printf("%-6s %-*s %6d %12.3f %10.3f %10.3f %9s %15s %10s", task->name, nw, name,
-                       batches[bi], med[j], ms[j], sd[j], v, ci, sh);
-                if (task->bench_flops && gflop) printf("  %7.1f", gflop[bi] / (med[j] * 1e-3));
-                if (b->dp)
-                    printf(" %15.4f %12.3f %12.3f", ar_share[j], ar_ms[j], ar_bytes[j] * 1e-6);
-                if (b->vs_threads) printf(" %12.3f %11.3fx", solo_ms[j], med[j] / solo_ms[j]);
-                putchar('\n');
-            } else if (fmt == FMT_CSV) {
-                printf("%s,%s,%d,%.4f,%.4f,%.4f,", task->name, name, batches[bi], med[j], ms[j],
-                       sd[j]);
-                if (!isnan(vs)) printf("%.4f", vs);
-                printf(",%d,%d,", iters, omp_get_max_threads());
-                nb_csv_field(stdout, settings);
-                putchar(',');
-                if (!isnan(share)) printf("%.4f", share);
-                putchar(',');
-                if (task->bench_flops && gflop) printf("%.2f", gflop[bi] / (med[j] * 1e-3));
-                putchar(',');
-                if (!isnan(lo[j]))
-                    printf("%.4f,%.4f", lo[j], hi[j]);
-                else
-                    putchar(',');
-                if (b->dp)
-                    printf(",%d,%.6f,%.4f,%.0f", b->dist.size, ar_share[j], ar_ms[j], ar_bytes[j]);
-                if (b->vs_threads)
-                    printf(",%d,%.4f,%.4f", b->solo_threads, solo_ms[j], med[j] / solo_ms[j]);
-                putchar('\n');
-            } else {
-                printf("%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"ms_per_step\": "
-                       "%.4f, \"ms_mean\": %.4f, \"ms_std\": %.4f, \"vs_layer\": ",
-                       first ? "" : ", ", task->name, name, batches[bi], med[j], ms[j], sd[j]);
-                nb_json_num(stdout, vs);
-                printf(", \"vs_layer_lo\": ");
-                nb_json_num(stdout, lo[j]);
-                printf(", \"vs_layer_hi\": ");
-                nb_json_num(stdout, hi[j]);
-                printf(", \"norm_share\": ");
-                nb_json_num(stdout, share);
-                printf(", \"gflop_per_s\": ");
-                nb_json_num(stdout, task->bench_flops && gflop ? gflop[bi] / (med[j] * 1e-3) : NAN);
-                if (b->dp) {
-                    printf(", \"allreduce_share\": ");
-                    nb_json_num(stdout, ar_share[j]);
-                    printf(", \"allreduce_ms\": ");
-                    nb_json_num(stdout, ar_ms[j]);
-                    printf(", \"allreduce_bytes\": %.0f", ar_bytes[j]);
-                }
-                if (b->vs_threads) {
-                    printf(", \"one_process_ms\": ");
-                    nb_json_num(stdout, solo_ms[j]);
-                    printf(", \"vs_one_process\": ");
-                    nb_json_num(stdout, med[j] / solo_ms[j]);
-                }
-                putchar('}');
-                first = 0;
-            }
-        }
+    s->nw = nw;
+}
+
+/* One row: norm i at batch bi (layer, none: their medians at that batch). */
+static void step_row(step_run *s, int bi, int i, double layer, double none, int *first_p) {
+    nb_bench *b = s->b;
+    const nb_task *task = s->task;
+    const int *norms = s->norms, *batches = s->batches;
+    const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
+    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
+    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
+    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
+    double *samples = s->samples, *gflop = s->gflop;
+    int *sfilled = s->sfilled, *filled = s->filled;
+    void **solo = s->solo, **inst = s->inst;
+    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
+    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
+    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
+    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
+    int first = *first_p;
+    int j = bi * nnorms + i;
+    const char *name = nb_bench_row_name(b, norms[i]);
+    double vs = layer / med[j];
+    /* the share of this norm's step beyond the step without a norm */
+    double share = norms[i] == NB_NORM_NONE ? NAN : (med[j] - none) / med[j];
+    if (isnan(med[j])) {
+        if (fmt == FMT_TABLE)
+            printf("%-6s %-*s %6d %12s   (%s)\n", task->name, s->nw, name, batches[bi], "-",
+                   b->dp && !b->bn_sync ? "per-rank batch norm needs 2 rows per rank, or --bn-sync"
+                                        : "batch norm needs a batch of 2 or more");
+        return;
     }
-    if (fmt == FMT_JSON) printf("]}\n");
-    if (fmt == FMT_TABLE && ngemm > 0 && b->dp)
+    if (fmt == FMT_TABLE) {
+        char v[32];
+        if (isnan(vs))
+            snprintf(v, sizeof v, "-");
+        else
+            snprintf(v, sizeof v, "%.3fx", vs);
+        char sh[32];
+        if (isnan(share))
+            snprintf(sh, sizeof sh, "-");
+        else
+            snprintf(sh, sizeof sh, "%.1f%%", 100 * share);
+        char ci[48];
+        if (isnan(lo[j]))
+            snprintf(ci, sizeof ci, "-");
+        else
+            snprintf(ci, sizeof ci, "[%.3f,%.3f]", lo[j], hi[j]);
+        printf("%-6s %-*s %6d %12.3f %10.3f %10.3f %9s %15s %10s", task->name, s->nw, name,
+               batches[bi], med[j], ms[j], sd[j], v, ci, sh);
+        if (task->bench_flops && gflop) printf("  %7.1f", gflop[bi] / (med[j] * 1e-3));
+        if (b->dp) printf(" %15.4f %12.3f %12.3f", ar_share[j], ar_ms[j], ar_bytes[j] * 1e-6);
+        if (b->vs_threads) printf(" %12.3f %11.3fx", solo_ms[j], med[j] / solo_ms[j]);
+        putchar('\n');
+    } else if (fmt == FMT_CSV) {
+        printf("%s,%s,%d,%.4f,%.4f,%.4f,", task->name, name, batches[bi], med[j], ms[j], sd[j]);
+        if (!isnan(vs)) printf("%.4f", vs);
+        printf(",%d,%d,", iters, omp_get_max_threads());
+        nb_csv_field(stdout, s->settings);
+        putchar(',');
+        if (!isnan(share)) printf("%.4f", share);
+        putchar(',');
+        if (task->bench_flops && gflop) printf("%.2f", gflop[bi] / (med[j] * 1e-3));
+        putchar(',');
+        if (!isnan(lo[j]))
+            printf("%.4f,%.4f", lo[j], hi[j]);
+        else
+            putchar(',');
+        if (b->dp) printf(",%d,%.6f,%.4f,%.0f", b->dist.size, ar_share[j], ar_ms[j], ar_bytes[j]);
+        if (b->vs_threads)
+            printf(",%d,%.4f,%.4f", b->solo_threads, solo_ms[j], med[j] / solo_ms[j]);
+        putchar('\n');
+    } else {
+        printf("%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"ms_per_step\": "
+               "%.4f, \"ms_mean\": %.4f, \"ms_std\": %.4f, \"vs_layer\": ",
+               first ? "" : ", ", task->name, name, batches[bi], med[j], ms[j], sd[j]);
+        nb_json_num(stdout, vs);
+        printf(", \"vs_layer_lo\": ");
+        nb_json_num(stdout, lo[j]);
+        printf(", \"vs_layer_hi\": ");
+        nb_json_num(stdout, hi[j]);
+        printf(", \"norm_share\": ");
+        nb_json_num(stdout, share);
+        printf(", \"gflop_per_s\": ");
+        nb_json_num(stdout, task->bench_flops && gflop ? gflop[bi] / (med[j] * 1e-3) : NAN);
+        if (b->dp) {
+            printf(", \"allreduce_share\": ");
+            nb_json_num(stdout, ar_share[j]);
+            printf(", \"allreduce_ms\": ");
+            nb_json_num(stdout, ar_ms[j]);
+            printf(", \"allreduce_bytes\": %.0f", ar_bytes[j]);
+        }
+        if (b->vs_threads) {
+            printf(", \"one_process_ms\": ");
+            nb_json_num(stdout, solo_ms[j]);
+            printf(", \"vs_one_process\": ");
+            nb_json_num(stdout, med[j] / solo_ms[j]);
+        }
+        putchar('}');
+        first = 0;
+    }
+    *first_p = first;
+}
+
+/* The GEMM floor (table format, one process): the step's GEMMs alone. */
+static void step_floor(step_run *s) {
+    nb_bench *b = s->b;
+    const nb_task *task = s->task;
+    const int *norms = s->norms, *batches = s->batches;
+    const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
+    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
+    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
+    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
+    double *samples = s->samples, *gflop = s->gflop;
+    int *sfilled = s->sfilled, *filled = s->filled;
+    void **solo = s->solo, **inst = s->inst;
+    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
+    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
+    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
+    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
+    if (fmt == FMT_TABLE && s->ngemm > 0 && b->dp)
         printf("\n# the GEMM floor is not timed under mpirun (the ranks share the machine): time "
                "it without mpirun\n");
-    if (fmt == FMT_TABLE && ngemm > 0 && !b->dp) {
+    if (fmt == FMT_TABLE && s->ngemm > 0 && !b->dp) {
         /* The same GEMMs alone, multi-threaded OpenBLAS, in this run. */
         double floor_ms = 0, fl = 0;
         printf("\n# OpenBLAS sgemm alone on the step's GEMM shapes (batch %d), median of 5:\n",
-               gemm_batch);
+               s->gemm_batch);
         printf("%-22s %6s %8s %6s %10s %9s\n", "gemm", "M", "N", "K", "ms", "GFLOP/s");
-        for (int g = 0; g < ngemm; g++) {
-            const nb_gemm_shape *s = &gemms[g];
-            double t = nb_bench_time_sgemm(s->M, s->N, s->K, 5) * s->count;
-            double f = 2.0 * s->M * (double)s->N * s->K * s->count;
+        for (int g = 0; g < s->ngemm; g++) {
+            const nb_gemm_shape *gs = &s->gemms[g];
+            double t = nb_bench_time_sgemm(gs->M, gs->N, gs->K, 5) * gs->count;
+            double f = 2.0 * gs->M * (double)gs->N * gs->K * gs->count;
             floor_ms += t;
             fl += f;
-            printf("%-22s %6d %8d %6d %10.3f %9.1f\n", s->what, s->M, s->N, s->K, t,
+            printf("%-22s %6d %8d %6d %10.3f %9.1f\n", gs->what, gs->M, gs->N, gs->K, t,
                    f / (t * 1e-3) * 1e-9);
         }
         printf("# GEMM floor: %.1f ms per step (%.1f GFLOP at %.1f GFLOP/s)\n", floor_ms, fl * 1e-9,
                fl / (floor_ms * 1e-3) * 1e-9);
         for (int i = 0; i < nnorms; i++)
             if (!isnan(med[i]))
-                printf("# %-*s step / floor = %.2fx; outside the floor: %.0f%% of the step\n", nw,
-                       nb_bench_row_name(b, norms[i]), med[i] / floor_ms,
+                printf("# %-*s step / floor = %.2fx; outside the floor: %.0f%% of the step\n",
+                       s->nw, nb_bench_row_name(b, norms[i]), med[i] / floor_ms,
                        100.0 * (1 - floor_ms / med[i]));
     }
-    free(ms), free(sd), free(med), free(gflop), free(lo), free(hi), free(boot);
-    FREE_DP();
+}
+
+int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms,
+                  const int *batches, int nbatches, int iters, int fmt) {
+    step_run *s = calloc(1, sizeof *s);
+    if (!s) return nb_bench_fail("out of memory");
+    *s = (step_run){.b = b,
+                    .task = task,
+                    .norms = norms,
+                    .batches = batches,
+                    .nnorms = nnorms,
+                    .nbatches = nbatches,
+                    .iters = iters,
+                    .fmt = fmt};
+    nb_bench_settings_line(s->settings, sizeof s->settings);
+    if (b->dp) {
+        size_t l = strlen(s->settings);
+        snprintf(s->settings + l, sizeof s->settings - l, " ranks=%d bn_statistics=%s",
+                 b->dist.size, b->bn_sync ? "global" : "per-rank");
+    }
+    if (step_alloc(s) != 0) {
+        step_free(s);
+        free(s);
+        return nb_bench_fail("out of memory");
+    }
+    for (int bi = 0; bi < nbatches; bi++) {
+        nb_err err;
+        nb_err_clear(&err);
+        int failed = step_open(s, bi, &err);
+        if (!failed) step_rounds(s, bi);
+        step_stats(s, bi, failed);
+        if (failed) {
+            step_free(s);
+            free(s);
+            return nb_bench_report(&err);
+        }
+    }
+    step_header(s);
+    int first = 1;
+    for (int bi = 0; bi < nbatches; bi++) {
+        double layer = NAN, none = NAN;
+        for (int i = 0; i < nnorms; i++) {
+            if (norms[i] == NB_NORM_LAYER) layer = s->med[bi * nnorms + i];
+            if (norms[i] == NB_NORM_NONE) none = s->med[bi * nnorms + i];
+        }
+        for (int i = 0; i < nnorms; i++)
+            step_row(s, bi, i, layer, none, &first);
+    }
+    if (fmt == FMT_JSON) printf("]}\n");
+    step_floor(s);
+    step_free(s);
+    free(s);
     return NB_EXIT_OK;
 }
 #undef FREE_DP
