@@ -251,41 +251,41 @@ static int py_steps(pyside *p, int id, int n, double *t) {
     return k;
 }
 
-int nb_bench_against(nb_bench *b, const nb_task *task, const int *norms, int nnorms,
-                     const int *batches, int nbatches, int iters, int fmt) {
+/* A comparison under way: its parameters, both sides' instances and samples (nb_bench_against's
+ * steps share it). */
+typedef struct cmp_run {
+    nb_bench *b;
+    const nb_task *task;
+    const int *norms;
+    int nnorms, iters, fmt;
     char settings[1024];
-    nb_bench_settings_line(settings, sizeof settings);
     pyside py;
-    int rc = py_start(b, &py, task, omp_get_max_threads());
-    if (rc) return rc;
-    /* rows: per norm its own form, then PyTorch's extra forms of that norm */
-    int maxrows = nnorms * (1 + py.nextra);
-    cmp_row *rows = calloc((size_t)maxrows, sizeof *rows);
-    void **inst = calloc((size_t)nnorms, sizeof *inst);
-    double *nat = malloc(sizeof(double) * (size_t)nnorms * iters);
-    double *boot = malloc(sizeof(double) * 2 * (size_t)iters);
-    double *pt = malloc(sizeof(double) * (size_t)maxrows * iters);
-    int *nfilled = calloc((size_t)nnorms, sizeof(int));
-    if (!rows || !inst || !nat || !boot || !pt || !nfilled) {
-        py_stop(&py);
-        free(rows), free(inst), free(nat), free(boot), free(pt), free(nfilled);
-        return nb_bench_fail("out of memory");
-    }
-    int nrows = 0;
-    for (int i = 0; i < nnorms; i++) {
-        rows[nrows++] = (cmp_row){.norm = i};
-        for (int e = 0; e < py.nextra; e++)
-            if (strcmp(py.extra[e].norm, nb_bench_row_name(b, norms[i])) == 0)
-                rows[nrows++] = (cmp_row){.norm = i, .variant = py.extra[e].variant};
-    }
-    for (int r = 0; r < nrows; r++)
-        rows[r].t = pt + (size_t)r * iters;
-    int nw = 7, first = 1, next_id = 0;
-    for (int i = 0; i < nnorms; i++)
-        if ((int)strlen(nb_bench_row_name(b, norms[i])) > nw)
-            nw = (int)strlen(nb_bench_row_name(b, norms[i]));
+    cmp_row *rows; /* per norm its own form, then PyTorch's extra forms of that norm */
+    int nrows, nw, next_id;
+    void **inst;
+    double *nat, *boot, *pt;
+    int *nfilled;
+} cmp_run;
+
+static void cmp_free(cmp_run *c) {
+    free(c->rows), free(c->inst), free(c->nat), free(c->boot), free(c->pt), free(c->nfilled);
+}
+
+/* The table's heading. */
+static void cmp_header(cmp_run *c) {
+    nb_bench *b = c->b;
+    const nb_task *task = c->task;
+    const int *norms = c->norms;
+    const int nnorms = c->nnorms, iters = c->iters, fmt = c->fmt, nrows = c->nrows, nw = c->nw;
+    cmp_row *rows = c->rows;
+    void **inst = c->inst;
+    double *nat = c->nat, *boot = c->boot;
+    int *nfilled = c->nfilled;
+    pyside *py = &c->py;
+    (void)b, (void)task, (void)norms, (void)nnorms, (void)iters, (void)fmt, (void)nrows, (void)nw;
+    (void)rows, (void)inst, (void)nat, (void)boot, (void)nfilled, (void)py;
     if (fmt == FMT_TABLE) {
-        printf("# normbench: %s\n# pytorch:   %s\n", settings, py.settings);
+        printf("# normbench: %s\n# pytorch:   %s\n", c->settings, py->settings);
         printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, normbench's and PyTorch's "
                "instances interleaved in rounds of %d steps or %d ms;\n# ratio = PyTorch's "
                "median / normbench's median (> 1: normbench is faster), and its 95%% bootstrap "
@@ -298,181 +298,277 @@ int nb_bench_against(nb_bench *b, const nb_task *task, const int *norms, int nno
                "steps,threads,settings,pytorch_settings,pytorch_model\n");
     } else {
         printf("{\"settings\": ");
-        nb_json_str(stdout, settings);
+        nb_json_str(stdout, c->settings);
         printf(", \"pytorch_settings\": ");
-        nb_json_str(stdout, py.settings);
+        nb_json_str(stdout, py->settings);
         printf(", \"threads\": %d, \"steps\": %d, \"results\": [", omp_get_max_threads(), iters);
     }
+}
+
+/* Opens both sides' instances at batch B and warms PyTorch's up. Returns 0, 1 (err set) or 2
+ * (the driver stopped answering). */
+static int cmp_open(cmp_run *c, int B, nb_err *err) {
+    nb_bench *b = c->b;
+    const nb_task *task = c->task;
+    const int *norms = c->norms;
+    const int nnorms = c->nnorms, iters = c->iters, fmt = c->fmt, nrows = c->nrows, nw = c->nw;
+    cmp_row *rows = c->rows;
+    void **inst = c->inst;
+    double *nat = c->nat, *boot = c->boot;
+    int *nfilled = c->nfilled;
+    pyside *py = &c->py;
+    (void)b, (void)task, (void)norms, (void)nnorms, (void)iters, (void)fmt, (void)nrows, (void)nw;
+    (void)rows, (void)inst, (void)nat, (void)boot, (void)nfilled, (void)py;
+    int failed = 0;
+    for (int i = 0; i < nnorms; i++) {
+        inst[i] = NULL;
+        nfilled[i] = 0;
+        if (nb_bench_row_kind(b, norms[i]) == NB_NORM_BATCH && B < 2) continue;
+        if (!(inst[i] = nb_bench_open_native(b, task, norms[i], B, 0, err))) {
+            failed = 1;
+            break;
+        }
+    }
+    for (int r = 0; r < nrows && !failed; r++) {
+        cmp_row *w = &rows[r];
+        w->filled = 0;
+        w->id = -1;
+        if (!inst[w->norm]) {
+            snprintf(w->desc, sizeof w->desc, "-");
+            continue;
+        }
+        int id = c->next_id++;
+        if (py_send(py, "open %d %s %s %d\n", id, nb_bench_row_name(b, norms[w->norm]),
+                    w->variant ? w->variant : "-", B) != 0) {
+            failed = 2;
+            break;
+        }
+        const char *l = py_read(py);
+        if (!l) {
+            failed = 2;
+            break;
+        }
+        snprintf(w->desc, sizeof w->desc, "%s", strncmp(l, "ok ", 3) == 0 ? l + 3 : l);
+        if (strncmp(l, "ok ", 3) != 0) continue;
+        w->id = id;
+        /* warm-up: at least 5 steps and 0.3 s */
+        double warm[8], spent = 0;
+        for (int k = 0; k < 100 && (k == 0 || spent < 300); k++) {
+            int n = k == 0 ? 5 : 1, got = py_steps(py, id, n, warm);
+            if (got != n) {
+                failed = 2;
+                break;
+            }
+            for (int j = 0; j < n; j++)
+                spent += warm[j];
+            w->last = warm[n - 1];
+        }
+        if (failed) break;
+    }
+    return failed;
+}
+
+/* rounds: every instance of both sides ROUND steps (or ROUND_MS) in turn, starting one
+ * further on; PyTorch's steps asked for as many as its last step's time fits. Returns 0 or 2
+ * (the driver stopped answering). */
+static int cmp_rounds(cmp_run *c) {
+    nb_bench *b = c->b;
+    const nb_task *task = c->task;
+    const int *norms = c->norms;
+    const int nnorms = c->nnorms, iters = c->iters, fmt = c->fmt, nrows = c->nrows, nw = c->nw;
+    cmp_row *rows = c->rows;
+    void **inst = c->inst;
+    double *nat = c->nat, *boot = c->boot;
+    int *nfilled = c->nfilled;
+    pyside *py = &c->py;
+    (void)b, (void)task, (void)norms, (void)nnorms, (void)iters, (void)fmt, (void)nrows, (void)nw;
+    (void)rows, (void)inst, (void)nat, (void)boot, (void)nfilled, (void)py;
+    int failed = 0;
+    int nall = nnorms + nrows;
+    for (int rd = 0; !failed; rd++) {
+        int more = 0;
+        for (int j = 0; j < nall && !failed; j++) {
+            int k = (j + rd) % nall;
+            if (k < nnorms) {
+                if (!inst[k]) continue;
+                double spent = 0;
+                for (int t = 0; t < ROUND && nfilled[k] < iters && spent < ROUND_MS; t++) {
+                    double ms = 1e3 * task->bench_step(inst[k]);
+                    nat[(size_t)k * iters + nfilled[k]++] = ms;
+                    spent += ms;
+                }
+                more |= nfilled[k] < iters;
+            } else {
+                cmp_row *w = &rows[k - nnorms];
+                if (w->id < 0 || w->filled >= iters) continue;
+                int n = iters - w->filled < ROUND ? iters - w->filled : ROUND;
+                if (w->last > 0 && ROUND_MS / w->last < n)
+                    n = ROUND_MS / w->last >= 1 ? (int)(ROUND_MS / w->last) : 1;
+                if (py_steps(py, w->id, n, w->t + w->filled) != n) failed = 2;
+                w->filled += n;
+                w->last = w->t[w->filled - 1];
+                more |= w->filled < iters;
+            }
+        }
+        if (!more) break;
+    }
+    return failed;
+}
+
+/* Row r at batch B: both medians, their ratio and its interval. */
+static void cmp_row_print(cmp_run *c, int r, int B, int *first_p) {
+    nb_bench *b = c->b;
+    const nb_task *task = c->task;
+    const int *norms = c->norms;
+    const int nnorms = c->nnorms, iters = c->iters, fmt = c->fmt, nrows = c->nrows, nw = c->nw;
+    cmp_row *rows = c->rows;
+    void **inst = c->inst;
+    double *nat = c->nat, *boot = c->boot;
+    int *nfilled = c->nfilled;
+    pyside *py = &c->py;
+    (void)b, (void)task, (void)norms, (void)nnorms, (void)iters, (void)fmt, (void)nrows, (void)nw;
+    (void)rows, (void)inst, (void)nat, (void)boot, (void)nfilled, (void)py;
+    int first = *first_p;
+    cmp_row *w = &rows[r];
+    int i = w->norm;
+    const char *name = nb_bench_row_name(b, norms[i]);
+    double *v = nat + (size_t)i * iters;
+    double nmed = NAN, pmed = NAN, lo = NAN, hi = NAN;
+    if (inst[i] && nfilled[i] == iters) {
+        if (w->id >= 0 && w->filled == iters)
+            nb_bench_ratio_interval(w->t, iters, v, iters, boot, &lo, &hi);
+        memcpy(boot, v, sizeof(double) * (size_t)iters);
+        nmed = nb_bench_median(boot, iters);
+    }
+    if (w->id >= 0 && w->filled == iters) {
+        memcpy(boot, w->t, sizeof(double) * (size_t)iters);
+        pmed = nb_bench_median(boot, iters);
+    }
+    double ratio = pmed / nmed;
+    if (fmt == FMT_TABLE) {
+        if (isnan(nmed)) {
+            if (!w->variant)
+                printf("%-6s %-*s %6d %12s   (batch norm needs a batch of 2 or more)\n", task->name,
+                       nw, name, B, "-");
+            return;
+        }
+        char p[32], ra[32], ci[48];
+        snprintf(p, sizeof p, isnan(pmed) ? "-" : "%.3f", pmed);
+        snprintf(ra, sizeof ra, isnan(ratio) ? "-" : "%.3fx", ratio);
+        if (isnan(lo))
+            snprintf(ci, sizeof ci, "-");
+        else
+            snprintf(ci, sizeof ci, "[%.3f,%.3f]", lo, hi);
+        printf("%-6s %-*s %6d %12.3f %11s %8s %17s  %s\n", task->name, nw, name, B, nmed, p, ra, ci,
+               w->desc);
+    } else if (fmt == FMT_CSV) {
+        if (isnan(nmed)) return;
+        printf("%s,%s,%d,%s,%.4f,", task->name, name, B, w->variant ? w->variant : "", nmed);
+        if (!isnan(pmed))
+            printf("%.4f,%.4f,%.4f,%.4f", pmed, ratio, lo, hi);
+        else
+            printf(",,,");
+        printf(",%d,%d,", iters, omp_get_max_threads());
+        nb_csv_field(stdout, c->settings);
+        putchar(',');
+        nb_csv_field(stdout, py->settings);
+        putchar(',');
+        nb_csv_field(stdout, w->desc);
+        putchar('\n');
+    } else {
+        if (isnan(nmed)) return;
+        printf("%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"pytorch_variant\": ",
+               first ? "" : ", ", task->name, name, B);
+        if (w->variant)
+            nb_json_str(stdout, w->variant);
+        else
+            printf("null");
+        printf(", \"normbench_ms\": ");
+        nb_json_num(stdout, nmed);
+        printf(", \"pytorch_ms\": ");
+        nb_json_num(stdout, pmed);
+        printf(", \"ratio\": ");
+        nb_json_num(stdout, ratio);
+        printf(", \"ratio_lo\": ");
+        nb_json_num(stdout, lo);
+        printf(", \"ratio_hi\": ");
+        nb_json_num(stdout, hi);
+        printf(", \"pytorch_model\": ");
+        nb_json_str(stdout, w->desc);
+        putchar('}');
+        first = 0;
+    }
+    *first_p = first;
+}
+
+int nb_bench_against(nb_bench *b, const nb_task *task, const int *norms, int nnorms,
+                     const int *batches, int nbatches, int iters, int fmt) {
+    cmp_run *c = calloc(1, sizeof *c);
+    if (!c) return nb_bench_fail("out of memory");
+    *c = (cmp_run){
+        .b = b, .task = task, .norms = norms, .nnorms = nnorms, .iters = iters, .fmt = fmt};
+    nb_bench_settings_line(c->settings, sizeof c->settings);
+    int rc = py_start(b, &c->py, task, omp_get_max_threads());
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    pyside *py = &c->py;
+    int maxrows = nnorms * (1 + py->nextra);
+    c->rows = calloc((size_t)maxrows, sizeof *c->rows);
+    c->inst = calloc((size_t)nnorms, sizeof *c->inst);
+    c->nat = malloc(sizeof(double) * (size_t)nnorms * iters);
+    c->boot = malloc(sizeof(double) * 2 * (size_t)iters);
+    c->pt = malloc(sizeof(double) * (size_t)maxrows * iters);
+    c->nfilled = calloc((size_t)nnorms, sizeof(int));
+    if (!c->rows || !c->inst || !c->nat || !c->boot || !c->pt || !c->nfilled) {
+        py_stop(py);
+        cmp_free(c);
+        free(c);
+        return nb_bench_fail("out of memory");
+    }
+    for (int i = 0; i < nnorms; i++) {
+        c->rows[c->nrows++] = (cmp_row){.norm = i};
+        for (int e = 0; e < py->nextra; e++)
+            if (strcmp(py->extra[e].norm, nb_bench_row_name(b, norms[i])) == 0)
+                c->rows[c->nrows++] = (cmp_row){.norm = i, .variant = py->extra[e].variant};
+    }
+    for (int r = 0; r < c->nrows; r++)
+        c->rows[r].t = c->pt + (size_t)r * iters;
+    c->nw = 7;
+    for (int i = 0; i < nnorms; i++)
+        if ((int)strlen(nb_bench_row_name(b, norms[i])) > c->nw)
+            c->nw = (int)strlen(nb_bench_row_name(b, norms[i]));
+    cmp_header(c);
+    int first = 1;
     for (int bi = 0; bi < nbatches; bi++) {
         nb_err err;
         nb_err_clear(&err);
-        int failed = 0, B = batches[bi];
-        for (int i = 0; i < nnorms; i++) {
-            inst[i] = NULL;
-            nfilled[i] = 0;
-            if (nb_bench_row_kind(b, norms[i]) == NB_NORM_BATCH && B < 2) continue;
-            if (!(inst[i] = nb_bench_open_native(b, task, norms[i], B, 0, &err))) {
-                failed = 1;
-                break;
-            }
-        }
-        for (int r = 0; r < nrows && !failed; r++) {
-            cmp_row *w = &rows[r];
-            w->filled = 0;
-            w->id = -1;
-            if (!inst[w->norm]) {
-                snprintf(w->desc, sizeof w->desc, "-");
-                continue;
-            }
-            int id = next_id++;
-            if (py_send(&py, "open %d %s %s %d\n", id, nb_bench_row_name(b, norms[w->norm]),
-                        w->variant ? w->variant : "-", B) != 0) {
-                failed = 2;
-                break;
-            }
-            const char *l = py_read(&py);
-            if (!l) {
-                failed = 2;
-                break;
-            }
-            snprintf(w->desc, sizeof w->desc, "%s", strncmp(l, "ok ", 3) == 0 ? l + 3 : l);
-            if (strncmp(l, "ok ", 3) != 0) continue;
-            w->id = id;
-            /* warm-up: at least 5 steps and 0.3 s */
-            double warm[8], spent = 0;
-            for (int k = 0; k < 100 && (k == 0 || spent < 300); k++) {
-                int n = k == 0 ? 5 : 1, got = py_steps(&py, id, n, warm);
-                if (got != n) {
-                    failed = 2;
-                    break;
-                }
-                for (int j = 0; j < n; j++)
-                    spent += warm[j];
-                w->last = warm[n - 1];
-            }
-            if (failed) break;
-        }
-        /* rounds: every instance of both sides ROUND steps (or ROUND_MS) in turn, starting one
-         * further on; PyTorch's steps asked for as many as its last step's time fits */
-        int nall = nnorms + nrows;
-        for (int rd = 0; !failed; rd++) {
-            int more = 0;
-            for (int j = 0; j < nall && !failed; j++) {
-                int k = (j + rd) % nall;
-                if (k < nnorms) {
-                    if (!inst[k]) continue;
-                    double spent = 0;
-                    for (int t = 0; t < ROUND && nfilled[k] < iters && spent < ROUND_MS; t++) {
-                        double ms = 1e3 * task->bench_step(inst[k]);
-                        nat[(size_t)k * iters + nfilled[k]++] = ms;
-                        spent += ms;
-                    }
-                    more |= nfilled[k] < iters;
-                } else {
-                    cmp_row *w = &rows[k - nnorms];
-                    if (w->id < 0 || w->filled >= iters) continue;
-                    int n = iters - w->filled < ROUND ? iters - w->filled : ROUND;
-                    if (w->last > 0 && ROUND_MS / w->last < n)
-                        n = ROUND_MS / w->last >= 1 ? (int)(ROUND_MS / w->last) : 1;
-                    if (py_steps(&py, w->id, n, w->t + w->filled) != n) failed = 2;
-                    w->filled += n;
-                    w->last = w->t[w->filled - 1];
-                    more |= w->filled < iters;
-                }
-            }
-            if (!more) break;
-        }
-        for (int r = 0; r < nrows && failed != 2; r++)
-            if (rows[r].id >= 0) {
-                py_send(&py, "close %d\n", rows[r].id);
-                py_read(&py);
+        int B = batches[bi];
+        int failed = cmp_open(c, B, &err);
+        if (!failed) failed = cmp_rounds(c);
+        for (int r = 0; r < c->nrows && failed != 2; r++)
+            if (c->rows[r].id >= 0) {
+                py_send(py, "close %d\n", c->rows[r].id);
+                py_read(py);
             }
         for (int i = 0; i < nnorms; i++)
-            if (inst[i]) task->bench_close(inst[i]);
+            if (c->inst[i]) task->bench_close(c->inst[i]);
         if (failed) {
-            py_stop(&py);
-            free(rows), free(inst), free(nat), free(boot), free(pt), free(nfilled);
+            py_stop(py);
+            cmp_free(c);
+            free(c);
             if (failed == 2)
                 return nb_bench_fail("the PyTorch driver stopped answering (see above)");
             return nb_bench_report(&err);
         }
-        for (int r = 0; r < nrows; r++) {
-            cmp_row *w = &rows[r];
-            int i = w->norm;
-            const char *name = nb_bench_row_name(b, norms[i]);
-            double *v = nat + (size_t)i * iters;
-            double nmed = NAN, pmed = NAN, lo = NAN, hi = NAN;
-            if (inst[i] && nfilled[i] == iters) {
-                if (w->id >= 0 && w->filled == iters)
-                    nb_bench_ratio_interval(w->t, iters, v, iters, boot, &lo, &hi);
-                memcpy(boot, v, sizeof(double) * (size_t)iters);
-                nmed = nb_bench_median(boot, iters);
-            }
-            if (w->id >= 0 && w->filled == iters) {
-                memcpy(boot, w->t, sizeof(double) * (size_t)iters);
-                pmed = nb_bench_median(boot, iters);
-            }
-            double ratio = pmed / nmed;
-            if (fmt == FMT_TABLE) {
-                if (isnan(nmed)) {
-                    if (!w->variant)
-                        printf("%-6s %-*s %6d %12s   (batch norm needs a batch of 2 or more)\n",
-                               task->name, nw, name, B, "-");
-                    continue;
-                }
-                char p[32], ra[32], ci[48];
-                snprintf(p, sizeof p, isnan(pmed) ? "-" : "%.3f", pmed);
-                snprintf(ra, sizeof ra, isnan(ratio) ? "-" : "%.3fx", ratio);
-                if (isnan(lo))
-                    snprintf(ci, sizeof ci, "-");
-                else
-                    snprintf(ci, sizeof ci, "[%.3f,%.3f]", lo, hi);
-                printf("%-6s %-*s %6d %12.3f %11s %8s %17s  %s\n", task->name, nw, name, B, nmed, p,
-                       ra, ci, w->desc);
-            } else if (fmt == FMT_CSV) {
-                if (isnan(nmed)) continue;
-                printf("%s,%s,%d,%s,%.4f,", task->name, name, B, w->variant ? w->variant : "",
-                       nmed);
-                if (!isnan(pmed))
-                    printf("%.4f,%.4f,%.4f,%.4f", pmed, ratio, lo, hi);
-                else
-                    printf(",,,");
-                printf(",%d,%d,", iters, omp_get_max_threads());
-                nb_csv_field(stdout, settings);
-                putchar(',');
-                nb_csv_field(stdout, py.settings);
-                putchar(',');
-                nb_csv_field(stdout, w->desc);
-                putchar('\n');
-            } else {
-                if (isnan(nmed)) continue;
-                printf(
-                    "%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"pytorch_variant\": ",
-                    first ? "" : ", ", task->name, name, B);
-                if (w->variant)
-                    nb_json_str(stdout, w->variant);
-                else
-                    printf("null");
-                printf(", \"normbench_ms\": ");
-                nb_json_num(stdout, nmed);
-                printf(", \"pytorch_ms\": ");
-                nb_json_num(stdout, pmed);
-                printf(", \"ratio\": ");
-                nb_json_num(stdout, ratio);
-                printf(", \"ratio_lo\": ");
-                nb_json_num(stdout, lo);
-                printf(", \"ratio_hi\": ");
-                nb_json_num(stdout, hi);
-                printf(", \"pytorch_model\": ");
-                nb_json_str(stdout, w->desc);
-                putchar('}');
-                first = 0;
-            }
-        }
+        for (int r = 0; r < c->nrows; r++)
+            cmp_row_print(c, r, B, &first);
         fflush(stdout);
     }
     if (fmt == FMT_JSON) printf("]}\n");
-    py_stop(&py);
-    free(rows), free(inst), free(nat), free(boot), free(pt), free(nfilled);
+    py_stop(py);
+    cmp_free(c);
+    free(c);
     return NB_EXIT_OK;
 }
