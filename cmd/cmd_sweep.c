@@ -262,39 +262,6 @@ static int summarize(const job *jobs, long total, int store_failed) {
  * threads' use of it: the coordinator holds it except while it waits. */
 static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int own_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id, size_t size,
-                      nb_err *err) {
-    pthread_mutex_lock(&store_mu);
-    int rc = nb_run_create(ctx, spec, run, err);
-    if (rc == 0 && store_id) rc = nb_store_id(ctx, store_id, size, err);
-    pthread_mutex_unlock(&store_mu);
-    return rc;
-}
-static int own_tag(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
-    pthread_mutex_lock(&store_mu);
-    int rc = nb_run_tag(ctx, run, k, v, err);
-    pthread_mutex_unlock(&store_mu);
-    return rc;
-}
-static int own_param(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
-    pthread_mutex_lock(&store_mu);
-    int rc = nb_run_param(ctx, run, k, v, err);
-    pthread_mutex_unlock(&store_mu);
-    return rc;
-}
-static int own_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err) {
-    pthread_mutex_lock(&store_mu);
-    int rc = nb_metrics_add(ctx, run, m, n, err);
-    pthread_mutex_unlock(&store_mu);
-    return rc;
-}
-static int own_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
-    pthread_mutex_lock(&store_mu);
-    int rc = nb_run_finish(ctx, run, st, msg, err);
-    pthread_mutex_unlock(&store_mu);
-    return rc;
-}
-
 /* Rank 0's own job, trained in a thread beside the coordinator. */
 typedef struct own_job {
     pthread_t th;
@@ -304,6 +271,7 @@ typedef struct own_job {
     long j;
     nb_mpi_job mj; /* what it runs (mj.ckpt: the checkpoint's path beside the store) */
     nb_run_rec rec;
+    nb_store_rec rec_ctx;
     char *buf;
 } own_job;
 
@@ -474,13 +442,8 @@ static int run_jobs_mpi(nb_store *store, job *jobs, long total, const char *db,
     if (mkdir(own_dir, 0755) != 0 && errno != EEXIST)
         fprintf(stderr, "warning: cannot create checkpoint directory '%s': %s\n", own_dir,
                 strerror(errno));
-    own->rec = (nb_run_rec){.ctx = store,
-                            .create = own_create,
-                            .tag = own_tag,
-                            .param = own_param,
-                            .metrics = own_metrics,
-                            .finish = own_finish,
-                            .ckpt_dir = own_dir};
+    nb_run_rec_store(&own->rec, &own->rec_ctx, store, &store_mu);
+    own->rec.ckpt_dir = own_dir;
     pthread_mutex_lock(&store_mu);
     int store_failed = 0, stopped = 0, own_out = 0;
     long next = 0, waiting = 0, done = 0, ended = 0;

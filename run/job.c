@@ -87,23 +87,60 @@ static int say_usage(const nb_job_io *io, const char *fmt, ...) {
     return NB_EXIT_USAGE;
 }
 
-/* The recorder of a run that holds the store itself. */
+/* The recorder of a run that holds the store itself (ctx: an nb_store_rec), under its lock
+ * when it has one. */
+static void rec_lock(const nb_store_rec *c) {
+    if (c->mu) pthread_mutex_lock(c->mu);
+}
+static void rec_unlock(const nb_store_rec *c) {
+    if (c->mu) pthread_mutex_unlock(c->mu);
+}
 static int local_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id,
                         size_t size, nb_err *err) {
-    if (nb_run_create(ctx, spec, run, err) != 0) return -1;
-    return store_id ? nb_store_id(ctx, store_id, size, err) : 0;
+    const nb_store_rec *c = ctx;
+    rec_lock(c);
+    int rc = nb_run_create(c->store, spec, run, err);
+    if (rc == 0 && store_id) rc = nb_store_id(c->store, store_id, size, err);
+    rec_unlock(c);
+    return rc;
 }
 static int local_tag(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
-    return nb_run_tag(ctx, run, k, v, err);
+    const nb_store_rec *c = ctx;
+    rec_lock(c);
+    int rc = nb_run_tag(c->store, run, k, v, err);
+    rec_unlock(c);
+    return rc;
 }
 static int local_param(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
-    return nb_run_param(ctx, run, k, v, err);
+    const nb_store_rec *c = ctx;
+    rec_lock(c);
+    int rc = nb_run_param(c->store, run, k, v, err);
+    rec_unlock(c);
+    return rc;
 }
 static int local_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err) {
-    return nb_metrics_add(ctx, run, m, n, err);
+    const nb_store_rec *c = ctx;
+    rec_lock(c);
+    int rc = nb_metrics_add(c->store, run, m, n, err);
+    rec_unlock(c);
+    return rc;
 }
 static int local_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
-    return nb_run_finish(ctx, run, st, msg, err);
+    const nb_store_rec *c = ctx;
+    rec_lock(c);
+    int rc = nb_run_finish(c->store, run, st, msg, err);
+    rec_unlock(c);
+    return rc;
+}
+
+void nb_run_rec_store(nb_run_rec *rec, nb_store_rec *ctx, nb_store *store, pthread_mutex_t *mu) {
+    *ctx = (nb_store_rec){.store = store, .mu = mu};
+    *rec = (nb_run_rec){.ctx = ctx,
+                        .create = local_create,
+                        .tag = local_tag,
+                        .param = local_param,
+                        .metrics = local_metrics,
+                        .finish = local_finish};
 }
 
 /* The recorder of a data-parallel run's ranks other than 0. */
@@ -559,6 +596,7 @@ typedef struct job_run {
     nb_sink sink;
     nb_dist dist;
     nb_run_rec local, none;
+    nb_store_rec local_ctx;
     char *json, *compute;
     char resume_copy[4096]; /* a data-parallel rank's copy of rank 0's checkpoint */
 } job_run;
@@ -651,17 +689,12 @@ static int exec_setup(job_run *r) {
         rc = io->ensure_dataset(io->ctx, cfg->dataset, cfg->data_dir, r->quiet);
     nb_err err;
     nb_err_clear(&err);
-    r->local = (nb_run_rec){.create = local_create,
-                            .tag = local_tag,
-                            .param = local_param,
-                            .metrics = local_metrics,
-                            .finish = local_finish};
     if (!rc && !rec) {
         if (nb_store_open(&r->ctx.store, j->db, 0, &err) != 0 ||
             nb_store_id(r->ctx.store, r->ctx.store_id, sizeof r->ctx.store_id, &err) != 0) {
             rc = say_err(io, &err);
         } else {
-            r->local.ctx = r->ctx.store;
+            nb_run_rec_store(&r->local, &r->local_ctx, r->ctx.store, NULL);
             rec = &r->local;
             /* how long a write waits for another process's lock (tests set a short wait) */
             const char *w = getenv("NORMBENCH_STORE_WAIT");

@@ -17,6 +17,7 @@
 #ifndef NB_RUN_JOB_H
 #define NB_RUN_JOB_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +45,16 @@ typedef struct nb_run_rec {
     int (*ckpt_saved)(void *ctx, int64_t run, const char *path, nb_err *err);
     const char *ckpt_dir; /* where this process writes its checkpoints */
 } nb_run_rec;
+
+/* A recorder into a store this process holds open (nb_run_rec_store). */
+typedef struct nb_store_rec {
+    nb_store *store;
+    pthread_mutex_t *mu; /* NULL, or the lock every use of the store takes (a sweep's threads) */
+} nb_store_rec;
+
+/* rec records into store (ctx holds what it needs: keep it alive as long as rec), every call
+ * under mu when it is not NULL. */
+void nb_run_rec_store(nb_run_rec *rec, nb_store_rec *ctx, nb_store *store, pthread_mutex_t *mu);
 
 /* What a job says and asks of the command that runs it. Any member may be NULL (silent). */
 typedef struct nb_job_io {
