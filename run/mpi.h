@@ -16,8 +16,8 @@
  *   `--resume`: rank 0 reads the store and the checkpoint and sends them to the other ranks
  *   (nb_mpi_share_resume), which train from a private copy of the checkpoint.
  *
- * Only run/mpi.c includes <mpi.h>; only cmd/ and run/ include this header; the library below
- * (nn/, tasks/, results/, ...) knows nothing of MPI. */
+ * Only run/mpi.c includes <mpi.h>; only cmd/, run/ and bench/ include this header; the library
+ * below (nn/, tasks/, results/, ...) knows nothing of MPI. */
 #ifndef NB_RUN_MPI_H
 #define NB_RUN_MPI_H
 
