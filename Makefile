@@ -16,8 +16,8 @@ PREFIX  ?= /usr/local
 OPT     ?= -O2 -march=native
 # -fopenmp: the OpenMP build of OpenBLAS (libopenblas0-openmp) shares libgomp's thread pool with
 # our own parallel loops (docs/numerics.md#threads: pthread OpenBLAS beside OpenMP loops slowed both here).
-# Open MPI (Debian's libopenmpi-dev): cmd/mpi.c, for sweeps and data-parallel runs under mpirun
-# or srun (docs/mpi.md). Only cmd/ includes mpi.h.
+# Open MPI (Debian's libopenmpi-dev): run/mpi.c, for sweeps and data-parallel runs under mpirun
+# or srun (docs/mpi.md). Only run/mpi.c includes <mpi.h>.
 # -Wno-psabi: gcc notes that 64-byte vector arguments change ABI where AVX-512 is off (an
 # -march without it); the helpers are static, so no ABI is crossed.
 MPI_CFLAGS ?= $(shell pkg-config --cflags ompi-c 2>/dev/null)
@@ -32,7 +32,10 @@ LIB_SRC  := $(sort $(wildcard util/*.c nn/*.c nn/norms/*.c datasets/*.c results/
 # Generic kernels (nn/real.h) are compiled a second time in double precision for the
 # finite-difference tests; see nn/nn.h.
 GENERIC  := $(shell grep -l '^#include "\(nn/\)\{0,1\}real.h"' nn/*.c nn/norms/*.c 2>/dev/null)
-CMD_SRC  := $(sort $(wildcard cmd/*.c))
+# The program above the library: the commands (cmd/), and what they call: the run layer (run/: a
+# run as a value, executed in-process or over MPI), the benchmarks (bench/) and the report's
+# tables and HTML page (report/). See docs/source-tour.md.
+CMD_SRC  := $(sort $(wildcard cmd/*.c run/*.c bench/*.c report/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 # Fuzz targets (libFuzzer entry points), one per parser: tests/fuzz/fuzz_NAME.c with seeds in
 # tests/fuzz/corpus/NAME/. Adding a file adds the target; see tests/fuzz/driver.c.

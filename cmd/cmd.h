@@ -12,12 +12,11 @@
 #include <signal.h>
 
 #include "results/store.h"
+#include "run/job.h" /* nb_job, and the exit statuses NB_EXIT_OK, NB_EXIT_FAIL, NB_EXIT_USAGE */
 #include "tasks/checkpoint.h"
 #include "util/err.h"
 
-enum { NB_EXIT_OK = 0, NB_EXIT_FAIL = 1, NB_EXIT_USAGE = 2 };
-
-#define NB_VERSION "0.1.0"
+#include "util/version.h" /* NB_VERSION */
 
 int cmd_run(int argc, const char **argv);
 int cmd_runs(int argc, const char **argv);
@@ -48,47 +47,16 @@ int nb_run_check_args(int argc, const char **argv);
  * options and every task's declared ones (tasks/taskopt.h). *known is set when any takes it. */
 int nb_run_opt_is_flag(const char *name, int *known);
 
-/* ---- a run inside another command (sweep under MPI) ---------------------------------------- */
+/* ---- a run as a job (run/job.h) ----------------------------------------------------------- */
 
-/* Where an in-process run records: the local store (NULL recorder) or a proxy (cmd/mpi.c sends
- * every record to the rank that holds the store). */
-typedef struct nb_run_rec {
-    void *ctx;
-    /* Creates the run (provenance: spec->provenance_json), returning its id and the store's. */
-    int (*create)(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id, size_t size,
-                  nb_err *err);
-    int (*tag)(void *ctx, int64_t run, const char *key, const char *value, nb_err *err);
-    int (*param)(void *ctx, int64_t run, const char *key, const char *value, nb_err *err);
-    int (*metrics)(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err);
-    int (*finish)(void *ctx, int64_t run, const char *status, const char *msg, nb_err *err);
-    /* A checkpoint was written to path (in ckpt_dir): copy it where the store keeps them. */
-    int (*ckpt_saved)(void *ctx, int64_t run, const char *path, nb_err *err);
-    const char *ckpt_dir; /* where this process writes its checkpoints */
-} nb_run_rec;
-
-/* How a run is hosted by another command. All members may be 0/NULL. */
-typedef struct nb_run_host {
-    volatile sig_atomic_t *stop; /* the stop flag; NULL: the run installs its signal handlers */
-    const nb_run_rec *rec;       /* NULL: the store named by --db */
-    /* > 0: the host claimed this run for resuming (nb_run_resume done) */
-    int64_t resume_run, resume_step;
-    const nb_ckpt_ident *resume_ident;
-    const char *resume_ckpt; /* the checkpoint to resume from; NULL: start over */
-    int no_result_line;      /* no "run N STATUS" on stdout */
-} nb_run_host;
-
-/* `normbench run` with argv (argv[0] = "run"), hosted by h (NULL: as the command). Returns the
- * exit status. */
-int nb_run_exec(int argc, const char **argv, const nb_run_host *h);
-
-/* Prepares `run --resume ID` of the store db (open: that store already open in this process,
- * else NULL): the recorded arguments (into *buf, caller frees, pointers in args[0..*nargs)), the
- * checkpoint's path and step (-1: from_scratch), and the identity it must have. Prints the error
- * and returns the exit status on failure. (A process that has the store open must pass it:
- * opening a SQLite file a second time and closing it drops the process's POSIX locks on it.) */
-int nb_run_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **buf,
-                          const char **args, int max, int *nargs, char *ckpt, size_t ckpt_size,
-                          int64_t *ckpt_step, nb_ckpt_ident *ident);
+/* The `run` command line argv (argv[0] = "run") parsed into the job j (nb_job_init'ed): its
+ * configuration, labels and recorded arguments (run/job.h's "from arguments"). Returns 0, -1
+ * after printing the help (exit 0), or NB_EXIT_USAGE after printing the error. */
+int nb_run_parse(int argc, const char **argv, nb_job *j);
+/* A job from a `run` argument vector, saying and asking through the command's nb_job_io (stderr,
+ * the progress line, the dataset's fetch): nb_job_init, nb_run_parse, and the note on the BLAS
+ * kernels. Returns as nb_run_parse; free j with nb_job_free either way. */
+int nb_run_job_build(int argc, const char **argv, nb_job *j);
 
 struct nb_train_cfg;
 /* The configuration of finished run id in store db, rebuilt from its recorded command line (the
@@ -110,7 +78,7 @@ char *nb_compute_json(void);
 /* ---- messages (stderr) ------------------------------------------------------------------- */
 
 /* A note on stderr when the environment's OPENBLAS_CORETYPE holds kernels older than the
- * processor supports (timings would not show what the machine can do). cmd/main.c */
+ * processor supports (timings would not show what the machine can do). cmd/compute.c */
 void nb_note_blas_core(void);
 
 /* "error: MSG" then, if the hint is set, "hint: HINT". Returns NB_EXIT_FAIL. */

@@ -1,6 +1,6 @@
 /* cmd/cmd_plot.c — `normbench plot`: the recorded metrics against steps and against time. */
 #include "cmd/cmd.h"
-#include "cmd/report.h"
+#include "report/report.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,19 +67,6 @@ static int split_list(char *buf, const char **items, int max) {
         p = comma + 1;
     }
     items[n] = NULL;
-    return n;
-}
-
-int nb_figure_default_metrics(const nb_plot_figure *f, const char **m) {
-    int n = 0;
-    if (nb_plot_has_metric(f, "train_loss")) m[n++] = "train_loss";
-    const nb_task *t = nb_task_find(f->task);
-    const char *eval = NULL;
-    if (t && t->target.metric && nb_plot_has_metric(f, t->target.metric)) eval = t->target.metric;
-    static const char *const fallbacks[] = {"val_error", "test_error", "val_nll", "test_nll"};
-    for (size_t i = 0; !eval && i < sizeof fallbacks / sizeof fallbacks[0]; i++)
-        if (nb_plot_has_metric(f, fallbacks[i])) eval = fallbacks[i];
-    if (eval) m[n++] = eval;
     return n;
 }
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/mpi.h"
+#include "run/mpi.h"
 #include "cmd/progress.h"
 #include "nn/cuda/nbcuda.h"
 #include "results/query.h"
@@ -55,263 +55,6 @@ static const char *const device_choices[] = {"cpu", "cuda", NULL};
 static const char *const var_choices[] = {"biased", "unbiased", NULL};
 static const char *const kround_choices[] = {"ceil", "floor", NULL};
 static const char *const epson_choices[] = {"raw", "corrected", NULL};
-
-static volatile sig_atomic_t stop_requested = 0;
-
-static void on_signal(int sig) {
-    stop_requested = 1;
-    /* A second Ctrl-C ends the process at once. */
-    signal(sig, SIG_DFL);
-}
-
-/* The sink: creates the run in the store on first use (so a run that cannot even load its
- * data leaves no record), then forwards metrics and parameters. */
-typedef struct run_ctx {
-    nb_store *store;       /* the local store, or NULL when rec records elsewhere */
-    const nb_run_rec *rec; /* where the records go */
-    nb_run_spec spec;
-    int64_t run_id;
-    int created;
-    const char *tag, *variant;
-    char model_label[128]; /* the task's model label (tag "model"), "" when it has none */
-    const char *db;        /* the store's path: checkpoints live beside it */
-    const char *argv_rec;  /* the command line, recorded so that --resume can rebuild it */
-    char ckpt[4096];       /* this run's checkpoint file, once known */
-    char model[4096];      /* this run's model directory, once made */
-    char store_id[40];     /* the store's id, recorded in every checkpoint */
-    nb_ckpt_ident ident;   /* what this run's checkpoints belong to, once known */
-    int have_ident;
-    nb_progress_line progress;
-} run_ctx;
-
-/* The recorder of a run that holds the store itself. */
-static int local_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id,
-                        size_t size, nb_err *err) {
-    if (nb_run_create(ctx, spec, run, err) != 0) return -1;
-    return store_id ? nb_store_id(ctx, store_id, size, err) : 0;
-}
-static int local_tag(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
-    return nb_run_tag(ctx, run, k, v, err);
-}
-static int local_param(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
-    return nb_run_param(ctx, run, k, v, err);
-}
-static int local_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err) {
-    return nb_metrics_add(ctx, run, m, n, err);
-}
-static int local_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
-    return nb_run_finish(ctx, run, st, msg, err);
-}
-
-/* The recorder of a data-parallel run's ranks other than 0. */
-static int none_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id,
-                       size_t size, nb_err *err) {
-    *run = 0;
-    if (store_id) snprintf(store_id, size, "-");
-    return 0;
-}
-static int none_kv(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
-    return 0;
-}
-static int none_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err) {
-    return 0;
-}
-static int none_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
-    return 0;
-}
-
-/* DB-checkpoints/run-ID.ckpt, beside the store. */
-static int checkpoint_file(char *out, size_t size, const char *db, int64_t id, int make_dir,
-                           nb_err *err) {
-    char dir[4096];
-    if ((size_t)snprintf(dir, sizeof dir, "%s-checkpoints", db) >= sizeof dir)
-        return nb_errf(err, "store path '%s' is too long", db);
-    if (make_dir && mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        nb_errf(err, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
-        return nb_hintf(err, "make the store's directory writable, or pass --db elsewhere");
-    }
-    if ((size_t)snprintf(out, size, "%.4000s/run-%lld.ckpt", dir, (long long)id) >= size)
-        return nb_errf(err, "store path '%s' is too long", db);
-    return 0;
-}
-
-static int ensure_run(run_ctx *c, nb_err *err) {
-    if (c->created) return 0;
-    if (c->rec->create(c->rec->ctx, &c->spec, &c->run_id, c->store_id, sizeof c->store_id, err) !=
-        0)
-        return -1;
-    c->created = 1;
-    if (c->tag) {
-        /* --tag KEY=VALUE, or TEXT (recorded under the key "tag") */
-        const char *eq = strchr(c->tag, '=');
-        char key[64] = "tag";
-        const char *value = c->tag;
-        if (eq && eq > c->tag && (size_t)(eq - c->tag) < sizeof key) {
-            memcpy(key, c->tag, (size_t)(eq - c->tag));
-            key[eq - c->tag] = '\0';
-            value = eq + 1;
-        }
-        if (c->rec->tag(c->rec->ctx, c->run_id, key, value, err) != 0) return -1;
-    }
-    if (c->variant && c->rec->tag(c->rec->ctx, c->run_id, "variant", c->variant, err) != 0)
-        return -1;
-    if (c->model_label[0] && c->rec->tag(c->rec->ctx, c->run_id, "model", c->model_label, err) != 0)
-        return -1;
-    if (c->argv_rec && c->rec->param(c->rec->ctx, c->run_id, "argv", c->argv_rec, err) != 0)
-        return -1;
-    if (!c->progress.quiet)
-        fprintf(stderr, "run %lld: %s on %s, norm %s, seed %lld\n", (long long)c->run_id,
-                c->spec.task, c->spec.dataset, c->spec.norm, (long long)c->spec.seed);
-    return 0;
-}
-
-static int sink_record(void *ctx, const nb_metric *m, int n, nb_err *err) {
-    run_ctx *c = ctx;
-    if (ensure_run(c, err) != 0) return -1;
-    return c->rec->metrics(c->rec->ctx, c->run_id, m, n, err);
-}
-
-static int sink_param(void *ctx, const char *key, const char *value, nb_err *err) {
-    run_ctx *c = ctx;
-    if (ensure_run(c, err) != 0) return -1;
-    return c->rec->param(c->rec->ctx, c->run_id, key, value, err);
-}
-
-/* What the run's checkpoints and kept model belong to (sink.ckpt_ident), once the run exists. */
-static void set_ident(run_ctx *c) {
-    if (c->have_ident) return;
-    nb_ckpt_ident_set(&c->ident, c->store_id, c->run_id, c->spec.task, c->spec.norm, c->spec.seed,
-                      c->spec.config_json);
-    c->have_ident = 1;
-}
-
-static const char *sink_checkpoint(void *ctx, nb_err *err) {
-    run_ctx *c = ctx;
-    if (ensure_run(c, err) != 0) return NULL;
-    if (!c->ckpt[0] && c->rec->ckpt_dir &&
-        (size_t)snprintf(c->ckpt, sizeof c->ckpt, "%.4000s/run-%lld.ckpt", c->rec->ckpt_dir,
-                         (long long)c->run_id) >= sizeof c->ckpt) {
-        nb_errf(err, "checkpoint directory '%s' is too long", c->rec->ckpt_dir);
-        return NULL;
-    }
-    if (!c->ckpt[0] && checkpoint_file(c->ckpt, sizeof c->ckpt, c->db, c->run_id, 1, err) != 0)
-        return NULL;
-    /* a resumed run's path is known already: its directory may not be (--from-scratch of a
-     * run that never wrote a checkpoint) */
-    char dir[4096];
-    if (!c->rec->ckpt_dir && c->db &&
-        checkpoint_file(dir, sizeof dir, c->db, c->run_id, 1, err) != 0)
-        return NULL;
-    set_ident(c);
-    return c->ckpt;
-}
-
-static int sink_checkpoint_saved(void *ctx, const char *path, nb_err *err) {
-    run_ctx *c = ctx;
-    return c->rec->ckpt_saved ? c->rec->ckpt_saved(c->rec->ctx, c->run_id, path, err) : 0;
-}
-
-/* DB-checkpoints/run-ID.model/, beside the store: a finished run's model (tasks that keep one). */
-static const char *sink_model_dir(void *ctx, nb_err *err) {
-    run_ctx *c = ctx;
-    if (ensure_run(c, err) != 0) return NULL;
-    char ck[4096];
-    if (checkpoint_file(ck, sizeof ck, c->db, c->run_id, 1, err) != 0) return NULL;
-    size_t n = strlen(ck);
-    if (n < 5 || n + 2 >= sizeof c->model) {
-        nb_errf(err, "store path '%s' is too long", c->db);
-        return NULL;
-    }
-    snprintf(c->model, sizeof c->model, "%.*s.model", (int)(n - 5), ck); /* run-ID.ckpt -> .model */
-    set_ident(c); /* written into the model (sink.ckpt_ident) */
-    if (mkdir(c->model, 0755) != 0 && errno != EEXIST) {
-        nb_errf(err, "cannot create '%s': %s", c->model, strerror(errno));
-        return NULL;
-    }
-    return c->model;
-}
-
-static void sink_progress(void *ctx, const nb_progress *p) {
-    run_ctx *c = ctx;
-    nb_progress_draw(&c->progress, p);
-}
-
-/* Every option in force, as JSON: the run's configuration record. */
-static void kv_str(nb_buf *b, const char *k, const char *v) {
-    nb_buf_puts(b, b->len > 1 ? ", " : "");
-    nb_buf_json_str(b, k);
-    nb_buf_puts(b, ": ");
-    nb_buf_json_str(b, v);
-}
-
-static void kv_num(nb_buf *b, const char *k, double v) {
-    nb_buf_puts(b, b->len > 1 ? ", " : "");
-    nb_buf_json_str(b, k);
-    nb_buf_puts(b, ": ");
-    nb_buf_json_num(b, v);
-}
-
-static void kv_int(nb_buf *b, const char *k, int64_t v) {
-    nb_buf_puts(b, b->len > 1 ? ", " : "");
-    nb_buf_json_str(b, k);
-    nb_buf_printf(b, ": %lld", (long long)v);
-}
-
-/* hosts: 0 leaves out the ranks and their hosts (the text the ranks compare, cmd/mpi.h) */
-static char *config_json(const nb_train_cfg *cfg, int hosts) {
-    nb_buf j = {0};
-    nb_buf_puts(&j, "{");
-    kv_str(&j, "task", cfg->task);
-    kv_str(&j, "dataset", cfg->dataset);
-    kv_str(&j, "data_dir", cfg->data_dir);
-    kv_str(&j, "norm", nb_norm_name(cfg->norm.kind));
-    kv_num(&j, "eps", cfg->norm.eps);
-    kv_str(&j, "eps_placement", cfg->norm.eps_outside ? "outside-sqrt" : "inside-sqrt");
-    kv_num(&j, "p", cfg->norm.p);
-    kv_str(&j, "p_rounding", cfg->norm.p_floor ? "floor" : "ceil");
-    kv_num(&j, "bn_momentum", cfg->norm.bn_momentum);
-    kv_str(&j, "bn_batch_variance", cfg->norm.bn_unbiased_batch ? "unbiased" : "biased");
-    kv_str(&j, "bn_running_variance", cfg->norm.bn_unbiased_running ? "unbiased" : "biased");
-    kv_str(&j, "wn_init", cfg->norm.wn_data_init ? "data-dependent" : "plain");
-    const nb_norm_def *nd = nb_norm_get(cfg->norm.kind);
-    if (nd->nscalars > 0) { /* the scalars' initial value, as "dyt_alpha" */
-        char key[64];
-        snprintf(key, sizeof key, "%s_%s", nd->name, nd->scalar_name);
-        kv_num(&j, key, nd->scalar_init(&cfg->norm));
-    }
-    kv_str(&j, "activation", nb_act_name(cfg->act));
-    kv_str(&j, "optimizer", "adam");
-    kv_num(&j, "lr", cfg->adam.lr);
-    kv_num(&j, "beta1", cfg->adam.beta1);
-    kv_num(&j, "beta2", cfg->adam.beta2);
-    kv_num(&j, "adam_eps", cfg->adam.eps);
-    kv_str(&j, "adam_eps_placement", cfg->adam.eps_inside ? "inside-sqrt" : "outside-sqrt");
-    kv_str(&j, "adam_eps_on", cfg->adam.eps_corrected ? "corrected-v" : "raw-v");
-    kv_str(&j, "adam_bias_correction", bias_choices[cfg->adam.bias]);
-    kv_num(&j, "clip_global", cfg->clip);
-    kv_int(&j, "seed", (int64_t)cfg->seed);
-    kv_int(&j, "epochs", cfg->epochs);
-    kv_int(&j, "steps", cfg->steps);
-    kv_int(&j, "batch", cfg->batch);
-    kv_int(&j, "eval_batch", cfg->eval_batch);
-    kv_int(&j, "subset", cfg->subset);
-    kv_int(&j, "log_every", cfg->log_every);
-    kv_int(&j, "threads", cfg->threads);
-    kv_str(&j, "denormals", cfg->flush_denormals ? "flushed-to-zero" : "ieee");
-    nb_task_opts_json(nb_task_find(cfg->task), cfg, &j); /* the task's own options */
-    if (cfg->dist && cfg->dist->size > 1 && hosts) {     /* data-parallel (cmd/mpi.h) */
-        kv_int(&j, "ranks", cfg->dist->size);
-        char *list = nb_mpi_hosts_json();
-        nb_buf_puts(&j, ", \"hosts\": ");
-        nb_buf_puts(&j, list ? list : "null");
-        free(list);
-    }
-    if (cfg->dist && cfg->dist->size > 1) {
-        kv_str(&j, "bn_statistics", cfg->dist->bn_sync ? "global" : "per-rank");
-    }
-    nb_buf_puts(&j, "}");
-    return nb_buf_take(&j);
-}
 
 /* A parsed `run` command line: the configuration in force and where to record it. */
 typedef struct run_args {
@@ -791,144 +534,6 @@ int nb_run_check_args(int argc, const char **argv) {
     return rc;
 }
 
-/* The command line as one string, arguments separated by the ASCII unit separator. */
-static char *join_argv(int argc, const char **argv) {
-    nb_buf b = {0};
-    for (int i = 0; i < argc; i++) {
-        if (i) nb_buf_puts(&b, "\x1f");
-        nb_buf_puts(&b, argv[i]);
-    }
-    return nb_buf_take(&b);
-}
-
-/* `run --resume RUN`: the recorded command line of RUN, split back into arguments (into
- * storage owned by the caller: *buf). Checks that the run can be resumed and where from: its
- * checkpoint must exist and belong to it (store, run, task, norm, seed, configuration), whose
- * identity goes to *ident. With from_scratch the checkpoint is not needed (*ckpt_step = -1): the
- * run starts over under its id. */
-/* The integer member key of a configuration's JSON (util/json.h's reader), or def. */
-static int64_t config_int(const char *json, const char *key, int64_t def) {
-    nb_json_object o;
-    nb_json_read_object(json, &o);
-    long long v = def;
-    nb_json_get_int(&o, key, &v);
-    nb_json_object_free(&o);
-    return v;
-}
-
-/* How many groups a run's BatchNorm statistics are taken over: its ranks with per-rank
- * statistics (norm batch under mpirun without --bn-sync), else 1 (the whole batch, or no
- * BatchNorm). Resuming a run with another count would change its model. */
-static int64_t config_bn_groups(const char *json) {
-    nb_json_object o;
-    nb_json_read_object(json, &o);
-    long long ranks = 1;
-    nb_json_get_int(&o, "ranks", &ranks);
-    const char *norm = nb_json_get_str(&o, "norm"), *bn = nb_json_get_str(&o, "bn_statistics");
-    int per_rank = norm && strcmp(norm, "batch") == 0 && bn && strcmp(bn, "per-rank") == 0;
-    nb_json_object_free(&o);
-    return per_rank && ranks > 1 ? ranks : 1;
-}
-
-/* nb_run_resume_prepare, with how the run was trained: the ranks it was started on and its
- * BatchNorm groups (config_bn_groups) into *ranks and *bn_groups (may be NULL). */
-static int resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **buf,
-                          const char **args, int max, int *nargs, char *ckpt, size_t ckpt_size,
-                          int64_t *ckpt_step, nb_ckpt_ident *ident, int64_t *ranks,
-                          int64_t *bn_groups) {
-    nb_err err;
-    nb_err_clear(&err);
-    nb_store *s = open;
-    nb_run_detail *d = NULL;
-    int rc = NB_EXIT_FAIL;
-    if ((!s && nb_store_open(&s, db, 1, &err) != 0) || nb_run_get(s, id, &d, &err) != 0) {
-        nb_report_err(&err);
-        goto out;
-    }
-    if (strcmp(d->info.status, "finished") == 0) {
-        nb_die("run %lld finished already: there is nothing to resume", (long long)id);
-        goto out;
-    }
-    if (strcmp(d->info.status, "running") == 0) {
-        /* the words of the store's claim (results/store.c), which a resume racing this one
-         * meets instead when it reads the run's status first */
-        nb_die("run %lld is running in process %lld on %s: it cannot be resumed twice",
-               (long long)id, (long long)d->info.pid, d->info.host);
-        goto out;
-    }
-    const char *rec = NULL;
-    for (int i = 0; i < d->nparams; i++)
-        if (strcmp(d->params[i].key, "argv") == 0) rec = d->params[i].value;
-    if (!rec) {
-        nb_die("run %lld has no recorded command line: it cannot be resumed", (long long)id);
-        goto out;
-    }
-    char store_id[40];
-    if (checkpoint_file(ckpt, ckpt_size, db, id, 0, &err) != 0 ||
-        nb_store_id(s, store_id, sizeof store_id, &err) != 0) {
-        nb_report_err(&err);
-        goto out;
-    }
-    nb_ckpt_ident_set(ident, store_id, id, d->info.task, d->info.norm, d->info.seed, d->config);
-    if (from_scratch) {
-        *ckpt_step = -1;
-    } else {
-        if (access(ckpt, R_OK) != 0) {
-            nb_die("run %lld has no checkpoint '%s'", (long long)id, ckpt);
-            fprintf(stderr,
-                    "hint: checkpoints are written at the end of each epoch; a run stopped in its "
-                    "first epoch must be started again ('normbench run --resume %lld "
-                    "--from-scratch' does it under the same run id)\n",
-                    (long long)id);
-            goto out;
-        }
-        nb_ckpt_state st;
-        nb_ckpt_ident have;
-        if (nb_ckpt_read_state(ckpt, &have, &st, &err) != 0 ||
-            nb_ckpt_ident_check(ckpt, &have, ident, &err) != 0) {
-            nb_report_err(&err);
-            goto out;
-        }
-        *ckpt_step = st.step;
-    }
-    *buf = strdup(rec);
-    if (!*buf) {
-        nb_die("out of memory");
-        goto out;
-    }
-    int n = 0;
-    for (char *p = *buf; p && n < max;) {
-        args[n++] = p;
-        p = strchr(p, '\x1f');
-        if (p) *p++ = '\0';
-    }
-    *nargs = n;
-    if (ranks) *ranks = config_int(d->config, "ranks", 1);
-    if (bn_groups) *bn_groups = config_bn_groups(d->config);
-    rc = 0;
-out:
-    nb_run_detail_free(d);
-    if (s && s != open) nb_store_close(s);
-    return rc;
-}
-
-int nb_run_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **buf,
-                          const char **args, int max, int *nargs, char *ckpt, size_t ckpt_size,
-                          int64_t *ckpt_step, nb_ckpt_ident *ident) {
-    return resume_prepare(open, db, id, from_scratch, buf, args, max, nargs, ckpt, ckpt_size,
-                          ckpt_step, ident, NULL, NULL);
-}
-
-/* Removes the checkpoint temporary files that a run killed while writing left beside the store
- * (their writer is gone); a failure only warns. */
-static void remove_stale_checkpoints(const char *db) {
-    char dir[4096];
-    if ((size_t)snprintf(dir, sizeof dir, "%s-checkpoints", db) >= sizeof dir) return;
-    nb_err err;
-    nb_err_clear(&err);
-    if (nb_ckpt_remove_stale(dir, NULL, &err) != 0) fprintf(stderr, "warning: %s\n", err.msg);
-}
-
 int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf, char *model,
                        size_t model_size, nb_ckpt_ident *ident) {
     nb_err err;
@@ -969,7 +574,7 @@ int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf
     }
     *cfg = a.cfg;
     char ck[4096];
-    if (checkpoint_file(ck, sizeof ck, db, id, 0, &err) != 0) {
+    if (nb_job_checkpoint_file(ck, sizeof ck, db, id, 0, &err) != 0) {
         nb_task_opts_free(cfg);
         nb_report_err(&err);
         goto out;
@@ -996,450 +601,125 @@ out:
     return rc;
 }
 
-int cmd_run(int argc, const char **argv) {
-    return nb_run_exec(argc, argv, NULL);
+/* The command line as one string, arguments separated by the ASCII unit separator. */
+static char *join_argv(int argc, const char **argv) {
+    nb_buf b = {0};
+    for (int i = 0; i < argc; i++) {
+        if (i) nb_buf_puts(&b, "\x1f");
+        nb_buf_puts(&b, argv[i]);
+    }
+    return nb_buf_take(&b);
 }
 
-static int run_exec(int argc, const char **argv, const nb_run_host *h);
+int nb_run_parse(int argc, const char **argv, nb_job *j) {
+    run_args a;
+    int rc = parse_run(argc, argv, &a);
+    if (rc) return rc;
+    j->cfg = a.cfg;
+    j->db = a.db;
+    j->tag = a.tag;
+    j->variant = a.variant;
+    j->quiet = a.quiet;
+    j->threads = a.threads;
+    j->no_fetch = a.no_fetch;
+    j->bn_sync = a.bn_sync;
+    free(j->args);
+    j->args = join_argv(argc - 1, argv + 1); /* recorded, so that --resume can rebuild it */
+    return 0;
+}
 
-int nb_run_exec(int argc, const char **argv, const nb_run_host *h) {
-    /* data-parallel: until the first step the ranks meet only in agreements (cmd/mpi.h); a rank
-     * whose set-up stopped before its next one takes part in it, so that no rank waits */
-    const int dp = nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop));
-    if (dp) nb_mpi_setup_begin();
-    int rc = run_exec(argc, argv, h);
-    if (dp) nb_mpi_setup_fail(rc);
+/* ---- the command's side of a job: its messages, progress line and dataset ------------------ */
+
+static nb_progress_line progress_line; /* one job at a time in a process */
+
+static void io_say(void *ctx, const char *text) {
+    fputs(text, stderr);
+}
+static void io_progress_begin(void *ctx, int quiet) {
+    nb_progress_init(&progress_line, quiet);
+}
+static void io_progress(void *ctx, const nb_progress *p) {
+    nb_progress_draw(&progress_line, p);
+}
+static void io_progress_end(void *ctx) {
+    nb_progress_end(&progress_line);
+}
+static void io_result(void *ctx, int64_t run, const char *status) {
+    printf("run %lld %s\n", (long long)run, status);
+}
+static int io_ensure_dataset(void *ctx, const char *name, const char *data_dir, int quiet) {
+    return nb_cmd_ensure_dataset(name, data_dir, 0, quiet);
+}
+static char *io_compute_json(void *ctx) {
+    return nb_compute_json();
+}
+
+static const nb_job_io run_io = {.say = io_say,
+                                 .progress_begin = io_progress_begin,
+                                 .progress = io_progress,
+                                 .progress_end = io_progress_end,
+                                 .result = io_result,
+                                 .ensure_dataset = io_ensure_dataset,
+                                 .compute_json = io_compute_json};
+
+int nb_run_job_build(int argc, const char **argv, nb_job *j) {
+    nb_job_init(j, &run_io);
+    int rc = nb_run_parse(argc, argv, j);
+    if (rc == 0) nb_note_blas_core();
     return rc;
 }
 
-static int run_exec(int argc, const char **argv, const nb_run_host *h) {
-    /* --resume RUN [--db FILE] [--quiet]: continue a run from its last checkpoint. */
-    int64_t resume_id = 0, resume_step = 0;
-    int from_scratch = 0;
-    char *resume_buf = NULL, resume_ckpt[4096] = "";
-    nb_ckpt_ident resume_ident;
-    const char *rargs[256];
-    if (h && h->resume_run > 0) { /* claimed by the host already */
-        resume_id = h->resume_run;
-        resume_step = h->resume_step;
-        resume_ident = *h->resume_ident;
-        from_scratch = !h->resume_ckpt;
-        if (h->resume_ckpt) snprintf(resume_ckpt, sizeof resume_ckpt, "%s", h->resume_ckpt);
+/* `run --resume RUN [--db FILE] [--quiet] [--from-scratch]`: the job from the store. */
+static int resume_job(int argc, const char **argv, nb_job *j) {
+    int64_t resume_id = 0;
+    int from_scratch = 0, quiet = 0;
+    const char *db = NULL;
+    nb_opt ro[] = {{"resume", NB_OPT_I64, &resume_id, "RUN", "run to resume", NULL, 1, 1e15},
+                   {"from-scratch", NB_OPT_FLAG, &from_scratch, NULL,
+                    "start the run over under its id instead (no checkpoint needed)"},
+                   NB_OPT_DB(&db),
+                   {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
+                   {NULL}};
+    int prc = nb_parse_opts("run", run_usage, argc, argv, ro, NULL, 0, NULL);
+    if (prc < 0) return -1;
+    if (prc) {
+        fprintf(stderr, "hint: --resume takes only --db, --quiet and --from-scratch beside "
+                        "it: the run keeps its own options\n");
+        return prc;
     }
-    /* under mpirun with more than one rank (and not as a sweep's job): one run over every rank */
-    const int dp = nb_mpi_on() && nb_mpi_size() > 1 && !(h && (h->rec || h->stop));
-    const int dp_rank = dp ? nb_mpi_rank() : 0;
-    /* how the resumed run was trained (0: unknown, a host's resume) */
-    int64_t resume_ranks = 0, resume_bn_groups = 0;
-    /* a data-parallel resume on a rank other than 0: rank 0's checkpoint, sent over MPI, and
-     * this rank's copy of it */
-    char *resume_bytes = NULL, resume_copy[4200] = "";
-    size_t resume_len = 0;
-    for (int i = 1; i < argc && !(h && h->resume_run > 0); i++)
-        if (strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0) {
-            const char *db = NULL;
-            int quiet = 0;
-            nb_opt ro[] = {
-                {"resume", NB_OPT_I64, &resume_id, "RUN", "run to resume", NULL, 1, 1e15},
-                {"from-scratch", NB_OPT_FLAG, &from_scratch, NULL,
-                 "start the run over under its id instead (no checkpoint needed)"},
-                NB_OPT_DB(&db),
-                {"quiet", NB_OPT_FLAG, &quiet, NULL, "no progress output"},
-                {NULL}};
-            int prc = nb_parse_opts("run", run_usage, argc, argv, ro, NULL, 0, NULL);
-            if (prc < 0) return NB_EXIT_OK;
-            if (prc) {
-                fprintf(stderr, "hint: --resume takes only --db, --quiet and --from-scratch beside "
-                                "it: the run keeps its own options\n");
-                return prc;
-            }
-            int nargs = 0, rrc = 0;
-            /* data-parallel: rank 0 alone reads the store and the checkpoint */
-            if (dp_rank == 0)
-                rrc = resume_prepare(NULL, db ? db : nb_default_db(), resume_id, from_scratch,
-                                     &resume_buf, rargs + 1, 250, &nargs, resume_ckpt,
-                                     sizeof resume_ckpt, &resume_step, &resume_ident, &resume_ranks,
-                                     &resume_bn_groups);
-            if (dp) { /* every rank resumes this run */
-                char what[96];
-                snprintf(what, sizeof what, "resumes run %lld%s", (long long)resume_id,
-                         from_scratch ? " from scratch" : "");
-                if ((rrc = nb_mpi_setup_agree(NB_MPI_START, rrc, what)) != 0) {
-                    free(resume_buf);
-                    return rrc;
-                }
-            }
-            if (dp) { /* ... and gives every rank what it found, the checkpoint's bytes too */
-                nb_mpi_resume sh;
-                memset(&sh, 0, sizeof sh);
-                sh.rc = rrc;
-                if (dp_rank == 0 && rrc == 0) {
-                    sh.args = join_argv(nargs, rargs + 1);
-                    sh.step = resume_step;
-                    sh.ident = resume_ident;
-                    sh.ranks = resume_ranks;
-                    sh.bn_groups = resume_bn_groups;
-                }
-                rrc = nb_mpi_share_resume(
-                    &sh, dp_rank == 0 && rrc == 0 && !from_scratch ? resume_ckpt : NULL);
-                free(resume_buf);
-                resume_buf = sh.args;
-                if (rrc == 0 && !resume_buf) rrc = nb_die("out of memory");
-                if (rrc) {
-                    free(resume_buf);
-                    free(sh.ckpt);
-                    return rrc;
-                }
-                nargs = 0;
-                for (char *p = resume_buf; p && nargs < 250;) {
-                    rargs[1 + nargs++] = p;
-                    p = strchr(p, '\x1f');
-                    if (p) *p++ = '\0';
-                }
-                resume_step = sh.step;
-                resume_ident = sh.ident;
-                resume_ranks = sh.ranks;
-                resume_bn_groups = sh.bn_groups;
-                if (dp_rank != 0) {
-                    resume_bytes = sh.ckpt;
-                    resume_len = sh.ckpt_len;
-                } else {
-                    free(sh.ckpt); /* rank 0 reads its own file */
-                }
-            }
-            if (rrc) return rrc;
-            rargs[0] = "run";
-            nargs++;
-            /* the store named now wins over the recorded one (taken out: an option may not be
-             * given twice); so does --quiet */
-            for (int k = 1; db && k < nargs;)
-                if (strcmp(rargs[k], "--db") == 0 || strncmp(rargs[k], "--db=", 5) == 0) {
-                    int w = rargs[k][4] == '=' || k + 1 >= nargs ? 1 : 2;
-                    memmove(rargs + k, rargs + k + w, sizeof *rargs * (size_t)(nargs - k - w));
-                    nargs -= w;
-                } else {
-                    k++;
-                }
-            if (db) rargs[nargs++] = "--db", rargs[nargs++] = db;
-            if (quiet) rargs[nargs++] = "--quiet";
-            argc = nargs;
-            argv = rargs;
-            break;
-        }
-    if (dp && !resume_id) {
-        int src = nb_mpi_setup_agree(NB_MPI_START, 0, "starts a new run");
-        if (src) return src;
-    }
-    run_args a;
-    int rc = parse_run(argc, argv, &a);
-    if (rc < 0) return NB_EXIT_OK;
-    if (rc) {
-        free(resume_buf);
-        free(resume_bytes);
-        return rc;
-    }
-    nb_note_blas_core();
-    nb_train_cfg cfg = a.cfg;
-    nb_dist dist;
-    /* A resume over another number of ranks continues the same model, except where BatchNorm
-     * takes per-rank statistics: their groups are the model's. */
-    const int64_t bn_groups = dp && nb_norm_get(cfg.norm.kind)->acts == NB_ON_FEATURES && !a.bn_sync
-                                  ? (int64_t)nb_mpi_size()
-                                  : 1;
-    if (resume_id && resume_bn_groups > 0 && bn_groups != resume_bn_groups) {
-        const int n = dp ? nb_mpi_size() : 1;
-        const long long id = (long long)resume_id, g = (long long)resume_bn_groups;
-        if (dp_rank == 0 && g > 1)
-            fprintf(
-                stderr,
-                "error: run %lld took its BatchNorm statistics per rank over %lld ranks: "
-                "resuming it on %d rank%s would change the model\n"
-                "hint: resume it on %lld ranks: 'mpirun -np %lld normbench run --resume %lld'\n",
-                id, g, n, n > 1 ? "s" : "", g, g, id);
-        else if (dp_rank == 0)
-            fprintf(stderr,
-                    "error: run %lld took its BatchNorm statistics over the whole batch: resumed "
-                    "on %d ranks without --bn-sync it would take them per rank, another model\n"
-                    "hint: resume it in one process: 'normbench run --resume %lld'\n",
-                    id, n, id);
-        free(resume_buf);
-        free(resume_bytes);
-        nb_task_opts_free(&cfg);
-        return NB_EXIT_USAGE;
-    }
-    if (dp) {
-        const char *why = cfg.device ? "--device cuda is not supported for a data-parallel run"
-                          : cfg.batch < nb_mpi_size()
-                              ? "--batch is smaller than the number of ranks"
-                              : NULL;
-        if (!why && nb_norm_get(cfg.norm.kind)->acts == NB_ON_FEATURES && !a.bn_sync &&
-            cfg.batch / nb_mpi_size() < 2)
-            why = "per-rank batch norm needs at least 2 rows per rank (or --bn-sync)";
-        if (why) {
-            free(resume_buf);
-            free(resume_bytes);
-            nb_task_opts_free(&cfg);
-            return nb_usage_error("run", "%s (%d ranks)", why, nb_mpi_size());
-        }
-        nb_mpi_dist(&dist, a.bn_sync);
-        cfg.dist = &dist;
-        if (a.bn_sync) cfg.norm.bn_sum = nb_mpi_bn_sum;
-        if (dp_rank != 0) a.quiet = 1;
-    }
-    if (cfg.device) { /* --device cuda: a GPU first, and a task that has the device path */
-        nb_err derr;
-        nb_err_clear(&derr);
-        if (!nb_norm_get(cfg.norm.kind)->cuda) { /* no kernels tested on a GPU yet (DyT) */
-            const char *nn = nb_norm_name(cfg.norm.kind);
-            free(resume_buf);
-            nb_task_opts_free(&cfg);
-            return nb_usage_error("run",
-                                  "--device cuda has no %s kernels yet: train --norm %s "
-                                  "on the CPU (leave out --device)",
-                                  nn, nn);
-        }
-        if (!nb_task_find(cfg.task)->cuda) {
-            char list[128] = "";
-            for (int i = 0, n = 0; nb_task_at(i); i++)
-                if (nb_task_at(i)->cuda)
-                    n += snprintf(list + n, sizeof list - (size_t)n, "%s%s", n ? ", " : "",
-                                  nb_task_at(i)->name);
-            free(resume_buf);
-            nb_task_opts_free(&cfg);
-            return nb_usage_error(
-                "run", "--device cuda is implemented for the task(s) %s, not '%s'", list, cfg.task);
-        }
-        if (nb_cuda_init(&derr) != 0) {
-            free(resume_buf);
-            nb_task_opts_free(&cfg);
-            return nb_report_err(&derr);
-        }
-    }
-    const char *tag = a.tag;
-    int quiet = a.quiet || dp_rank != 0;
-    if (a.threads > 0) {
-        omp_set_num_threads(a.threads);
-        openblas_set_num_threads(a.threads);
-    }
-    cfg.threads = omp_get_max_threads();
-    cfg.stop = h && h->stop ? h->stop : &stop_requested;
-    const nb_run_rec *rec = h && h->rec ? h->rec : NULL;
-    /* the other ranks of a data-parallel run record nothing: rank 0 does */
-    nb_run_rec none = {.create = none_create,
-                       .tag = none_kv,
-                       .param = none_kv,
-                       .metrics = none_metrics,
-                       .finish = none_finish};
-    if (dp_rank != 0) rec = &none;
-    /* A registry dataset is fetched on first use (datasets/dataset.h); synthetic never is. */
-    if (!a.no_fetch) rc = nb_cmd_ensure_dataset(cfg.dataset, cfg.data_dir, 0, quiet);
+    j->db = nb_default_db(); /* where the run is read from when --db is not given */
+    return nb_job_from_store(j, db, resume_id, from_scratch, quiet, nb_run_parse);
+}
 
-    nb_err err;
-    nb_err_clear(&err);
-    run_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    const char *dbpath = a.db;
-    nb_run_rec local = {.create = local_create,
-                        .tag = local_tag,
-                        .param = local_param,
-                        .metrics = local_metrics,
-                        .finish = local_finish};
-    if (!rc && !rec) {
-        if (nb_store_open(&ctx.store, dbpath, 0, &err) != 0 ||
-            nb_store_id(ctx.store, ctx.store_id, sizeof ctx.store_id, &err) != 0) {
-            rc = nb_report_err(&err);
-        } else {
-            local.ctx = ctx.store;
-            rec = &local;
-            /* how long a write waits for another process's lock (tests set a short wait) */
-            const char *w = getenv("NORMBENCH_STORE_WAIT");
-            char *end = NULL;
-            double ws = w && *w ? strtod(w, &end) : -1;
-            if (ws >= 0 && ws <= 86400 && end && !*end)
-                nb_store_set_busy_timeout(ctx.store, (int)(ws * 1000));
-            remove_stale_checkpoints(dbpath);
-        }
+/* `run`: the job from the command line or the store, executed. */
+static int run_command(int argc, const char **argv, int dp) {
+    nb_job j;
+    nb_job_init(&j, &run_io);
+    j.dp = dp;
+    int resume = 0, rc = 0;
+    for (int i = 1; i < argc; i++)
+        resume |= strcmp(argv[i], "--resume") == 0 || strncmp(argv[i], "--resume=", 9) == 0;
+    if (resume) {
+        rc = resume_job(argc, argv, &j);
+    } else {
+        if (dp) rc = nb_mpi_setup_agree(NB_MPI_START, 0, "starts a new run");
+        if (!rc) rc = nb_run_parse(argc, argv, &j);
     }
-    /* data-parallel: the ranks' configurations agree, and a rank that failed alone (rank 0
-     * with the store) stops every rank */
-    if (dp) {
-        char *canon = rc ? NULL : config_json(&cfg, 0);
-        if (!rc && !canon) rc = nb_die("out of memory");
-        rc = nb_mpi_setup_agree(NB_MPI_CONFIG, rc, canon);
-        free(canon);
+    if (rc == 0) {
+        nb_note_blas_core();
+        rc = nb_job_exec(&j);
     }
-    if (rc) {
-        nb_store_close(ctx.store);
-        free(resume_buf);
-        free(resume_bytes);
-        nb_task_opts_free(&cfg);
-        return rc;
-    }
-    ctx.rec = rec;
-    /* From here a signal stops the run at its next step, recorded as interrupted (a resume's
-     * claim included: a run left claimed by a killed process shows as crashed). A host (a sweep
-     * under MPI) handles the signals itself and sets the stop flag. */
-    if (!(h && h->stop)) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session */
-    }
+    nb_job_free(&j);
+    return rc < 0 ? NB_EXIT_OK : rc;
+}
 
-    char *json = config_json(&cfg, 1);
-    if (!json) {
-        free(resume_buf);
-        free(resume_bytes);
-        nb_task_opts_free(&cfg);
-        nb_store_close(ctx.store);
-        return nb_die("out of memory");
-    }
-    ctx.spec.task = cfg.task;
-    ctx.spec.dataset = cfg.dataset;
-    /* BN-everywhere is its own curve in the papers' figures: report and plot group by this name */
-    const char *label = nb_task_norm_label(nb_task_find(cfg.task), &cfg);
-    ctx.spec.norm = label ? label : nb_norm_name(cfg.norm.kind);
-    ctx.spec.seed = (int64_t)cfg.seed;
-    ctx.spec.config_json = json;
-    char *compute = nb_compute_json();
-    ctx.spec.compute_json = compute;
-    ctx.tag = tag;
-    ctx.variant = a.variant;
-    nb_task_model_label(nb_task_find(cfg.task), &cfg, ctx.model_label, sizeof ctx.model_label);
-    ctx.db = dbpath;
-    char *argv_rec = join_argv(argc - 1, argv + 1);
-    ctx.argv_rec = argv_rec;
-    nb_progress_init(&ctx.progress, quiet);
-    nb_sink sink = {.ctx = &ctx,
-                    .record = sink_record,
-                    .param = sink_param,
-                    .checkpoint_path = sink_checkpoint,
-                    .ckpt_ident = &ctx.ident,
-                    .checkpoint_saved = sink_checkpoint_saved,
-                    .progress = sink_progress,
-                    .model_dir = sink_model_dir};
-    if (dp_rank != 0) sink.checkpoint_path = NULL; /* rank 0 writes them */
-    /* the model is kept beside the store: by rank 0, not by a rank that records through it */
-    if (dp_rank != 0 || (rec && rec->ckpt_saved)) sink.model_dir = NULL;
-    if (dp && nb_norm_get(cfg.norm.kind)->acts == NB_ON_FEATURES && !ctx.variant)
-        ctx.variant = a.bn_sync ? "--bn-sync" : "per-rank BN"; /* a different model */
-    if (resume_id) {
-        /* the claim (rank 0 for every rank), then every rank's copy of the checkpoint */
-        int crc = 0, claimed = 0;
-        if (ctx.store && nb_run_resume(ctx.store, resume_id, resume_step, &err) != 0)
-            crc = nb_report_err(&err);
-        else
-            claimed = ctx.store != NULL;
-        if (!crc && resume_bytes &&
-            nb_mpi_ckpt_copy(resume_bytes, resume_len, resume_id, resume_copy, sizeof resume_copy,
-                             &err) != 0)
-            crc = nb_report_err(&err);
-        free(resume_bytes);
-        resume_bytes = NULL;
-        if (dp) crc = nb_mpi_agree(crc);
-        /* a run resumed on another number of ranks (the same model) says so */
-        if (!crc && ctx.store && dp_rank == 0 && resume_ranks > 0 &&
-            resume_ranks != (dp ? nb_mpi_size() : 1)) {
-            char v[96];
-            snprintf(v, sizeof v, "%d from step %lld", dp ? nb_mpi_size() : 1,
-                     (long long)(resume_step > 0 ? resume_step : 0));
-            if (nb_run_param(ctx.store, resume_id, "resumed_on_ranks", v, &err) != 0)
-                fprintf(stderr, "warning: %s\n", err.msg);
-        }
-        if (crc) {
-            /* another rank could not take the checkpoint: the run is not running, and can be
-             * resumed again */
-            if (claimed && nb_run_finish(ctx.store, resume_id, "failed",
-                                         "a rank could not take the checkpoint", &err) != 0)
-                fprintf(stderr, "warning: %s\n", err.msg);
-            nb_mpi_ckpt_copy_drop(resume_copy);
-            free(json), free(argv_rec), free(resume_buf), free(compute);
-            nb_task_opts_free(&cfg);
-            nb_store_close(ctx.store);
-            return crc;
-        }
-        if (resume_copy[0]) snprintf(resume_ckpt, sizeof resume_ckpt, "%s", resume_copy);
-        ctx.created = 1;
-        ctx.run_id = resume_id;
-        /* the identity recorded with the run (its stored configuration), not the rebuilt one */
-        ctx.ident = resume_ident;
-        ctx.have_ident = 1;
-        snprintf(ctx.ckpt, sizeof ctx.ckpt, "%s", resume_ckpt);
-        if (from_scratch) {
-            unlink(ctx.ckpt);
-            if (!quiet)
-                fprintf(stderr, "run %lld: starting over from step 0\n", (long long)resume_id);
-        } else {
-            cfg.resume_from = ctx.ckpt;
-            if (!quiet)
-                fprintf(stderr, "run %lld: resuming from its checkpoint at step %lld\n",
-                        (long long)resume_id, (long long)resume_step);
-        }
-    }
-
-    nb_status status = NB_STATUS_FAILED;
-    int trc = nb_task_find(cfg.task)->train(&cfg, &sink, &status, &err);
-    nb_progress_end(&ctx.progress);
-    int exit_code = NB_EXIT_OK;
-    /* the store stayed locked past the wait: the run is kept as it was, and resumable */
-    const int locked_out = ctx.store && nb_store_gave_up(ctx.store) && ctx.created;
-    if (locked_out) {
-        struct stat ck;
-        const int have_ckpt = ctx.ckpt[0] && stat(ctx.ckpt, &ck) == 0;
-        nb_hintf(trc != 0 ? &err : NULL,
-                 "the run is kept%s: once the store is free, continue it with 'normbench run "
-                 "--resume %lld%s --db %s'",
-                 have_ckpt ? " with its last checkpoint" : "", (long long)ctx.run_id,
-                 have_ckpt ? "" : " --from-scratch", dbpath);
-        /* recording its end waits no longer: it shows as crashed until resumed */
-        nb_store_set_busy_timeout(ctx.store, 1000);
-    }
-    if (trc != 0) {
-        status = NB_STATUS_FAILED;
-        exit_code = nb_report_err(&err);
-    } else if (status != NB_STATUS_FINISHED) {
-        exit_code = NB_EXIT_FAIL;
-    }
-    if (trc == 0 && !ctx.created) ensure_run(&ctx, &err);
-    if (ctx.created && dp_rank == 0) {
-        nb_err ferr;
-        nb_err_clear(&ferr);
-        const char *msg = status == NB_STATUS_FINISHED      ? NULL
-                          : status == NB_STATUS_INTERRUPTED ? "interrupted by a signal"
-                                                            : err.msg;
-        if (rec->finish(rec->ctx, ctx.run_id, nb_status_name(status), msg, &ferr) != 0) {
-            if (ctx.store && nb_store_gave_up(ctx.store)) {
-                struct stat ck;
-                const int have_ckpt = ctx.ckpt[0] && stat(ctx.ckpt, &ck) == 0;
-                nb_hintf(&ferr,
-                         "run %lld is kept%s and shows as crashed: once the store is free, "
-                         "continue it with 'normbench run --resume %lld%s --db %s'",
-                         (long long)ctx.run_id, have_ckpt ? " with its last checkpoint" : "",
-                         (long long)ctx.run_id, have_ckpt ? "" : " --from-scratch", dbpath);
-            }
-            if (!locked_out || trc == 0) exit_code = nb_report_err(&ferr);
-            status = NB_STATUS_FAILED; /* not finished: its checkpoint is kept */
-        }
-        if (status == NB_STATUS_DIVERGED)
-            fprintf(stderr, "error: run %lld diverged: %s\n", (long long)ctx.run_id, err.msg);
-        else if (status == NB_STATUS_INTERRUPTED)
-            fprintf(stderr, "run %lld interrupted; what it recorded is kept\n",
-                    (long long)ctx.run_id);
-        if (!(h && h->no_result_line))
-            printf("run %lld %s\n", (long long)ctx.run_id, nb_status_name(status));
-        /* A finished or diverged run has nothing to resume: free the disk. */
-        if (ctx.ckpt[0] && (status == NB_STATUS_FINISHED || status == NB_STATUS_DIVERGED))
-            unlink(ctx.ckpt);
-    }
-    nb_mpi_ckpt_copy_drop(resume_copy);
-    free(json);
-    free(compute);
-    free(argv_rec);
-    free(resume_buf);
-    nb_task_opts_free(&cfg);
-    nb_store_close(ctx.store);
-    return exit_code;
+int cmd_run(int argc, const char **argv) {
+    /* under mpirun with more than one rank: one run over every rank (data-parallel). Until the
+     * first step the ranks meet only in agreements (run/mpi.h); a rank whose set-up stopped
+     * before its next one takes part in it, so that no rank waits */
+    const int dp = nb_mpi_on() && nb_mpi_size() > 1;
+    if (dp) nb_mpi_setup_begin();
+    int rc = run_command(argc, argv, dp);
+    if (dp) nb_mpi_setup_fail(rc);
+    return rc;
 }

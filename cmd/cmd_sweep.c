@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/mpi.h"
+#include "run/mpi.h"
 #include "nn/nn.h"
 #include "results/provenance.h"
 #include "results/query.h"
@@ -262,39 +262,6 @@ static int summarize(const job *jobs, long total, int store_failed) {
  * threads' use of it: the coordinator holds it except while it waits. */
 static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int own_create(void *ctx, const nb_run_spec *spec, int64_t *run, char *store_id, size_t size,
-                      nb_err *err) {
-    pthread_mutex_lock(&store_mu);
-    int rc = nb_run_create(ctx, spec, run, err);
-    if (rc == 0 && store_id) rc = nb_store_id(ctx, store_id, size, err);
-    pthread_mutex_unlock(&store_mu);
-    return rc;
-}
-static int own_tag(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
-    pthread_mutex_lock(&store_mu);
-    int rc = nb_run_tag(ctx, run, k, v, err);
-    pthread_mutex_unlock(&store_mu);
-    return rc;
-}
-static int own_param(void *ctx, int64_t run, const char *k, const char *v, nb_err *err) {
-    pthread_mutex_lock(&store_mu);
-    int rc = nb_run_param(ctx, run, k, v, err);
-    pthread_mutex_unlock(&store_mu);
-    return rc;
-}
-static int own_metrics(void *ctx, int64_t run, const nb_metric *m, int n, nb_err *err) {
-    pthread_mutex_lock(&store_mu);
-    int rc = nb_metrics_add(ctx, run, m, n, err);
-    pthread_mutex_unlock(&store_mu);
-    return rc;
-}
-static int own_finish(void *ctx, int64_t run, const char *st, const char *msg, nb_err *err) {
-    pthread_mutex_lock(&store_mu);
-    int rc = nb_run_finish(ctx, run, st, msg, err);
-    pthread_mutex_unlock(&store_mu);
-    return rc;
-}
-
 /* Rank 0's own job, trained in a thread beside the coordinator. */
 typedef struct own_job {
     pthread_t th;
@@ -304,19 +271,27 @@ typedef struct own_job {
     long j;
     nb_mpi_job mj; /* what it runs (mj.ckpt: the checkpoint's path beside the store) */
     nb_run_rec rec;
+    nb_store_rec rec_ctx;
     char *buf;
 } own_job;
 
+/* A job handed to a rank (nb_mpi_sweep_worker; rank 0's own, own_main): built from its
+ * arguments, hosted, executed. */
+static int rank_job(int argc, const char **argv, const nb_mpi_job *mj, const char *ckpt,
+                    const nb_run_rec *rec, volatile sig_atomic_t *stop) {
+    nb_job j;
+    int code = nb_run_job_build(argc, argv, &j);
+    if (code == 0) {
+        nb_job_host(&j, rec, stop, mj->resume_run, mj->resume_step, &mj->ident, ckpt);
+        code = nb_job_exec(&j);
+    }
+    nb_job_free(&j);
+    return code < 0 ? NB_EXIT_OK : code;
+}
+
 static void *own_main(void *p) {
     own_job *o = p;
-    nb_run_host h = {.stop = &sweep_stop,
-                     .rec = &o->rec,
-                     .resume_run = o->mj.resume_run,
-                     .resume_step = o->mj.resume_step,
-                     .resume_ident = &o->mj.ident,
-                     .resume_ckpt = o->mj.ckpt,
-                     .no_result_line = 1};
-    o->code = nb_run_exec(o->argc, o->argv, &h);
+    o->code = rank_job(o->argc, o->argv, &o->mj, o->mj.ckpt, &o->rec, &sweep_stop);
     __atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -344,9 +319,10 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     int64_t step = 0;
     int nargs = 0;
     int scratch = !has_checkpoint(db, jb->run);
-    if (nb_run_resume_prepare(store, db, jb->run, scratch, buf, args + 1, 250, &nargs, ckpt, size,
-                              &step, &mj->ident) != 0)
-        return -1;
+    if (nb_job_resume_prepare(store, db, jb->run, scratch, buf, ckpt, size, &step, &mj->ident, NULL,
+                              NULL, &err) != 0)
+        return nb_report_err(&err), -1;
+    nargs = nb_job_split_args(*buf, args, 1, 251) - 1;
     if (nb_run_resume(store, jb->run, step, &err) != 0) {
         free(*buf);
         *buf = NULL;
@@ -466,13 +442,8 @@ static int run_jobs_mpi(nb_store *store, job *jobs, long total, const char *db,
     if (mkdir(own_dir, 0755) != 0 && errno != EEXIST)
         fprintf(stderr, "warning: cannot create checkpoint directory '%s': %s\n", own_dir,
                 strerror(errno));
-    own->rec = (nb_run_rec){.ctx = store,
-                            .create = own_create,
-                            .tag = own_tag,
-                            .param = own_param,
-                            .metrics = own_metrics,
-                            .finish = own_finish,
-                            .ckpt_dir = own_dir};
+    nb_run_rec_store(&own->rec, &own->rec_ctx, store, &store_mu);
+    own->rec.ckpt_dir = own_dir;
     pthread_mutex_lock(&store_mu);
     int store_failed = 0, stopped = 0, own_out = 0;
     long next = 0, waiting = 0, done = 0, ended = 0;
@@ -1029,7 +1000,7 @@ int cmd_sweep(int argc, const char **argv) {
             sigaction(SIGINT, &sa, NULL);
             sigaction(SIGTERM, &sa, NULL);
             sigaction(SIGHUP, &sa, NULL);
-            nb_mpi_sweep_worker(&sweep_stop);
+            nb_mpi_sweep_worker(&sweep_stop, rank_job);
         }
         rc = NB_EXIT_OK;
         goto out;

@@ -13,7 +13,7 @@
 #include <strings.h>
 
 #include "buildinfo.h"
-#include "cmd/mpi.h"
+#include "run/mpi.h"
 #include "datasets/registry.h"
 #include "nn/types.h"
 #include "tasks/task.h"
@@ -182,29 +182,6 @@ static void fix_runtime_env(char **argv) {
     if (set_wait) unsetenv("OMP_WAIT_POLICY");
     if (set_core) unsetenv("OPENBLAS_CORETYPE");
     unsetenv("NORMBENCH_ENV_SET");
-}
-
-/* A user's OPENBLAS_CORETYPE is respected, but when it holds kernels older than the processor
- * runs, timings are not what the machine can do: say so once, for the commands that time. (On
- * this project's AMD EPYC VM an inherited OPENBLAS_CORETYPE=Haswell halved sgemm's GFLOP/s
- * against the Cooperlake kernels OpenBLAS picks by itself.) Called by run and bench once their
- * arguments are valid. */
-void nb_note_blas_core(void) {
-    const char *user = getenv("OPENBLAS_CORETYPE");
-    if (!user || !*user) return;
-    __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
-        return;
-    static const char *const avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
-    const char *core = openblas_get_corename();
-    for (int i = 0; core && avx512_cores[i]; i++)
-        if (strcasecmp(core, avx512_cores[i]) == 0) return;
-    fprintf(stderr,
-            "note: OPENBLAS_CORETYPE=%s is set in the environment: OpenBLAS uses %s kernels, but "
-            "this processor has AVX-512\nhint: unset OPENBLAS_CORETYPE to let OpenBLAS choose "
-            "(the kernels in force are recorded either way)\n",
-            user, core ? core : "?");
 }
 
 static int run_command(int argc, const char **argv) {

@@ -1,7 +1,7 @@
-/* cmd/report.h — what `normbench report`'s text tables (cmd/cmd_report.c) share with its HTML
- * page (cmd/report_html.c). */
-#ifndef NB_CMD_REPORT_H
-#define NB_CMD_REPORT_H
+/* report/report.h — what `normbench report`'s text tables (cmd/cmd_report.c) share with its HTML
+ * page (report/html.c): the tables as grids of cells (report/tables.c), and the page. */
+#ifndef NB_REPORT_REPORT_H
+#define NB_REPORT_REPORT_H
 
 #include <stdio.h>
 
@@ -36,6 +36,9 @@ int nb_paper_table_applies(const nb_paper_table *pt, const char *model);
  * Returns 0, or -1 when out of memory. */
 int nb_report_paper_cells(const nb_report *r, int a, int b, const nb_paper_table *pt,
                           nb_report_table *t);
+
+/* The paper table's row of norm, or NULL. */
+const nb_paper_row *nb_report_paper_row(const nb_paper_table *pt, const char *norm);
 
 /* The end of the task/dataset block that starts at group a. */
 int nb_report_block_end(const nb_report *r, int a);

@@ -1,11 +1,12 @@
-/* cmd/mpi.c — start-up under a launcher, and the messages between rank 0 (which holds the
- * store) and the other ranks (see cmd/mpi.h). */
+/* run/mpi.c — start-up under a launcher, and the messages between rank 0 (which holds the
+ * store) and the other ranks (see run/mpi.h). */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
-#include "cmd/mpi.h"
+#include "run/mpi.h"
 
 #include <mpi.h>
 
 #include <sched.h>
+#include <stdarg.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +21,25 @@
 #include "util/json.h"
 
 static int mpi_on = 0, mpi_rank = 0, mpi_size = 1;
+
+/* "error: MSG" (and "hint: HINT") on stderr: a rank's own diagnostics. Returns NB_EXIT_FAIL. */
+static int report_err(const nb_err *e) {
+    fprintf(stderr, "error: %s\n", e->msg[0] ? e->msg : "unknown failure");
+    if (e->hint[0]) fprintf(stderr, "hint: %s\n", e->hint);
+    return NB_EXIT_FAIL;
+}
+
+/* printf-style "error: ..." on stderr. Returns NB_EXIT_FAIL. */
+static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return NB_EXIT_FAIL;
+}
 
 int nb_mpi_launched(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
@@ -584,7 +604,7 @@ static void clear_dir(const char *dir, int rmdir_too) {
     if (rmdir_too) rmdir(dir);
 }
 
-int nb_mpi_sweep_worker(volatile sig_atomic_t *stop) {
+int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
     /* checkpoints are written here, then copied to rank 0 */
     char dir[4096];
     const char *tmp = getenv("TMPDIR");
@@ -634,16 +654,9 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop) {
         } else if (job.ckpt && ((size_t)snprintf(ckpt, sizeof ckpt, "%s/run-%lld.ckpt", dir,
                                                  (long long)job.resume_run) >= sizeof ckpt ||
                                 write_atomic(ckpt, job.ckpt, job.ckpt_len, &err) != 0)) {
-            nb_report_err(&err);
+            report_err(&err);
         } else {
-            nb_run_host h = {.stop = stop,
-                             .rec = &rec,
-                             .resume_run = job.resume_run,
-                             .resume_step = job.resume_step,
-                             .resume_ident = &job.ident,
-                             .resume_ckpt = job.ckpt ? ckpt : NULL,
-                             .no_result_line = 1};
-            code = nb_run_exec(nargs, args, &h);
+            code = run(nargs, args, &job, job.ckpt ? ckpt : NULL, &rec, stop);
         }
         clear_dir(dir, 0); /* rank 0 keeps the checkpoints: these copies go */
         free(job.args);
@@ -657,7 +670,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop) {
 
 /* ---- a data-parallel run's resume ------------------------------------------------------------ */
 
-/* ---- the set-up agreements (cmd/mpi.h) ------------------------------------------------------ */
+/* ---- the set-up agreements (run/mpi.h) ------------------------------------------------------ */
 
 static int setup_pending = 0;
 /* every rank's data_dir, from the configuration's agreement (for the data's message) */
@@ -1053,7 +1066,7 @@ int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
         nb_err err;
         nb_err_clear(&err);
         if (r->rc == 0 && ckpt_path && !(r->ckpt = slurp(ckpt_path, &r->ckpt_len, &err))) {
-            bad = nb_report_err(&err);
+            bad = report_err(&err);
         } else {
             put_i64(&m, r->rc);
             put_str(&m, r->args);
@@ -1066,7 +1079,7 @@ int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
             else
                 put_i64(&m, -1);
             if (m.bad)
-                bad = nb_die("out of memory for the checkpoint's message to the other ranks");
+                bad = die("out of memory for the checkpoint's message to the other ranks");
             else
                 n = (int64_t)m.len;
         }
@@ -1075,7 +1088,7 @@ int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
     if (mpi_rank != 0) {
         memset(r, 0, sizeof *r);
         if (n >= 0 && !m.p) {
-            bad = nb_die("rank %d: out of memory for rank 0's checkpoint", mpi_rank);
+            bad = die("rank %d: out of memory for rank 0's checkpoint", mpi_rank);
         } else if (n >= 0) {
             m.len = m.cap = (size_t)n;
             r->rc = (int)get_i64(&m);
@@ -1085,7 +1098,7 @@ int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
             r->bn_groups = get_i64(&m);
             r->ranks = get_i64(&m);
             r->ckpt = get_bytes(&m, &r->ckpt_len);
-            if (m.bad) bad = nb_die("rank %d: a malformed resume message from rank 0", mpi_rank);
+            if (m.bad) bad = die("rank %d: a malformed resume message from rank 0", mpi_rank);
         }
     }
     msg_free(&m);

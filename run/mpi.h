@@ -1,4 +1,4 @@
-/* cmd/mpi.h — normbench under an MPI launcher (Open MPI's mpirun, PMIx, Slurm's srun).
+/* run/mpi.h — normbench under an MPI launcher (Open MPI's mpirun, PMIx, Slurm's srun).
  *
  * MPI is started only when a launcher's environment variables say the process is one rank of a
  * job (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK, SLURM_STEP_NUM_TASKS) or when --mpi is given;
@@ -6,25 +6,26 @@
  *
  * - `sweep`: rank 0 plans the jobs, claims each in the store and hands it to an idle rank (a work
  *   queue); rank 0 trains jobs of its own too, in a thread beside the coordinator. Every job runs
- *   inside its rank (nb_run_exec), never as a child process.
+ *   inside its rank (a job: run/job.h), never as a child process.
  * - Only rank 0 opens the SQLite store. Another rank records through a proxy (nb_mpi_recorder):
  *   the run's creation (with that rank's own provenance: host, CPU, threads), tags, parameters,
  *   metrics, checkpoints and the final status travel to rank 0 as messages and rank 0 writes
  *   them; the run's process (pid, host) is rank 0, the claimant of every job it hands out, so
  *   that a job whose MPI job died shows as crashed and is resumed by the next sweep.
- * - `run` over more than one rank: one data-parallel run (cmd/cmd_run.c); rank 0 records it. Its
+ * - `run` over more than one rank: one data-parallel run (run/job.c); rank 0 records it. Its
  *   `--resume`: rank 0 reads the store and the checkpoint and sends them to the other ranks
  *   (nb_mpi_share_resume), which train from a private copy of the checkpoint.
  *
- * Only cmd/ includes mpi.h; the rest of normbench knows nothing of MPI. */
-#ifndef NB_CMD_MPI_H
-#define NB_CMD_MPI_H
+ * Only run/mpi.c includes <mpi.h>; only cmd/, run/ and bench/ include this header; the library
+ * below (nn/, tasks/, results/, ...) knows nothing of MPI. */
+#ifndef NB_RUN_MPI_H
+#define NB_RUN_MPI_H
 
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cmd/cmd.h"
+#include "run/job.h"
 #include "results/store.h"
 #include "tasks/checkpoint.h"
 #include "tasks/task.h"
@@ -151,10 +152,16 @@ typedef struct nb_mpi_heard {
  * and answers it; record requests are written to store (checkpoints beside db). */
 nb_mpi_event nb_mpi_poll(nb_store *store, const char *db, int wait, nb_mpi_heard *heard);
 
-/* A rank other than 0: asks rank 0 for jobs and runs them in this process, recording through
- * rank 0, until rank 0 says there is no more work. stop is the rank's stop flag (signals).
- * Returns 0. */
-int nb_mpi_sweep_worker(volatile sig_atomic_t *stop);
+/* How a rank runs a job handed to it: builds it from its `run` arguments (argc, argv), hosts
+ * it (records through rec, stops on *stop; resumes job->resume_run from ckpt, NULL: from scratch)
+ * and executes it (run/job.h). Returns the exit status. */
+typedef int (*nb_mpi_job_fn)(int argc, const char **argv, const nb_mpi_job *job, const char *ckpt,
+                             const nb_run_rec *rec, volatile sig_atomic_t *stop);
+
+/* A rank other than 0: asks rank 0 for jobs and runs each in this process with run, recording
+ * through rank 0, until rank 0 says there is no more work. stop is the rank's stop flag
+ * (signals). Returns 0. */
+int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run);
 
 /* The largest checkpoint sent between ranks: far above any model here (parameters and
  * optimizer state), a bound on what a damaged or foreign file can make a rank allocate. */

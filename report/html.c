@@ -1,4 +1,4 @@
-/* cmd/report_html.c — `normbench report --format html`: the report as one self-contained page.
+/* report/html.c — `normbench report --format html`: the report as one self-contained page.
  *
  * The page needs nothing but itself: no script, no font, no style sheet or image from elsewhere
  * (a Content-Security-Policy in the page forbids them too). The figures are gnuplot's SVG,
@@ -7,8 +7,7 @@
  * figures in one page do not collide. Every stored string is escaped for HTML: a store is
  * untrusted input. The page is stable: the same store gives the same bytes (no time but the
  * runs' own), so two reports can be compared with diff. */
-#include "cmd/cmd.h"
-#include "cmd/report.h"
+#include "report/report.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "buildinfo.h"
+#include "util/version.h"
 #include "plots/plot.h"
 #include "tasks/task.h"
 #include "util/file.h"

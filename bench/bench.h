@@ -1,0 +1,102 @@
+/* bench/bench.h — the benchmarks: the norm kernels alone (CPU and CUDA), a task's training step
+ * per norm and batch (interleaved in rounds; over MPI ranks; against PyTorch in a subprocess),
+ * and the statistics they report (medians, bootstrap intervals of ratios).
+ *
+ * Everything a benchmark is steered by lives in an nb_bench that the command fills from its
+ * options (cmd/cmd_bench.c); nothing here keeps state between calls. Each benchmark prints its
+ * table (table, csv or json) on stdout and returns an exit status (0: done, 1: failed, with the
+ * message on stderr). */
+#ifndef NB_BENCH_BENCH_H
+#define NB_BENCH_BENCH_H
+
+#include <stddef.h>
+
+#include "nn/cuda/nbcuda.h"
+#include "run/job.h" /* the exit statuses */
+#include "nn/nn.h"
+#include "tasks/task.h"
+
+/* `bench step` interleaves its instances in rounds of ROUND steps or ROUND_MS milliseconds,
+ * whichever ends first (at least one step) */
+enum { ROUND = 5, ROUND_MS = 250 };
+enum { FMT_TABLE, FMT_CSV, FMT_JSON };
+enum { MAXGIVEN = 64, MAXLABELS = 8 };
+
+/* A row of `bench step` is one of the six norms, or a norm label that a task's flag records a
+ * run under (tasks/taskopt.h: norm_as; reader's --bn-everywhere is 'batch-everywhere'): row
+ * NB_NORM_COUNT + i is labels[i], timed with that flag on over its base norm (the first norm
+ * the task accepts the flag with). */
+typedef struct nb_bench_label {
+    const char *name, *flag;
+    const nb_task *task;
+    int base;
+} nb_bench_label;
+
+/* What steers a benchmark. */
+typedef struct nb_bench {
+    int device;                   /* --device: 0 cpu, 1 cuda */
+    nb_given given[MAXGIVEN + 1]; /* the task's own options for `bench step` (mt --model) */
+    int ngiven;
+    /* `bench step` under mpirun with more than one rank: the data-parallel step over the ranks */
+    int dp, bn_sync;
+    nb_dist dist;
+    /* --against threads under mpirun: rank 0 alone times the same step at the whole batch with
+     * solo_threads threads (ranks x threads per rank) between the rounds over the ranks */
+    int vs_threads, rank_threads, solo_threads;
+    nb_bench_label labels[MAXLABELS]; /* nb_bench_find_labels */
+    int nlabels;
+} nb_bench;
+
+/* ---- the benchmarks ---------------------------------------------------------------------- */
+
+/* The kernels of norms[0..nnorms) on the CPU (bench/kernels.c). */
+int nb_bench_kernels(const int *norms, int nnorms, int fmt);
+/* The same on the GPU, with fp32 or bf16 input and output. */
+int nb_bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dtype dt);
+/* task's training step for every row of norms (norms and labels) and batch, steps timed steps
+ * each (bench/step.c); data-parallel when b->dp. */
+int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms,
+                  const int *batches, int nbatches, int steps, int fmt);
+/* The same step in PyTorch beside normbench's, paired (bench/torch.c). */
+int nb_bench_against(nb_bench *b, const nb_task *task, const int *norms, int nnorms,
+                     const int *batches, int nbatches, int steps, int fmt);
+
+/* ---- rows and lists ---------------------------------------------------------------------- */
+
+/* Fills b->labels from the task table. */
+void nb_bench_find_labels(nb_bench *b);
+/* The norm a row trains, and its name. */
+nb_norm_kind nb_bench_row_kind(nb_bench *b, int row);
+const char *nb_bench_row_name(nb_bench *b, int row);
+/* Takes the labels out of a norm list (into rows[0..*nrows), as row numbers), the rest into
+ * rest. Returns 0, 1 when a name is listed twice, -1 when the list is malformed. */
+int nb_bench_split_labels(nb_bench *b, const char *list, char *rest, size_t size, int *rows,
+                          int *nrows);
+/* "128,4" into out[0..max); returns the count, or -1. */
+int nb_bench_parse_int_list(const char *list, int *out, int max);
+
+/* ---- shared by the benchmarks ------------------------------------------------------------ */
+
+/* "error: ..." (printf-style) on stderr; returns NB_EXIT_FAIL. */
+int nb_bench_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "error: MSG" and "hint: HINT" on stderr; returns NB_EXIT_FAIL. */
+int nb_bench_report(const nb_err *e);
+void nb_bench_set_threads(int n);
+/* The settings every timing depends on, in one line. */
+void nb_bench_settings_line(char *buf, size_t n);
+int nb_bench_cmp_double(const void *a, const void *b);
+/* The median of v[0..n) (sorted in place). */
+double nb_bench_median(double *v, int n);
+void nb_bench_mean_std(const double *v, int n, double *mean, double *sd);
+/* The 95% bootstrap interval of median(a)/median(b) (bench/stats.c). */
+void nb_bench_ratio_interval(const double *a, int na, const double *b, int nb, double *scratch,
+                             double *lo, double *hi);
+/* The median milliseconds of one multi-threaded sgemm (M,N) = (M,K) (K,N) over reps calls. */
+double nb_bench_time_sgemm(int M, int N, int K, int reps);
+/* A task's step benchmark for one row at batch B, warmed up (solo: one process, whatever the
+ * ranks); NULL with err set. */
+void *nb_bench_open_native(nb_bench *b, const nb_task *task, int row, int B, int solo, nb_err *err);
+/* The rows a BatchNorm statistic is taken over at batch B (the rank's share, or the whole). */
+int nb_bench_bn_rows(nb_bench *b, int B);
+
+#endif
