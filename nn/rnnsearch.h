@@ -39,12 +39,12 @@
 #ifndef NB_NN_RNNSEARCH_CFG
 #define NB_NN_RNNSEARCH_CFG
 typedef struct nb_rnnsearch_cfg {
-    int Vs, Vt;             /* vocabularies */
-    int E, H;               /* dim_word, dim (paper 512, 1024) */
-    int Bmax, Txmax, Tymax; /* largest batch and lengths a forward may use */
-    int beam_max;           /* largest beam the decoding functions may use (>= 1) */
-    int eos;                /* the target end-of-sentence id */
-    int beam_simple; /* 0: Nematus v0.3's beam rules (nb_rnnsearch_beam); 1: the simple rules */
+    int Vs, Vt;                            /* vocabularies */
+    int E, H;                              /* dim_word, dim (paper 512, 1024) */
+    int Bmax, Txmax, Tymax;                /* largest batch and lengths a forward may use */
+    int beam_max;                          /* largest beam the decoding functions may use (>= 1) */
+    int eos;                               /* the target end-of-sentence id */
+    int beam_simple;                       /* nb_rnnsearch_beam's rules: 0 Nematus', 1 simple */
     double label_smoothing;                /* 0.1 as the paper */
     double dropout_source, dropout_target; /* word dropout probabilities, 0: off */
     double init_scale;                     /* 0.01 */
