@@ -1398,8 +1398,13 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
         free(bufs[i]);
     if (!ok) goto fail;
     const mt_opts *mo = opts_of(cfg);
-    /* decoding as the run's test_bleu did: its limits, source eos and beam rules as kept */
+    /* decoding as the run's test_bleu did: its limits, source eos and beam rules as kept; or
+     * with the rules and cap translate was given (to compare them on one model) */
     t->lim = (mt_limits){kh.src_max, kh.out_max, kh.src_eos, kh.beam_simple, kh.tgt_max};
+    if (lim->beam_rules > 0) t->lim.beam_simple = lim->beam_rules == 2;
+    if (lim->decode_cap == 1)
+        t->lim.out_max = mo->model == 0 ? NEMATUS_MAXLEN : kh.src_max + ZERO_DECODE_LENGTH;
+    if (lim->decode_cap == 2) t->lim.out_max = kh.tgt_max;
     t->beam = mo->beam;
     const int S = t->lim.src_max, E = cfg->eval_batch > 0 ? cfg->eval_batch : 80;
     /* a batch: at most batch_tokens pieces, reckoned at the longest line the model takes, and at
