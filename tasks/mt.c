@@ -2,16 +2,18 @@
  * RNNSearch as Nematus v0.3 builds it (nn/rnnsearch.h) on Multi30k En→De (or WMT14, or a
  * generated transduction), with joint BPE (datasets/bpe.h) and SacreBLEU's BLEU (util/bleu.h).
  *
- * Training as Nematus: Adam lr 1e-4, batches of 80 sentences cut from maxibatches of 20 batches
- * sorted by length (datasets/mt.h), label smoothing 0.1, the global gradient norm clipped at 1
+ * Training as Nematus: Adam lr 1e-4, every source ending with <eos> (--src-eos), batches of 80
+ * sentences cut from maxibatches of 20 batches sorted by length, longest first (datasets/mt.h,
+ * --batch-order), label smoothing 0.1, the global gradient norm clipped at 1
  * (Nematus' clip_c), the loss a mean over sentences of their token sums. Every --eval-every
  * steps and at the end: the validation cross-entropy per target token (val_xent, no label
  * smoothing, no dropout) and the greedy translation's BLEU on the validation set (val_bleu), and
  * the decoder's first GRU's recurrent pre-activations' mean and std at target positions 1-4 and
  * over all positions (the paper's Table 5: val_preact_mean_1 .. _4, _all, and _std_). The
  * parameters with the lowest val_xent are kept (Nematus' early stopping watches the validation
- * cost); at the end they translate each test set by beam search (beam 5, scores normalized by
- * length, as Nematus' translate.py) and test_bleu (test 2016) and test_2017_bleu are recorded,
+ * cost); at the end they translate each test set by beam search (beam 5, Nematus v0.3's rules,
+ * scores normalized by length, as Nematus' translate.py; at most the authors' cap of tokens:
+ * decode_limits) and test_bleu (test 2016) and test_2017_bleu are recorded,
  * with the BLEU signature as the run's parameter bleu_signature. A finished run keeps its model
  * (parameters, BPE codes, vocabularies) in DB-checkpoints/run-ID.model/ for `normbench
  * translate`, which decodes exactly as test_bleu does. */
