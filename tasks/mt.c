@@ -1408,20 +1408,23 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
         t->lim.out_max = mo->model == 0 ? NEMATUS_MAXLEN : kh.src_max + ZERO_DECODE_LENGTH;
     if (lim->decode_cap == 2) t->lim.out_max = kh.tgt_max;
     t->beam = mo->beam;
-    const int S = t->lim.src_max, E = cfg->eval_batch > 0 ? cfg->eval_batch : 80;
+    /* S: the model's source positions (the eos included); L: the most pieces of a line, what
+     * --batch-tokens counts */
+    const int S = t->lim.src_max, L = S - t->lim.src_eos;
+    const int E = cfg->eval_batch > 0 ? cfg->eval_batch : 80;
     /* a batch: at most batch_tokens pieces, reckoned at the longest line the model takes, and at
      * most the run's evaluation batch (the default: what its test_bleu translated at once) */
-    if (batch_tokens <= 0) batch_tokens = E * S;
-    if (batch_tokens < S) {
+    if (batch_tokens <= 0) batch_tokens = E * L;
+    if (batch_tokens < L) {
         nb_errf(err, "--batch-tokens %d cannot hold one line of the %d pieces this model takes",
-                batch_tokens, S);
-        nb_hintf(err, "give --batch-tokens %d or more (a longer line is refused, not split)", S);
+                batch_tokens, L);
+        nb_hintf(err, "give --batch-tokens %d or more (a longer line is refused, not split)", L);
         goto fail;
     }
-    t->B = batch_tokens / S < E ? batch_tokens / S : E;
+    t->B = batch_tokens / L < E ? batch_tokens / L : E;
     t->batch_tokens = batch_tokens;
-    lim->src_max = S - t->lim.src_eos; /* a line's pieces, then the eos */
-    lim->max_bytes = t->max_bytes = (size_t)lim->src_max * piece_bytes(t->bpe);
+    lim->src_max = L; /* a line's pieces, then the eos */
+    lim->max_bytes = t->max_bytes = (size_t)L * piece_bytes(t->bpe);
     lim->batch_tokens = batch_tokens;
     lim->batch_lines = t->B;
     /* refused before it is built when it cannot fit: what one and two lines a batch take, the
@@ -1443,7 +1446,7 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
             nb_errf(err,
                     "translating one line of %d pieces a batch needs about %s, more than the %s "
                     "left in %s",
-                    S, n1, n2, which);
+                    L, n1, n2, which);
             nb_hintf(err, "this model cannot translate here: free some memory or raise the limit");
         } else {
             int fit = line > 0 ? 1 + (int)((room - one) / line) : t->B;
@@ -1451,7 +1454,7 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
                 err,
                 "--batch-tokens %d (%d lines a batch) needs about %s, more than the %s left in %s",
                 batch_tokens, t->B, n1, n2, which);
-            nb_hintf(err, "give --batch-tokens %d or less (%d lines of the longest)", fit * S, fit);
+            nb_hintf(err, "give --batch-tokens %d or less (%d lines of the longest)", fit * L, fit);
         }
         goto fail;
     }
@@ -1462,7 +1465,7 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
                    t->B * S, t->beam, &init, err) != 0) {
         /* the model's own hint names run's options: translate's is --batch-tokens */
         nb_hintf(err, "lower --batch-tokens (now %d; %d holds one line of the longest)",
-                 batch_tokens, S);
+                 batch_tokens, L);
         goto fail;
     }
     if (load_params(&t->m, dir, err) != 0) goto fail;
@@ -1474,7 +1477,7 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
     if (!t->src || !t->srclen || !t->o || !t->olen) {
         nb_errf(err, "out of memory for translation batches of %d lines", t->B);
         nb_hintf(err, "lower --batch-tokens (now %d; %d holds one line of the longest)",
-                 batch_tokens, S);
+                 batch_tokens, L);
         goto fail;
     }
     return t;
@@ -1547,7 +1550,7 @@ static int mt_translate_lines(void *self, char *const *lines, int n, char **out,
         }
         if (model_decode(&t->m, t->src, t->srclen, tx, b, t->beam, Ty, t->o, t->olen, err) != 0) {
             nb_hintf(err, "lower --batch-tokens (now %d; %d holds one line of the longest)",
-                     t->batch_tokens, S);
+                     t->batch_tokens, S - se);
             goto out;
         }
         for (int k = 0; k < b; k++)
