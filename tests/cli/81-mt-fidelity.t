@@ -101,6 +101,22 @@ else
     for i in 1 2 3; do n=$((n + 1)); echo "ok $n # skip NORMBENCH_SYNTH_BIN unset (make test sets it), or an ASan build"; done
 fi
 
+# and on the real Multi30k text (where a copy is given): a short Transformer run whose
+# translations run into zero's cap (raw text in, detokenized out)
+m30k=${NB_TEST_MULTI30K:-}
+if [ -n "$m30k" ] && [ -d "$m30k" ] && [ $asan = 0 ]; then
+    check "fetch multi30k --from DIR" 0 env NORMBENCH_DATA="$tmp/real" "$NB" fetch multi30k --from "$m30k"
+    check "a short Transformer run on Multi30k" 0 env NORMBENCH_DATA="$tmp/real" "$NB" run mt --model transformer --layers 1 --dim 32 --heads 2 --ffn 64 --batch 32 --subset 4000 --steps 150 --eval-every 150 --val-bleu-max 50 --test-max 100 --threads 2 --quiet
+    zcat "$m30k/test_2016_flickr.en.gz" | head -n 100 >"$tmp/m.en"
+    zcat "$m30k/test_2016_flickr.de.gz" | head -n 100 >"$tmp/m.de"
+    reproduce "Multi30k's Transformer" "$(last)" "$tmp/m.en" "$tmp/m.de"
+    long=$(paste -d '\t' "$tmp/m.de" "$tmp/hyp" | awk -F '\t' '{ if (split($2, a, " ") > 2 * split($1, b, " ")) k++ } END { print k + 0 }')
+    [ "$long" -gt 0 ] && ok "translations run long, into the cap ($long of 100 over twice their reference)" \
+        || not_ok "translations run long, into the cap ($long of 100 over twice their reference)"
+else
+    for i in 1 2 3 4; do n=$((n + 1)); echo "ok $n # skip no Multi30k copy (NB_TEST_MULTI30K unset), or an ASan build"; done
+fi
+
 # translate --beam-rules/--decode-cap decode a kept model by other rules: the old cap (the longest
 # target, 12 here) cuts what ran to 200
 check "translate --decode-cap longest" 0 sh -c "'$NB' translate $r1 --decode-cap longest <'$tmp/in'"
