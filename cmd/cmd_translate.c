@@ -21,6 +21,10 @@ static const char translate_usage[] =
     "normalization and decoding limits as its recorded test_bleu. The kept model records the\n"
     "run and store it belongs to, and is refused in another run or store, or when its files\n"
     "changed (a model kept before this check existed is refused too: train the run again).\n"
+    "A model kept before runs recorded their source <eos>, beam rules and length cap (--src-eos,\n"
+    "--beam-rules, --decode-cap of `run mt`) decodes as it was made: no source <eos>, the simple\n"
+    "beam rules and its recorded cap. --beam-rules and --decode-cap decode with other rules\n"
+    "(the output is then not its test_bleu's): to measure what they change on one model.\n"
     "\n"
     "A line may have at most as many BPE pieces as the longest source sentence of the run's data\n"
     "(test_bleu's rule). A longer line is not translated: it is named on stderr and its output\n"
@@ -79,12 +83,22 @@ static int read_line(char **buf, size_t *cap, size_t keep, size_t *len) {
 
 int cmd_translate(int argc, const char **argv) {
     const char *db = NULL;
-    int batch_tokens = 0;
+    int batch_tokens = 0, rules = 0, cap = 0;
+    static const char *const rules_choices[] = {"kept", "nematus", "simple", NULL};
+    static const char *const cap_choices[] = {"kept", "authors", "longest", NULL};
     nb_opt opts[] = {NB_OPT_DB(&db),
                      {"batch-tokens", NB_OPT_INT, &batch_tokens, "N",
                       "source pieces a batch holds, reckoned at the longest line the model takes "
                       "(default: the run's --eval-batch lines of that length)",
                       NULL, 1, 1e9},
+                     {"beam-rules", NB_OPT_CHOICE, &rules, "R",
+                      "RNNSearch's beam rules: kept (the run's, as its test_bleu; the default), "
+                      "nematus or simple (run mt --beam-rules), to compare them on one model",
+                      rules_choices},
+                     {"decode-cap", NB_OPT_CHOICE, &cap, "C",
+                      "the length cap: kept (the run's, as its test_bleu; the default), authors or "
+                      "longest (run mt --decode-cap), to compare them on one model",
+                      cap_choices},
                      {NULL}};
     const char *pos[1];
     int npos = 0;
@@ -109,6 +123,8 @@ int cmd_translate(int argc, const char **argv) {
     nb_err_clear(&err);
     nb_translate_limits lim;
     memset(&lim, 0, sizeof lim);
+    lim.beam_rules = rules;
+    lim.decode_cap = cap;
     void *tr = task->translate_open(&cfg, model, &want, batch_tokens, &lim, &err);
     if (!tr) {
         rc = nb_report_err(&err);

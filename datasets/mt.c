@@ -753,6 +753,16 @@ static int by_len(const void *x, const void *y) {
     return sort_pos[a] < sort_pos[b] ? -1 : sort_pos[a] > sort_pos[b];
 }
 
+/* Nematus: the longer of the two sides, longest first */
+static int by_len_nematus(const void *x, const void *y) {
+    int a = *(const int *)x, b = *(const int *)y;
+    int sa = nb_mt_src_len(sort_s, a), ta = nb_mt_tgt_len(sort_s, a);
+    int sb = nb_mt_src_len(sort_s, b), tb = nb_mt_tgt_len(sort_s, b);
+    int la = sa > ta ? sa : ta, lb = sb > tb ? sb : tb;
+    if (la != lb) return la > lb ? -1 : 1;
+    return sort_pos[a] < sort_pos[b] ? -1 : sort_pos[a] > sort_pos[b];
+}
+
 static int new_epoch(nb_mt_batcher *b) {
     int n = b->s->n;
     for (int i = 0; i < n; i++)
@@ -767,7 +777,8 @@ static int new_epoch(nb_mt_batcher *b) {
     sort_pos = pos;
     for (long at = 0; at < n; at += chunk) {
         long m = n - at < chunk ? n - at : chunk;
-        qsort(b->order + at, (size_t)m, sizeof(int), by_len);
+        qsort(b->order + at, (size_t)m, sizeof(int),
+              b->sort == NB_MT_ORDER_TARGET ? by_len : by_len_nematus);
     }
     free(pos);
     b->pos = 0;
@@ -777,9 +788,12 @@ static int new_epoch(nb_mt_batcher *b) {
 /* Sets b up (batch sentences, or tokens > 0 for token batches; chunk sentences sorted
  * together) and draws the first epoch's order. */
 static int batcher_setup(nb_mt_batcher *b, const nb_mt_split *s, int batch, int tokens,
-                         int maxibatch, long chunk, nb_rng *rng, nb_err *err) {
+                         int maxibatch, int order, long chunk, nb_rng *rng, nb_err *err) {
     memset(b, 0, sizeof *b);
     if (batch < 1 || maxibatch < 1) return nb_errf(err, "batch and maxibatch must be >= 1");
+    if (order != NB_MT_ORDER_NEMATUS && order != NB_MT_ORDER_TARGET)
+        return nb_errf(err, "no batch order %d", order);
+    b->sort = order;
     b->s = s;
     b->batch = batch;
     b->tokens = tokens;
@@ -795,9 +809,9 @@ static int batcher_setup(nb_mt_batcher *b, const nb_mt_split *s, int batch, int 
     return 0;
 }
 
-int nb_mt_batcher_init(nb_mt_batcher *b, const nb_mt_split *s, int batch, int maxibatch,
+int nb_mt_batcher_init(nb_mt_batcher *b, const nb_mt_split *s, int batch, int maxibatch, int order,
                        nb_rng *rng, nb_err *err) {
-    return batcher_setup(b, s, batch, 0, maxibatch, (long)batch * maxibatch, rng, err);
+    return batcher_setup(b, s, batch, 0, maxibatch, order, (long)batch * maxibatch, rng, err);
 }
 
 /* A pair's rows in a batch padded to its longest side: source (at least 1), target + eos. */
@@ -809,7 +823,7 @@ static int pair_rows(const nb_mt_split *s, int i, int *ls, int *lt) {
 }
 
 int nb_mt_batcher_init_tokens(nb_mt_batcher *b, const nb_mt_split *s, int tokens, int maxibatch,
-                              nb_rng *rng, nb_err *err) {
+                              int order, nb_rng *rng, nb_err *err) {
     memset(b, 0, sizeof *b);
     if (tokens < 1) return nb_errf(err, "a token batch must hold at least 1 token");
     /* maxibatches of as many pairs as maxibatch batches of pairs of the mean length hold */
@@ -821,7 +835,7 @@ int nb_mt_batcher_init_tokens(nb_mt_batcher *b, const nb_mt_split *s, int tokens
     double mean = s->n ? sum / s->n : 1;
     long per = (long)(tokens / (mean > 1 ? mean : 1));
     if (per < 1) per = 1;
-    return batcher_setup(b, s, tokens, tokens, maxibatch, per * maxibatch, rng, err);
+    return batcher_setup(b, s, tokens, tokens, maxibatch, order, per * maxibatch, rng, err);
 }
 
 int nb_mt_batcher_next(nb_mt_batcher *b, int *idx) {

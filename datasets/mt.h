@@ -8,7 +8,7 @@
  *     if (nb_mt_load("multi30k", data_dir, &o, &d, &err)) ...   // or "synthetic"
  *     // d.train / d.val / d.test[0..d.ntest): ids per sentence, raw reference text
  *     nb_mt_batcher bt;
- *     nb_mt_batcher_init(&bt, &d.train, 80, 20, &rng);  // batch 80, maxibatch 20 (Nematus)
+ *     nb_mt_batcher_init(&bt, &d.train, 80, 20, NB_MT_ORDER_NEMATUS, &rng);  // Nematus'
  *     int idx[80], n;
  *     while ((n = nb_mt_batcher_next(&bt, idx)) > 0) ...  // sentence indices, similar lengths
  *     char *text = nb_vocab_decode(d.tgt_vocab, ids, len); // detokenized, for BLEU (util/bleu.h)
@@ -136,13 +136,18 @@ int nb_mt_synth_text(uint64_t seed, uint64_t stream, int n, nb_lines *src, nb_li
 /* ---- batching -------------------------------------------------------------------------------- */
 
 /* Nematus' batches: each epoch shuffles the pairs, reads them maxibatch * batch at a time,
- * sorts that maxibatch by target length (then source length, then position; stable) and cuts
- * it into batches of `batch` in that order, so batches hold sentences of similar lengths and
- * pad little. The last batch of an epoch may be smaller. */
+ * sorts that maxibatch by length and cuts it into batches of `batch` in that order, so batches
+ * hold sentences of similar lengths and pad little. The last batch of an epoch may be smaller.
+ * The order within a maxibatch (`order`, kept as sort): NB_MT_ORDER_NEMATUS (Nematus v0.3's
+ * data_iterator.py) by max(source, target) length, longest first (ties: shuffled position);
+ * NB_MT_ORDER_TARGET (normbench's before it followed Nematus) by target, then source length,
+ * shortest first (ties: shuffled position). */
+enum { NB_MT_ORDER_NEMATUS = 0, NB_MT_ORDER_TARGET = 1 };
 typedef struct nb_mt_batcher {
     const nb_mt_split *s;
     int batch, maxibatch;
     int tokens;  /* > 0: token batches (nb_mt_batcher_init_tokens) */
+    int sort;    /* NB_MT_ORDER_*: the order within a maxibatch */
     long chunk;  /* sentences sorted together: batch * maxibatch, or for token batches maxibatch
                   * times the sentences of mean length that fit in tokens */
     nb_rng *rng; /* the data-order stream; not owned */
@@ -151,7 +156,7 @@ typedef struct nb_mt_batcher {
     long epoch;  /* completed epochs */
 } nb_mt_batcher;
 
-int nb_mt_batcher_init(nb_mt_batcher *b, const nb_mt_split *s, int batch, int maxibatch,
+int nb_mt_batcher_init(nb_mt_batcher *b, const nb_mt_split *s, int batch, int maxibatch, int order,
                        nb_rng *rng, nb_err *err);
 /* Token batches (the Transformer's, as zero and fairseq cut them): the same shuffle and sort,
  * but each batch takes sentences in that order while the batch padded to its longest side
@@ -159,7 +164,7 @@ int nb_mt_batcher_init(nb_mt_batcher *b, const nb_mt_split *s, int batch, int ma
  * target + 1) <= tokens. A pair longer than that alone is a batch of one. A batch has at most
  * `tokens` sentences. */
 int nb_mt_batcher_init_tokens(nb_mt_batcher *b, const nb_mt_split *s, int tokens, int maxibatch,
-                              nb_rng *rng, nb_err *err);
+                              int order, nb_rng *rng, nb_err *err);
 /* The batches of b's current epoch, counted from its start (b unchanged); -1 when out of
  * memory. */
 long nb_mt_batcher_count(const nb_mt_batcher *b);

@@ -977,6 +977,7 @@ void FN(nb_rnnsearch_greedy)(FN(nb_rnnsearch) * m, const int *src, const int *sr
 int FN(nb_rnnsearch_beam)(FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx, int B,
                           int K, int maxlen, int *out, int *out_len, double *score, nb_err *err) {
     const int H = m->cfg.H, Vt = m->cfg.Vt, eos = m->cfg.eos, R = B * K;
+    const int nematus = !m->cfg.beam_simple;
     if (K < 1 || K > m->cfg.beam_max || maxlen < 1)
         return nb_errf(err, "rnnsearch: beam %d out of range (1..%d)", K, m->cfg.beam_max);
     double *cost = malloc(sizeof(double) * 2 * R);
@@ -1007,15 +1008,27 @@ int FN(nb_rnnsearch_beam)(FN(nb_rnnsearch) * m, const int *src, const int *src_l
         int alldone = 1;
         for (int b = 0; b < B; b++) {
             int n = 0; /* candidates kept, sorted by cost (ties: first found) */
-            for (int k = 0; k < K; k++) {
+            /* Nematus: the finished hypotheses first, each kept with its cost (inference.py makes
+             * their costs positive, above every open one's); the open ones' continuations fill
+             * the places left, sorted among themselves from n0 */
+            for (int k = 0; nematus && k < K; k++) {
                 const int r = b * K + k;
-                if (!isfinite(cost[r])) continue;
+                if (!isfinite(cost[r]) || !fin[r]) continue;
+                cc[n] = cost[r];
+                ck[n] = k;
+                cw[n] = eos;
+                n++;
+            }
+            const int n0 = n;
+            for (int k = 0; k < K && n0 < K; k++) {
+                const int r = b * K + k;
+                if (!isfinite(cost[r]) || (nematus && fin[r])) continue;
                 const real *l = m->logp + (size_t)r * Vt;
                 for (int w = fin[r] ? eos : 0; w < (fin[r] ? eos + 1 : Vt); w++) {
                     const double c = fin[r] ? cost[r] : cost[r] - (double)l[w];
                     if (n == K && !(c < cc[K - 1])) continue;
                     int pos = n < K ? n++ : K - 1;
-                    while (pos > 0 && c < cc[pos - 1]) {
+                    while (pos > n0 && c < cc[pos - 1]) {
                         cc[pos] = cc[pos - 1];
                         ck[pos] = ck[pos - 1];
                         cw[pos] = cw[pos - 1];
@@ -1060,7 +1073,8 @@ int FN(nb_rnnsearch_beam)(FN(nb_rnnsearch) * m, const int *src, const int *src_l
         for (int k = 0; k < K; k++) {
             const int r = b * K + k;
             if (!isfinite(cost[r]) || len[r] < 1) continue;
-            const double s = cost[r] / len[r];
+            /* Nematus: one still open after maxlen tokens as if an eos followed */
+            const double s = cost[r] / (len[r] + (nematus && !fin[r] ? 1 : 0));
             if (best < 0 || s < bs) {
                 best = k;
                 bs = s;

@@ -44,6 +44,7 @@ typedef struct nb_rnnsearch_cfg {
     int Bmax, Txmax, Tymax;                /* largest batch and lengths a forward may use */
     int beam_max;                          /* largest beam the decoding functions may use (>= 1) */
     int eos;                               /* the target end-of-sentence id */
+    int beam_simple;                       /* nb_rnnsearch_beam's rules: 0 Nematus', 1 simple */
     double label_smoothing;                /* 0.1 as the paper */
     double dropout_source, dropout_target; /* word dropout probabilities, 0: off */
     double init_scale;                     /* 0.01 */
@@ -153,12 +154,18 @@ void NB_FN(nb_rnnsearch_dec_step)(NB_FN(nb_rnnsearch) * m, int R, const int *sro
 void NB_FN(nb_rnnsearch_greedy)(NB_FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx,
                                 int B, int maxlen, int *out, int *out_len);
 
-/* Beam search as Nematus v0.3 (inference.py): K <= beam_max hypotheses per sentence ranked by
- * their summed -log p; a finished hypothesis (its last token eos) stays in the beam with its cost;
- * stops when all are finished or after maxlen tokens; then picks the hypothesis with the least
- * cost / length (length counts the eos; translate.py's normalization with alpha 1). out, out_len
- * as greedy; score (B, may be NULL) receives -cost/length of the pick. Returns 0, or -1 with err
- * set (out of memory). */
+/* Beam search, K <= beam_max hypotheses per sentence ranked by their summed -log p (the cost),
+ * at most maxlen tokens each (eos included); stops when all are finished or after maxlen steps.
+ * Nematus v0.3's rules (inference.py; cfg.beam_simple 0, the default): a finished hypothesis
+ * (its last token eos) keeps its place and its cost and is never pushed out — each step the open
+ * hypotheses' continuations (a newly finishing one among them, on its cost) fill only the places
+ * the finished ones leave; the pick is the least cost / length, the length counting the eos, and
+ * a hypothesis still open after maxlen tokens is scored as if an eos followed (length maxlen + 1,
+ * its cost unchanged; translate.py's normalization with alpha 1). The simple rules (beam_simple
+ * 1, normbench before this was Nematus'): a finished hypothesis competes with the open ones'
+ * continuations on its cost and can be pushed out, and an open one at maxlen has length maxlen.
+ * out, out_len as greedy; score (B, may be NULL) receives -cost/length of the pick. Returns 0, or
+ * -1 with err set (out of memory). */
 int NB_FN(nb_rnnsearch_beam)(NB_FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx,
                              int B, int K, int maxlen, int *out, int *out_len, double *score,
                              nb_err *err);

@@ -2,16 +2,18 @@
  * RNNSearch as Nematus v0.3 builds it (nn/rnnsearch.h) on Multi30k En→De (or WMT14, or a
  * generated transduction), with joint BPE (datasets/bpe.h) and SacreBLEU's BLEU (util/bleu.h).
  *
- * Training as Nematus: Adam lr 1e-4, batches of 80 sentences cut from maxibatches of 20 batches
- * sorted by length (datasets/mt.h), label smoothing 0.1, the global gradient norm clipped at 1
+ * Training as Nematus: Adam lr 1e-4, every source ending with <eos> (--src-eos), batches of 80
+ * sentences cut from maxibatches of 20 batches sorted by length, longest first (datasets/mt.h,
+ * --batch-order), label smoothing 0.1, the global gradient norm clipped at 1
  * (Nematus' clip_c), the loss a mean over sentences of their token sums. Every --eval-every
  * steps and at the end: the validation cross-entropy per target token (val_xent, no label
  * smoothing, no dropout) and the greedy translation's BLEU on the validation set (val_bleu), and
  * the decoder's first GRU's recurrent pre-activations' mean and std at target positions 1-4 and
  * over all positions (the paper's Table 5: val_preact_mean_1 .. _4, _all, and _std_). The
  * parameters with the lowest val_xent are kept (Nematus' early stopping watches the validation
- * cost); at the end they translate each test set by beam search (beam 5, scores normalized by
- * length, as Nematus' translate.py) and test_bleu (test 2016) and test_2017_bleu are recorded,
+ * cost); at the end they translate each test set by beam search (beam 5, Nematus v0.3's rules,
+ * scores normalized by length, as Nematus' translate.py; at most the authors' cap of tokens:
+ * decode_limits) and test_bleu (test 2016) and test_2017_bleu are recorded,
  * with the BLEU signature as the run's parameter bleu_signature. A finished run keeps its model
  * (parameters, BPE codes, vocabularies) in DB-checkpoints/run-ID.model/ for `normbench
  * translate`, which decodes exactly as test_bleu does. */
@@ -53,6 +55,10 @@ typedef struct mt_opts {
     int eval_every;   /* training steps between validations */
     int val_bleu_max; /* validation sentences translated for val_bleu (0: all) */
     int test_max;     /* sentences of each test set translated for its BLEU (0: all) */
+    int src_eos;      /* 1: <eos> after every source sentence (Nematus, zero); 0: none */
+    int beam_rules;   /* rnnsearch: 0 Nematus v0.3's, 1 simple (nn/rnnsearch.h) */
+    int decode_cap;   /* 0 the authors' (Nematus 200, zero source + 50), 1 the longest target */
+    int batch_order;  /* NB_MT_ORDER_*: 0 Nematus', 1 by target length, shortest first */
     double label_smoothing;                /* 0.1 */
     double dropout_source, dropout_target; /* word dropout */
     double init_scale, init_center;        /* N(center, scale^2) weights; Fig. 4: center 0.2 */
@@ -61,6 +67,10 @@ typedef struct mt_opts {
 static const char *const model_choices[] = {"rnnsearch", "transformer", NULL};
 static const char *const preset_choices[] = {"small", "base", NULL};
 static const char *const position_choices[] = {"post", "pre", NULL};
+static const char *const onoff_choices[] = {"off", "on", NULL};
+static const char *const beam_rules_choices[] = {"nematus", "simple", NULL};
+static const char *const decode_cap_choices[] = {"authors", "longest", NULL};
+static const char *const batch_order_choices[] = {"nematus", "target", NULL};
 
 static const nb_task_opt mt_opts_decl[] = {
     {"model", NB_TOPT_CHOICE, offsetof(mt_opts, model), "M",
@@ -114,6 +124,27 @@ static const nb_task_opt mt_opts_decl[] = {
      "batches read together and sorted by length (Nematus)", NULL, 1, 1000, 20},
     {"beam", NB_TOPT_INT, offsetof(mt_opts, beam), "K",
      "beam width of the test translation and of translate", NULL, 1, 64, 5},
+    {"src-eos", NB_TOPT_CHOICE, offsetof(mt_opts, src_eos), "W",
+     "on: every source sentence ends with <eos>, which the encoder reads and attention sees "
+     "(Nematus' prepare_data, zero's vocabulary); off: no source <eos> (normbench's runs before "
+     "it followed them)",
+     onoff_choices, .def = 1},
+    {"beam-rules", NB_TOPT_CHOICE, offsetof(mt_opts, beam_rules), "R",
+     "beam search rules: nematus (Nematus v0.3's inference.py: a finished hypothesis is never "
+     "pushed out of the beam, one still open at the length cap is scored as if <eos> followed) "
+     "or simple (finished and open hypotheses compete on cost: normbench's earlier rules)",
+     beam_rules_choices, .models = "rnnsearch"},
+    {"decode-cap", NB_TOPT_CHOICE, offsetof(mt_opts, decode_cap), "C",
+     "the most tokens a translation (test_bleu, val_bleu, translate) may have: authors (rnnsearch "
+     "200 as Nematus' translation_maxlen; transformer the source length with <eos> + 50 as zero's "
+     "decode_length) or longest (the longest target of every split, test references included: "
+     "normbench's earlier cap, for comparing with earlier runs)",
+     decode_cap_choices},
+    {"batch-order", NB_TOPT_CHOICE, offsetof(mt_opts, batch_order), "O",
+     "the order of pairs within a maxibatch: nematus (by the longer of source and target, "
+     "longest first, as Nematus' data_iterator) or target (by target, then source length, "
+     "shortest first: normbench's earlier order)",
+     batch_order_choices},
     {"eval-every", NB_TOPT_INT, offsetof(mt_opts, eval_every), "N",
      "validate every N training steps (val_xent, val_bleu)", NULL, 1, 1e9, 1000},
     {"val-bleu-max", NB_TOPT_INT, offsetof(mt_opts, val_bleu_max), "N",
@@ -213,6 +244,11 @@ typedef struct mt_model {
     int Bmax, Txmax, Tymax, warmup, dim;
     double alpha; /* transformer beam: GNMT length penalty */
 } mt_model;
+
+/* Nematus' translation_maxlen (nematus.py's default): the most tokens of a translation, eos
+ * included; zero's decode_length: a translation of a source of n tokens (its eos included) has
+ * at most n + 50 tokens. */
+enum { NEMATUS_MAXLEN = 200, ZERO_DECODE_LENGTH = 50 };
 
 static void model_free(mt_model *mm) {
     if (mm->kind == 0 && mm->layout) nb_rnnsearch_free(&mm->rs);
@@ -342,6 +378,7 @@ static double model_loss(mt_model *mm, const int *src, const int *srclen, int Tx
  * model's length normalization); out (B, maxlen) without eos, out_len (B). */
 static int model_decode(mt_model *mm, const int *src, const int *srclen, int Tx, int B, int K,
                         int maxlen, int *out, int *out_len, nb_err *err) {
+    /* RNNSearch's beam rules: set by model_rules (the run's --beam-rules, or the kept model's) */
     if (mm->kind == 0) {
         if (K <= 1) {
             nb_rnnsearch_greedy(&mm->rs, (int *)src, (int *)srclen, Tx, B, maxlen, out, out_len);
@@ -352,7 +389,13 @@ static int model_decode(mt_model *mm, const int *src, const int *srclen, int Tx,
     }
     to_batch_major(mm->bs, src, Tx, B);
     return nb_tf_translate(mm->tf, mm->params, mm->bs, B, Tx, K <= 1 ? 1 : K,
-                           K <= 1 ? 0 : mm->alpha, 50, maxlen, out, out_len, NULL, err);
+                           K <= 1 ? 0 : mm->alpha, ZERO_DECODE_LENGTH, maxlen, out, out_len, NULL,
+                           err);
+}
+
+/* RNNSearch's beam search rules (nn/rnnsearch.h): 0 Nematus v0.3's, 1 the simple ones. */
+static void model_rules(mt_model *mm, int beam_simple) {
+    if (mm->kind == 0) mm->rs.cfg.beam_simple = beam_simple;
 }
 
 /* The noam schedule of the Transformer (zero): lr·d^-1/2·min(t·w^-1.5, t^-1/2). */
@@ -380,15 +423,32 @@ typedef struct mt_run {
     int nhyp;
     int *val_idx, nval; /* the validation pairs val_xent is over: both sides within --max-len */
     int rows;           /* the Transformer's most rows in a batch (0: Bmax x the longest) */
+    /* the settings in force (the options, or on resuming a run an earlier normbench started,
+     * that normbench's: run_settings) */
+    int src_eos, beam_simple, cap_longest, order, legacy;
     unsigned char data_tag[8 + 32]; /* DATA_TAG and the data's SHA-256: the checkpoints' last
                                      * blob, compared when the run resumes */
 } mt_run;
 
-#define DATA_TAG "nbmtdat1"
+/* A run's checkpoints end with its data's tag: DATA_TAG for runs started with --src-eos,
+ * --beam-rules, --decode-cap and --batch-order; DATA_TAG_V1 for those an earlier normbench
+ * started, which resume with that normbench's behaviour (run_settings). */
+#define DATA_TAG "nbmtdat2"
+#define DATA_TAG_V1 "nbmtdat1"
 
-/* The data's tag (DATA_TAG, then d->data_hash in bytes). */
-static void data_tag(const nb_mt_data *d, unsigned char tag[40]) {
-    memcpy(tag, DATA_TAG, 8);
+/* The settings in force: the options; legacy (a run an earlier normbench started, resumed): no
+ * source eos, the simple beam rules, the longest target as the cap, the target-length order. */
+static void run_settings(mt_run *r, int legacy) {
+    r->legacy = legacy;
+    r->src_eos = legacy ? 0 : r->o->src_eos;
+    r->beam_simple = legacy ? 1 : r->o->beam_rules == 1;
+    r->cap_longest = legacy ? 1 : r->o->decode_cap == 1;
+    r->order = legacy ? NB_MT_ORDER_TARGET : r->o->batch_order;
+}
+
+/* The data's tag (DATA_TAG, or DATA_TAG_V1 for a legacy run, then d->data_hash in bytes). */
+static void data_tag(const nb_mt_data *d, int legacy, unsigned char tag[40]) {
+    memcpy(tag, legacy ? DATA_TAG_V1 : DATA_TAG, 8);
     for (int i = 0; i < 32; i++) {
         unsigned v = 0;
         sscanf(d->data_hash + 2 * i, "%2x", &v);
@@ -403,8 +463,8 @@ static int check_resume_data(const mt_run *r, const char *ckpt, int *tagged, nb_
     unsigned char have[sizeof r->data_tag];
     int k = nb_ckpt_read_last_blob(ckpt, have, sizeof have, err);
     if (k < 0) return -1;
-    *tagged = k == 1 && memcmp(have, DATA_TAG, 8) == 0;
-    if (!*tagged || memcmp(have, r->data_tag, sizeof have) == 0) return 0;
+    *tagged = k == 1 && (memcmp(have, DATA_TAG, 8) == 0 || memcmp(have, DATA_TAG_V1, 8) == 0);
+    if (!*tagged || memcmp(have + 8, r->data_tag + 8, sizeof have - 8) == 0) return 0;
     nb_errf(err,
             "the data differs from what this run started with (%s: its training text, BPE codes, "
             "vocabularies or evaluation sets changed since its checkpoint '%s' was written)",
@@ -414,11 +474,13 @@ static int check_resume_data(const mt_run *r, const char *ckpt, int *tagged, nb_
 }
 
 /* Batch of split s's sentences idx[0..n): source (Tx, n) and target (Ty, n) time-major, the
- * target with NB_EOS appended; padding 0. */
+ * target with NB_EOS appended, the source too with --src-eos on (its pieces cut to Txmax - 1);
+ * padding 0. */
 static void fill_batch(mt_run *r, const nb_mt_split *s, const int *idx, int n, int *Tx, int *Ty) {
+    const int se = r->src_eos;
     int tx = 1, ty = 1;
     for (int b = 0; b < n; b++) {
-        int ls = nb_mt_src_len(s, idx[b]), lt = nb_mt_tgt_len(s, idx[b]) + 1;
+        int ls = nb_mt_src_len(s, idx[b]) + se, lt = nb_mt_tgt_len(s, idx[b]) + 1;
         if (ls < 1) ls = 1; /* an empty source line (validation, test) reads as one <unk> */
         if (ls > tx) tx = ls;
         if (lt > ty) ty = lt;
@@ -430,11 +492,14 @@ static void fill_batch(mt_run *r, const nb_mt_split *s, const int *idx, int n, i
     for (int b = 0; b < n; b++) {
         const int *si = s->src + s->src_start[idx[b]], *ti = s->tgt + s->tgt_start[idx[b]];
         int ls = nb_mt_src_len(s, idx[b]), lt = nb_mt_tgt_len(s, idx[b]);
-        if (ls > tx) ls = tx;
+        if (ls > tx - se) ls = tx - se;
         if (lt > ty - 1) lt = ty - 1;
         for (int t = 0; t < ls; t++)
             r->src[t * n + b] = si[t];
-        if (ls == 0) r->src[b] = NB_UNK, ls = 1;
+        if (se)
+            r->src[ls++ * n + b] = NB_EOS; /* Nematus' prepare_data, zero's to_id(append_eos) */
+        else if (ls == 0)
+            r->src[b] = NB_UNK, ls = 1;
         r->srclen[b] = ls;
         for (int t = 0; t < lt; t++)
             r->tgt[t * n + b] = ti[t];
@@ -453,9 +518,9 @@ static void mt_epoch_begin(void *self, int epoch, nb_rng *data) {
     nb_err err;
     r->have_bt =
         (r->o->batch_tokens > 0 ? nb_mt_batcher_init_tokens(&r->bt, &r->d.train, r->o->batch_tokens,
-                                                            r->o->maxibatch, data, &err)
+                                                            r->o->maxibatch, r->order, data, &err)
                                 : nb_mt_batcher_init(&r->bt, &r->d.train, r->cfg->batch,
-                                                     r->o->maxibatch, data, &err)) == 0;
+                                                     r->o->maxibatch, r->order, data, &err)) == 0;
 }
 
 static void mt_schedule(void *self, int64_t t, int64_t planned, nb_adam_cfg *adam) {
@@ -547,16 +612,27 @@ static int my_chunk(const mt_run *r, int k) {
 
 /* ---- the decoding limits: test_bleu's rule, which translate follows ------------------------ */
 
-/* What a model decodes: sources of at most src_max pieces, each into at most out_max pieces.
- * decode_limits is the one rule, test_bleu's: the longest source and the longest target (its
- * eos included) of every split (run_open's Txmax, Tymax). A finished run keeps them with its
- * model (save_model), and translate refuses a longer source line. */
+/* What a model decodes and how: sources of at most src_max pieces (the source's eos included
+ * when src_eos), each into at most out_max pieces, by RNNSearch's beam rules beam_simple.
+ * decode_limits is the one rule, test_bleu's and val_bleu's: the longest source of every split
+ * (run_load's Txmax; a longer validation or test source is cut to --max-len), and the cap of
+ * --decode-cap: authors, Nematus' 200 tokens for RNNSearch and for the Transformer zero's source
+ * length + 50 (nb_tf_translate stops each sentence there; out_max, the longest source's, sizes
+ * the buffers), which read no reference; longest, the longest target (eos included) of every
+ * split, test references included (the cap before, kept to compare with earlier runs). A
+ * finished run keeps them with its model (save_model), translate decodes by them and refuses a
+ * longer source line. */
 typedef struct mt_limits {
-    int src_max, out_max;
+    int src_max, out_max, src_eos, beam_simple;
+    int tgt_max; /* the model's longest target (eos included): what it was built for (BatchNorm's
+                  * running statistics are per position) */
 } mt_limits;
 
 static mt_limits decode_limits(const mt_run *r) {
-    return (mt_limits){r->Txmax, r->Tymax};
+    const int cap = r->cap_longest     ? r->Tymax
+                    : r->o->model == 0 ? NEMATUS_MAXLEN
+                                       : r->Txmax + ZERO_DECODE_LENGTH;
+    return (mt_limits){r->Txmax, cap, r->src_eos, r->beam_simple, r->Tymax};
 }
 
 /* The most pieces one translation of a batch may have: model_decode's maxlen. */
@@ -699,12 +775,16 @@ static int mt_evaluate(void *self, int final, nb_metric *out, int max, nb_err *e
 /* ---- the model kept for translate ---------------------------------------------------------- */
 
 /* The model a finished run keeps (sink->model_dir): codes, src.vocab and tgt.vocab, then params
- * last, which binds them. params (format 2): the magic line, a kept_head (what the model belongs
- * to: the run and store, as checkpoints record it; its decoding limits; FNV-1a hashes of the
- * three other files' bytes; the number of parameters), the parameters (float), and an FNV-1a
- * hash of everything before it. Format 1 (no identity: the magic, "N HASH\n", the parameters)
- * is refused, saying how to get a new one. */
-#define MODEL_MAGIC "normbench-mt-params 2\n"
+ * last, which binds them. params (format 3): the magic line, a kept_head (what the model belongs
+ * to: the run and store, as checkpoints record it; how it decodes: mt_limits; FNV-1a hashes of
+ * the three other files' bytes; the number of parameters), the parameters (float), and an
+ * FNV-1a hash of everything before it. Format 2 (the head without src_eos and beam_simple, kept
+ * before the source eos and Nematus' beam rules) is read as it was made: no source eos, the
+ * simple beam rules and its recorded cap, so that it translates as its run's test_bleu did.
+ * Format 1 (no identity: the magic, "N HASH\n", the parameters) is refused, saying how to get a
+ * new one. */
+#define MODEL_MAGIC "normbench-mt-params 3\n"
+#define MODEL_MAGIC_V2 "normbench-mt-params 2\n"
 #define MODEL_MAGIC_V1 "normbench-mt-params 1\n"
 #define FNV_BASIS 1469598103934665603ULL
 
@@ -713,8 +793,31 @@ typedef struct kept_head {
     int32_t src_max, out_max; /* mt_limits */
     uint64_t file_hash[3];    /* codes, src.vocab, tgt.vocab */
     uint64_t nparams;
+    int32_t src_eos, beam_simple, tgt_max, pad; /* mt_limits; format 3 */
 } kept_head;
-_Static_assert(sizeof(kept_head) == sizeof(nb_ckpt_ident) + 8 + 3 * 8 + 8, "kept_head: no padding");
+#define KEPT_HEAD_V2 (sizeof(nb_ckpt_ident) + 8 + 3 * 8 + 8) /* format 2's head: up to src_eos */
+_Static_assert(sizeof(kept_head) == KEPT_HEAD_V2 + 16 &&
+                   offsetof(kept_head, src_eos) == KEPT_HEAD_V2,
+               "kept_head: no padding");
+
+/* Reads the magic and the head of a model file at its start into *kh (format 2's completed with
+ * its settings); returns the head's bytes in the file and sets *magic, or 0 (no model of format
+ * 2 or 3; *magic "" or MODEL_MAGIC_V1). */
+static size_t read_head(FILE *f, kept_head *kh, const char **magic) {
+    char m[sizeof MODEL_MAGIC];
+    *magic = "";
+    if (fread(m, 1, sizeof MODEL_MAGIC - 1, f) != sizeof MODEL_MAGIC - 1) return 0;
+    m[sizeof MODEL_MAGIC - 1] = '\0';
+    size_t n = strcmp(m, MODEL_MAGIC) == 0      ? sizeof *kh
+               : strcmp(m, MODEL_MAGIC_V2) == 0 ? KEPT_HEAD_V2
+                                                : 0;
+    *magic = n == sizeof *kh ? MODEL_MAGIC : n ? MODEL_MAGIC_V2 : "";
+    if (strcmp(m, MODEL_MAGIC_V1) == 0) *magic = MODEL_MAGIC_V1;
+    memset(kh, 0, sizeof *kh);
+    if (!n || fread(kh, n, 1, f) != 1) return 0;
+    if (n == KEPT_HEAD_V2) kh->src_eos = 0, kh->beam_simple = 1, kh->tgt_max = kh->out_max;
+    return n;
+}
 
 static const char *const kept_files[3] = {"codes", "src.vocab", "tgt.vocab"};
 
@@ -752,6 +855,9 @@ static int save_model(mt_run *r, const char *dir, const nb_ckpt_ident *id, nb_er
     const mt_limits lim = decode_limits(r);
     kh.src_max = lim.src_max;
     kh.out_max = lim.out_max;
+    kh.src_eos = lim.src_eos;
+    kh.beam_simple = lim.beam_simple;
+    kh.tgt_max = lim.tgt_max;
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, kept_files[i]);
         int rc = i == 0   ? nb_bpe_write(r->d.bpe, path, err)
@@ -790,10 +896,9 @@ static int load_head(const char *dir, const nb_ckpt_ident *want, char *const *bu
         nb_errf(err, "cannot open the model '%s': %s", path, strerror(errno));
         return nb_hintf(err, "a run keeps its model when it finishes; is the run finished?");
     }
-    char magic[sizeof MODEL_MAGIC];
-    int ok = fread(magic, 1, sizeof MODEL_MAGIC - 1, f) == sizeof MODEL_MAGIC - 1;
-    magic[sizeof MODEL_MAGIC - 1] = '\0';
-    if (ok && strcmp(magic, MODEL_MAGIC_V1) == 0) {
+    const char *magic;
+    int ok = read_head(f, kh, &magic) > 0;
+    if (strcmp(magic, MODEL_MAGIC_V1) == 0) {
         fclose(f);
         nb_errf(err,
                 "the model '%s' was kept by an older normbench (format 1, which does not record "
@@ -802,7 +907,6 @@ static int load_head(const char *dir, const nb_ckpt_ident *want, char *const *bu
         return nb_hintf(err, "train the run again (`normbench show RUN` gives its command line) "
                              "and translate with the new run, which keeps a model of format 2");
     }
-    ok = ok && strcmp(magic, MODEL_MAGIC) == 0 && fread(kh, sizeof *kh, 1, f) == 1;
     fclose(f);
     if (!ok) {
         nb_errf(err, "the model '%s' is not a normbench translation model", path);
@@ -825,9 +929,11 @@ static int load_head(const char *dir, const nb_ckpt_ident *want, char *const *bu
             return nb_hintf(err, "it was changed or copied from another run: train the run "
                                  "again to keep a new model");
         }
-    if (kh->src_max < 1 || kh->out_max < 1 || kh->src_max > 1 << 20 || kh->out_max > 1 << 20) {
-        nb_errf(err, "the model '%s' is damaged (decoding limits %d, %d)", path, kh->src_max,
-                kh->out_max);
+    if (kh->src_eos < 0 || kh->src_eos > 1 || kh->beam_simple < 0 || kh->beam_simple > 1 ||
+        kh->src_max < 1 + kh->src_eos || kh->out_max < 1 || kh->src_max > 1 << 20 ||
+        kh->out_max > 1 << 20 || kh->tgt_max < 1 || kh->tgt_max > 1 << 20) {
+        nb_errf(err, "the model '%s' is damaged (decoding limits %d, %d, %d, %d)", path,
+                kh->src_max, kh->out_max, kh->src_eos, kh->beam_simple);
         return nb_hintf(err, "train the run again to keep a new model");
     }
     return 0;
@@ -840,18 +946,15 @@ static int load_params(mt_model *m, const char *dir, nb_err *err) {
     snprintf(path, sizeof path, "%s/params", dir);
     FILE *f = fopen(path, "rb");
     if (!f) return nb_errf(err, "cannot open the model '%s': %s", path, strerror(errno));
-    char magic[sizeof MODEL_MAGIC];
+    const char *magic;
     kept_head kh;
     uint64_t stored = 0;
-    size_t n = m->layout->total;
-    int ok = fread(magic, 1, sizeof MODEL_MAGIC - 1, f) == sizeof MODEL_MAGIC - 1 &&
-             memcmp(magic, MODEL_MAGIC, sizeof MODEL_MAGIC - 1) == 0 &&
-             fread(&kh, sizeof kh, 1, f) == 1 && kh.nparams == n &&
-             fread(m->params, sizeof(float), n, f) == n &&
+    size_t n = m->layout->total, hn = read_head(f, &kh, &magic);
+    int ok = hn > 0 && kh.nparams == n && fread(m->params, sizeof(float), n, f) == n &&
              fread(&stored, sizeof stored, 1, f) == 1 && fgetc(f) == EOF;
     fclose(f);
-    uint64_t h = fnv1a(MODEL_MAGIC, sizeof MODEL_MAGIC - 1, FNV_BASIS);
-    h = fnv1a(&kh, sizeof kh, h);
+    uint64_t h = fnv1a(magic, strlen(magic), FNV_BASIS);
+    h = fnv1a(&kh, hn, h);
     if (!ok || fnv1a(m->params, sizeof(float) * n, h) != stored) {
         nb_errf(err, "the model '%s' is damaged or does not fit this run's configuration", path);
         return nb_hintf(err, "train the run again to make a new model");
@@ -872,12 +975,13 @@ static void run_free(mt_run *r) {
     free(r->tgt), free(r->tgtlen), free(r->out), free(r->outlen), free(r->val_idx);
 }
 
-/* Longest source and target (with eos) over every split, each side cut at max_len pieces:
+/* Longest source and target (with eos; the source's with src_eos) over every split, each side
+ * cut at max_len pieces before its eos:
  * training pairs over it were dropped; a validation or test source over it is cut to its first
  * max_len pieces for translation, a target over it enters no loss (val_xent leaves such
  * pairs out, translation reads only sources) — so no line of the data sizes the model beyond
  * --max-len. */
-static void longest(const nb_mt_data *d, int max_len, int *tx, int *ty) {
+static void longest(const nb_mt_data *d, int max_len, int src_eos, int *tx, int *ty) {
     const nb_mt_split *s[2 + NB_MT_MAX_TEST] = {&d->train, &d->val};
     int ns = 2;
     for (int t = 0; t < d->ntest; t++)
@@ -889,15 +993,17 @@ static void longest(const nb_mt_data *d, int max_len, int *tx, int *ty) {
     }
     if (*tx > max_len) *tx = max_len;
     if (*ty > max_len + 1) *ty = max_len + 1;
+    *tx += src_eos; /* the source's eos (--src-eos on) */
 }
 
 /* Loads the data and sizes what the model must hold: the longest lengths by the rule above,
  * the largest batch (the training batch, at most the training pairs; the evaluation batch, at
  * most the largest evaluated split), and the Transformer's rows. Allocates nothing of the
  * model's size. */
-static int run_load(mt_run *r, const nb_train_cfg *cfg, nb_err *err) {
+static int run_load(mt_run *r, const nb_train_cfg *cfg, int legacy, nb_err *err) {
     r->cfg = cfg;
     r->o = opts_of(cfg);
+    run_settings(r, legacy);
     nb_mt_opts mo = nb_mt_defaults(cfg->dataset);
     mo.bpe_merges = r->o->bpe_merges;
     mo.max_len = r->o->max_len;
@@ -906,7 +1012,7 @@ static int run_load(mt_run *r, const nb_train_cfg *cfg, nb_err *err) {
     r->have_data = 1;
     if (r->d.train.n < 1)
         return nb_errf(err, "'%s' has no training pair to learn from", cfg->dataset);
-    longest(&r->d, r->o->max_len, &r->Txmax, &r->Tymax);
+    longest(&r->d, r->o->max_len, r->src_eos, &r->Txmax, &r->Tymax);
     const nb_mt_split *v = &r->d.val;
     r->val_idx = malloc(sizeof(int) * (size_t)(v->n > 0 ? v->n : 1));
     if (!r->val_idx) return nb_errf(err, "out of memory");
@@ -960,7 +1066,8 @@ static int check_memory(const mt_run *r, nb_err *err) {
         rs_model_cfg(&mc, cfg, Vs, Vt, r->Bmax, r->Txmax, r->Tymax, o->beam);
         model = nb_rnnsearch_mem_bytes(&mc, &P);
         /* beam search's histories and costs */
-        decode = (double)E * beam * (2.0 * r->Tymax * sizeof(int) + 4 * sizeof(double));
+        decode =
+            (double)E * beam * (2.0 * decode_limits(r).out_max * sizeof(int) + 4 * sizeof(double));
     } else {
         nb_tf_cfg tc;
         if (!tf_model_cfg(&tc, cfg, Vs, Vt, r->Txmax, r->Tymax, err)) return -1;
@@ -976,7 +1083,8 @@ static int check_memory(const mt_run *r, nb_err *err) {
     }
     /* Adam's two moments and the loop's copy of the best parameters */
     const double state = 3 * P * sizeof(float);
-    const double bufs = (double)r->Bmax * sizeof(int) * (3.0 + r->Txmax + 2.0 * r->Tymax);
+    const double bufs =
+        (double)r->Bmax * sizeof(int) * (3.0 + r->Txmax + r->Tymax + decode_limits(r).out_max);
     const double need = model + state + decode + bufs;
     const char *which = NULL;
     const double room = nb_mem_room(&which);
@@ -1022,13 +1130,14 @@ static int run_build(mt_run *r, nb_err *err) {
         return -1;
     }
     r->have_model = 1;
+    model_rules(&r->m, r->beam_simple);
     size_t B = (size_t)r->Bmax;
     r->idx = malloc(sizeof(int) * B);
     r->src = malloc(sizeof(int) * B * (size_t)r->Txmax);
     r->srclen = malloc(sizeof(int) * B);
     r->tgt = malloc(sizeof(int) * B * (size_t)r->Tymax);
     r->tgtlen = malloc(sizeof(int) * B);
-    r->out = malloc(sizeof(int) * B * (size_t)r->Tymax);
+    r->out = malloc(sizeof(int) * B * (size_t)decode_limits(r).out_max);
     r->outlen = malloc(sizeof(int) * B);
     int nh = r->d.val.n;
     for (int t = 0; t < r->d.ntest; t++)
@@ -1065,7 +1174,17 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
         nb_hintf(err, "leave out --bn-sync (per-rank statistics), or run in one process");
         return -1;
     }
-    if (run_load(&r, cfg, err) != 0) goto out;
+    /* a run an earlier normbench started (its checkpoints' tag DATA_TAG_V1, or none) resumes
+     * with that normbench's source, beam, cap and order (run_settings): its recorded command
+     * line has none of those options, and changing them mid-run would change what it trains */
+    int legacy = 0;
+    if (cfg->resume_from) {
+        unsigned char have[sizeof r.data_tag];
+        int k = nb_ckpt_read_last_blob(cfg->resume_from, have, sizeof have, err);
+        if (k < 0) goto out;
+        legacy = !(k == 1 && memcmp(have, DATA_TAG, 8) == 0);
+    }
+    if (run_load(&r, cfg, legacy, err) != 0) goto out;
     /* from here the run is recorded (its first parameter creates it): a set-up that fails
      * below, the memory check's refusal included, leaves a failed run with its message */
     if (sink->param) {
@@ -1092,7 +1211,7 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
             sink->param(sink->ctx, "data_hash", r.d.data_hash, err) != 0)
             goto out;
     }
-    data_tag(&r.d, r.data_tag);
+    data_tag(&r.d, r.legacy, r.data_tag);
     int tagged = 1;
     if (cfg->resume_from && check_resume_data(&r, cfg->resume_from, &tagged, err) != 0) goto out;
     if (!tagged && sink->param &&
@@ -1122,8 +1241,8 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
         nb_rng_seed(&trial, cfg->seed, NB_STREAM_DATA);
         nb_mt_batcher b;
         long c = -1;
-        if (nb_mt_batcher_init_tokens(&b, &r.d.train, r.o->batch_tokens, r.o->maxibatch, &trial,
-                                      err) != 0)
+        if (nb_mt_batcher_init_tokens(&b, &r.d.train, r.o->batch_tokens, r.o->maxibatch, r.order,
+                                      &trial, err) != 0)
             goto out;
         c = nb_mt_batcher_count(&b);
         nb_mt_batcher_free(&b);
@@ -1223,7 +1342,7 @@ static double translate_bytes(const nb_train_cfg *cfg, const mt_tr *t, int B, nb
     nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
     const int S = t->lim.src_max;
     nb_mem_reset();
-    int rc = model_open(&m, cfg, nb_vocab_size(t->sv), nb_vocab_size(t->tv), B, S, t->lim.out_max,
+    int rc = model_open(&m, cfg, nb_vocab_size(t->sv), nb_vocab_size(t->tv), B, S, t->lim.tgt_max,
                         B * S, t->beam, &init, err);
     int *src = calloc((size_t)B, sizeof(int)), *len = calloc((size_t)B, sizeof(int));
     int *o = calloc((size_t)B, sizeof(int)), *olen = calloc((size_t)B, sizeof(int));
@@ -1281,22 +1400,31 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
         free(bufs[i]);
     if (!ok) goto fail;
     const mt_opts *mo = opts_of(cfg);
-    t->lim = (mt_limits){kh.src_max, kh.out_max};
+    /* decoding as the run's test_bleu did: its limits, source eos and beam rules as kept; or
+     * with the rules and cap translate was given (to compare them on one model) */
+    t->lim = (mt_limits){kh.src_max, kh.out_max, kh.src_eos, kh.beam_simple, kh.tgt_max};
+    if (lim->beam_rules > 0) t->lim.beam_simple = lim->beam_rules == 2;
+    if (lim->decode_cap == 1)
+        t->lim.out_max = mo->model == 0 ? NEMATUS_MAXLEN : kh.src_max + ZERO_DECODE_LENGTH;
+    if (lim->decode_cap == 2) t->lim.out_max = kh.tgt_max;
     t->beam = mo->beam;
-    const int S = t->lim.src_max, E = cfg->eval_batch > 0 ? cfg->eval_batch : 80;
+    /* S: the model's source positions (the eos included); L: the most pieces of a line, what
+     * --batch-tokens counts */
+    const int S = t->lim.src_max, L = S - t->lim.src_eos;
+    const int E = cfg->eval_batch > 0 ? cfg->eval_batch : 80;
     /* a batch: at most batch_tokens pieces, reckoned at the longest line the model takes, and at
      * most the run's evaluation batch (the default: what its test_bleu translated at once) */
-    if (batch_tokens <= 0) batch_tokens = E * S;
-    if (batch_tokens < S) {
+    if (batch_tokens <= 0) batch_tokens = E * L;
+    if (batch_tokens < L) {
         nb_errf(err, "--batch-tokens %d cannot hold one line of the %d pieces this model takes",
-                batch_tokens, S);
-        nb_hintf(err, "give --batch-tokens %d or more (a longer line is refused, not split)", S);
+                batch_tokens, L);
+        nb_hintf(err, "give --batch-tokens %d or more (a longer line is refused, not split)", L);
         goto fail;
     }
-    t->B = batch_tokens / S < E ? batch_tokens / S : E;
+    t->B = batch_tokens / L < E ? batch_tokens / L : E;
     t->batch_tokens = batch_tokens;
-    lim->src_max = S;
-    lim->max_bytes = t->max_bytes = (size_t)S * piece_bytes(t->bpe);
+    lim->src_max = L; /* a line's pieces, then the eos */
+    lim->max_bytes = t->max_bytes = (size_t)L * piece_bytes(t->bpe);
     lim->batch_tokens = batch_tokens;
     lim->batch_lines = t->B;
     /* refused before it is built when it cannot fit: what one and two lines a batch take, the
@@ -1318,7 +1446,7 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
             nb_errf(err,
                     "translating one line of %d pieces a batch needs about %s, more than the %s "
                     "left in %s",
-                    S, n1, n2, which);
+                    L, n1, n2, which);
             nb_hintf(err, "this model cannot translate here: free some memory or raise the limit");
         } else {
             int fit = line > 0 ? 1 + (int)((room - one) / line) : t->B;
@@ -1326,21 +1454,22 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
                 err,
                 "--batch-tokens %d (%d lines a batch) needs about %s, more than the %s left in %s",
                 batch_tokens, t->B, n1, n2, which);
-            nb_hintf(err, "give --batch-tokens %d or less (%d lines of the longest)", fit * S, fit);
+            nb_hintf(err, "give --batch-tokens %d or less (%d lines of the longest)", fit * L, fit);
         }
         goto fail;
     }
     nb_rng init;
     nb_rng_seed(&init, cfg->seed, NB_STREAM_INIT);
     const int Ty = decode_cap(&t->lim);
-    if (model_open(&t->m, cfg, nb_vocab_size(t->sv), nb_vocab_size(t->tv), t->B, S, t->lim.out_max,
+    if (model_open(&t->m, cfg, nb_vocab_size(t->sv), nb_vocab_size(t->tv), t->B, S, t->lim.tgt_max,
                    t->B * S, t->beam, &init, err) != 0) {
         /* the model's own hint names run's options: translate's is --batch-tokens */
         nb_hintf(err, "lower --batch-tokens (now %d; %d holds one line of the longest)",
-                 batch_tokens, S);
+                 batch_tokens, L);
         goto fail;
     }
     if (load_params(&t->m, dir, err) != 0) goto fail;
+    model_rules(&t->m, t->lim.beam_simple);
     t->src = calloc((size_t)t->B * S, sizeof(int));
     t->srclen = calloc((size_t)t->B, sizeof(int));
     t->o = calloc((size_t)t->B * Ty, sizeof(int));
@@ -1348,7 +1477,7 @@ static void *mt_translate_open(const nb_train_cfg *cfg, const char *dir, const n
     if (!t->src || !t->srclen || !t->o || !t->olen) {
         nb_errf(err, "out of memory for translation batches of %d lines", t->B);
         nb_hintf(err, "lower --batch-tokens (now %d; %d holds one line of the longest)",
-                 batch_tokens, S);
+                 batch_tokens, L);
         goto fail;
     }
     return t;
@@ -1368,7 +1497,7 @@ static int by_len(const void *a, const void *b) {
 static int mt_translate_lines(void *self, char *const *lines, int n, char **out, int *pieces,
                               nb_err *err) {
     mt_tr *t = self;
-    const int S = t->lim.src_max, Ty = decode_cap(&t->lim);
+    const int S = t->lim.src_max, Ty = decode_cap(&t->lim), se = t->lim.src_eos;
     const size_t max_bytes = t->max_bytes;
     int **enc = calloc((size_t)n + 1, sizeof *enc), *len = calloc((size_t)n + 1, sizeof *len);
     int *order = calloc((size_t)n + 1, sizeof *order), m = 0, rc = -1;
@@ -1390,7 +1519,7 @@ static int mt_translate_lines(void *self, char *const *lines, int n, char **out,
                                  &reserved, err) != 0)
             goto out;
         pieces[i] = k;
-        if (k > S) continue;
+        if (k > S - se) continue;
         if (bytes == 0) {
             if (!(out[i] = strdup(""))) goto oom;
             continue;
@@ -1407,18 +1536,21 @@ static int mt_translate_lines(void *self, char *const *lines, int n, char **out,
     for (int i0 = 0; i0 < m; i0 += t->B) {
         int b = m - i0 < t->B ? m - i0 : t->B, tx = 1;
         for (int k = 0; k < b; k++)
-            if (len[order[i0 + k]] > tx) tx = len[order[i0 + k]];
+            if (len[order[i0 + k]] + se > tx) tx = len[order[i0 + k]] + se;
         memset(t->src, 0, sizeof(int) * (size_t)b * tx);
         for (int k = 0; k < b; k++) {
             int l = len[order[i0 + k]];
             for (int p = 0; p < l; p++)
                 t->src[p * b + k] = enc[order[i0 + k]][p];
-            if (l == 0) t->src[k] = NB_UNK, l = 1;
+            if (se) /* as fill_batch: the run's source eos */
+                t->src[l++ * b + k] = NB_EOS;
+            else if (l == 0)
+                t->src[k] = NB_UNK, l = 1;
             t->srclen[k] = l;
         }
         if (model_decode(&t->m, t->src, t->srclen, tx, b, t->beam, Ty, t->o, t->olen, err) != 0) {
             nb_hintf(err, "lower --batch-tokens (now %d; %d holds one line of the longest)",
-                     t->batch_tokens, S);
+                     t->batch_tokens, S - se);
             goto out;
         }
         for (int k = 0; k < b; k++)

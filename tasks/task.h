@@ -94,6 +94,10 @@ typedef struct nb_translate_limits {
     size_t max_bytes; /* a line of more bytes has more than src_max pieces, surely */
     int batch_tokens; /* source pieces a batch holds, padding counted (the option, or default) */
     int batch_lines;  /* and lines (the run's --eval-batch) */
+    /* given to translate_open (0: as the kept model decodes, its test_bleu's way): mt's beam
+     * rules (1 nematus, 2 simple) and decoding cap (1 authors, 2 longest), to decode one model
+     * both ways */
+    int beam_rules, decode_cap;
 } nb_translate_limits;
 
 typedef struct nb_sink {

@@ -353,15 +353,17 @@ static void batcher_data(nb_mt_data *d, nb_rng *r) {
     nb_rng_seed(r, 1, NB_STREAM_DATA);
 }
 
-static void test_batcher(void **state) {
-    (void)state;
+/* Every pair once per epoch in batches of at most B; within each maxibatch sorted as Nematus
+ * (max(source, target) length, longest first) or, NB_MT_ORDER_TARGET, by target length, shortest
+ * first. */
+static void batcher_order(int order) {
     nb_mt_data d;
     nb_err err;
     nb_rng r;
     batcher_data(&d, &r);
     nb_mt_batcher bt;
     int B = 32, M = 5;
-    assert_int_equal(nb_mt_batcher_init(&bt, &d.train, B, M, &r, &err), 0);
+    assert_int_equal(nb_mt_batcher_init(&bt, &d.train, B, M, order, &r, &err), 0);
     int *seen = calloc((size_t)d.train.n, sizeof *seen), idx[32];
     for (int epoch = 0; epoch < 2; epoch++) {
         int total = 0, prev_len = -1, in_maxi = 0;
@@ -371,8 +373,9 @@ static void test_batcher(void **state) {
             assert_true(k > 0 && k <= B);
             for (int i = 0; i < k; i++) {
                 seen[idx[i]]++;
-                int l = nb_mt_tgt_len(&d.train, idx[i]);
-                /* sorted by target length within each maxibatch */
+                int l = nb_mt_tgt_len(&d.train, idx[i]), ls = nb_mt_src_len(&d.train, idx[i]);
+                if (order == NB_MT_ORDER_NEMATUS) l = -(l > ls ? l : ls);
+                /* sorted within each maxibatch (Nematus: the negated longer side rises) */
                 if (in_maxi % (B * M) != 0) assert_true(l >= prev_len);
                 prev_len = l;
                 in_maxi++;
@@ -389,6 +392,38 @@ static void test_batcher(void **state) {
     nb_mt_free(&d);
 }
 
+static void test_batcher(void **state) {
+    (void)state;
+    batcher_order(NB_MT_ORDER_NEMATUS);
+    batcher_order(NB_MT_ORDER_TARGET);
+}
+
+/* The default order is Nematus': the first batch of an epoch holds the longest pairs of its
+ * maxibatch (the old order started with the shortest). */
+static void test_batcher_default_longest_first(void **state) {
+    (void)state;
+    nb_mt_data d;
+    nb_err err;
+    nb_rng r;
+    batcher_data(&d, &r);
+    nb_mt_batcher bt;
+    const int B = 16, M = 4;
+    assert_int_equal(nb_mt_batcher_init(&bt, &d.train, B, M, 0, &r, &err), 0);
+    int idx[16], most = 0, first = 0;
+    for (int i = 0; i < B * M; i++) {
+        int ls = nb_mt_src_len(&d.train, bt.order[i]), lt = nb_mt_tgt_len(&d.train, bt.order[i]);
+        if ((ls > lt ? ls : lt) > most) most = ls > lt ? ls : lt;
+    }
+    assert_int_equal(nb_mt_batcher_next(&bt, idx), B);
+    for (int i = 0; i < B; i++) {
+        int ls = nb_mt_src_len(&d.train, idx[i]), lt = nb_mt_tgt_len(&d.train, idx[i]);
+        if (i == 0) first = ls > lt ? ls : lt;
+    }
+    assert_int_equal(first, most);
+    nb_mt_batcher_free(&bt);
+    nb_mt_free(&d);
+}
+
 /* Token batches: every pair once per epoch, each batch padded to its longest side within the
  * budget (a pair over it alone), sorted within maxibatches, and the count of an epoch's batches
  * equal to what next() hands out. */
@@ -400,8 +435,10 @@ static void test_batcher_tokens(void **state) {
     batcher_data(&d, &r);
     nb_mt_batcher bt;
     const int TOK = 150, M = 3;
-    assert_int_equal(nb_mt_batcher_init_tokens(&bt, &d.train, 0, M, &r, &err), -1);
-    assert_int_equal(nb_mt_batcher_init_tokens(&bt, &d.train, TOK, M, &r, &err), 0);
+    assert_int_equal(nb_mt_batcher_init_tokens(&bt, &d.train, 0, M, NB_MT_ORDER_NEMATUS, &r, &err),
+                     -1);
+    assert_int_equal(
+        nb_mt_batcher_init_tokens(&bt, &d.train, TOK, M, NB_MT_ORDER_NEMATUS, &r, &err), 0);
     int *seen = calloc((size_t)d.train.n, sizeof *seen), idx[150];
     int sizes[2] = {0, 0};
     for (int epoch = 0; epoch < 2; epoch++) {
@@ -451,6 +488,7 @@ int main(void) {
         cmocka_unit_test(test_multi30k_roundtrip),
         cmocka_unit_test(test_synthetic_and_cache),
         cmocka_unit_test(test_batcher),
+        cmocka_unit_test(test_batcher_default_longest_first),
         cmocka_unit_test(test_batcher_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

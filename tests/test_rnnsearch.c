@@ -229,6 +229,8 @@ static void test_shards(void **s) {
  * < maxlen followed by eos, and every one of maxlen non-eos tokens. */
 static void enumerate(nb_rnnsearch_f64 *m, int sb, int maxlen, int depth, int *seq, double cost,
                       const double *state, double *best, int *bseq, int *blen) {
+    /* Nematus' rules: a sequence still open after maxlen tokens as if an eos followed */
+    const int plus = !m->cfg.beam_simple;
     double *st = malloc(sizeof(double) * H), *lp = malloc(sizeof(double) * VT);
     assert_true(st && lp);
     int prev = depth ? seq[depth - 1] : -1;
@@ -239,7 +241,7 @@ static void enumerate(nb_rnnsearch_f64 *m, int sb, int maxlen, int depth, int *s
         double c = cost - lpv[w];
         seq[depth] = w;
         if (w == 0 || depth + 1 == maxlen) {
-            double sc = c / (depth + 1);
+            double sc = c / (depth + 1 + (w != 0 ? plus : 0));
             if (sc < *best) {
                 *best = sc;
                 *blen = w == 0 ? depth : depth + 1;
@@ -253,10 +255,10 @@ static void enumerate(nb_rnnsearch_f64 *m, int sb, int maxlen, int depth, int *s
     free(lp);
 }
 
-static void test_beam_exhaustive(void **s) {
-    (void)s;
+static void beam_exhaustive(int simple) {
     const int maxlen = 4, K = 32;
     nb_rnnsearch_cfg cfg = test_cfg(NB_NORM_LAYER);
+    cfg.beam_simple = simple;
     cfg.Vt = 3; /* eos 0 and two words */
     cfg.beam_max = K;
     nb_rnnsearch_f64 m;
@@ -295,6 +297,118 @@ static void test_beam_exhaustive(void **s) {
             assert_int_equal(out[b * maxlen + i], gout[b * maxlen + i]);
     }
     nb_rnnsearch_free_f64(&m);
+}
+
+static void test_beam_exhaustive(void **s) {
+    (void)s;
+    beam_exhaustive(0);
+    beam_exhaustive(1);
+}
+
+/* Nematus v0.3's beam rules (inference.py), restated over one sentence with the decoder's own
+ * step: the finished hypotheses stay (each with its cost) and the open ones' continuations, best
+ * first, fill the places they leave; the pick is the least cost / (tokens + 1), a hypothesis still
+ * open after maxlen tokens counted as if an eos followed. out receives the tokens without eos;
+ * returns their number. */
+enum { RK = 3, RMAX = 5 };
+typedef struct rhyp {
+    double cost, st[H];
+    int tok[RMAX], n, fin;
+} rhyp;
+
+static int ref_nematus_beam(nb_rnnsearch_f64 *m, int sb, int maxlen, int *out) {
+    rhyp hy[RK], nh[RK];
+    int nhy = 1;
+    memset(hy, 0, sizeof hy);
+    nb_rnnsearch_dec_init_f64(m, 1, &sb, hy[0].st);
+    for (int i = 0; i < maxlen; i++) {
+        int open = 0, k = 0;
+        for (int j = 0; j < nhy; j++)
+            open += !hy[j].fin;
+        if (!open) break;
+        for (int j = 0; j < nhy; j++)
+            if (hy[j].fin) nh[k++] = hy[j];
+        /* every continuation of the open ones, by cost (ties: hypothesis, then word) */
+        struct {
+            double c;
+            int j, w;
+        } cand[RK * VT];
+        double st[RK][H];
+        int nc = 0;
+        for (int j = 0; j < nhy; j++) {
+            if (hy[j].fin) continue;
+            double lp[VT];
+            int prev = hy[j].n ? hy[j].tok[hy[j].n - 1] : -1;
+            nb_rnnsearch_dec_step_f64(m, 1, &sb, &prev, hy[j].st, st[j], lp, i);
+            for (int w = 0; w < VT; w++) {
+                int p = nc++;
+                while (p > 0 && hy[j].cost - lp[w] < cand[p - 1].c) {
+                    cand[p] = cand[p - 1];
+                    p--;
+                }
+                cand[p].c = hy[j].cost - lp[w];
+                cand[p].j = j;
+                cand[p].w = w;
+            }
+        }
+        for (int c = 0; k < RK && c < nc; c++) {
+            rhyp h = hy[cand[c].j];
+            h.cost = cand[c].c;
+            memcpy(h.st, st[cand[c].j], sizeof h.st);
+            if (cand[c].w == 0)
+                h.fin = 1;
+            else
+                h.tok[h.n++] = cand[c].w;
+            nh[k++] = h;
+        }
+        memcpy(hy, nh, sizeof hy);
+        nhy = k;
+    }
+    int best = 0;
+    for (int j = 1; j < nhy; j++)
+        if (hy[j].cost / (hy[j].n + 1) < hy[best].cost / (hy[best].n + 1)) best = j;
+    memcpy(out, hy[best].tok, sizeof(int) * (size_t)hy[best].n);
+    return hy[best].n;
+}
+
+/* The beam's default rules are Nematus v0.3's: the same 1-best as the restatement above on 600
+ * sentences of random models, where the simple rules differ on some (else this proves
+ * nothing). */
+static void test_beam_nematus(void **s) {
+    (void)s;
+    const int maxlen = 4;
+    int same = 0, differ_simple = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        nb_rnnsearch_cfg cfg = test_cfg(NB_NORM_LAYER);
+        cfg.beam_max = RK;
+        nb_rnnsearch_f64 m;
+        init_perturbed(&m, &cfg, 100 + seed);
+        int out[B * maxlen], olen[B], sout[B * maxlen], slen2[B];
+        nb_err err;
+        assert_int_equal(
+            nb_rnnsearch_beam_f64(&m, src, slen, TX, B, RK, maxlen, out, olen, NULL, &err), 0);
+        m.cfg.beam_simple = 1;
+        assert_int_equal(
+            nb_rnnsearch_beam_f64(&m, src, slen, TX, B, RK, maxlen, sout, slen2, NULL, &err), 0);
+        m.cfg.beam_simple = 0;
+        nb_rnnsearch_encode_f64(&m, src, slen, TX, B);
+        for (int b = 0; b < B; b++) {
+            int ref[RMAX];
+            int n = ref_nematus_beam(&m, b, maxlen, ref);
+            int eq = n == olen[b] && !memcmp(ref, out + b * maxlen, sizeof(int) * (size_t)n);
+            if (!eq)
+                print_error("seed %d sentence %d: length %d, Nematus' rules %d\n", (int)seed, b,
+                            olen[b], n);
+            same += eq;
+            differ_simple +=
+                n != slen2[b] || memcmp(ref, sout + b * maxlen, sizeof(int) * (size_t)n);
+        }
+        nb_rnnsearch_free_f64(&m);
+    }
+    print_message("Nematus' rules: %d of 600 the same; the simple rules differ on %d\n", same,
+                  differ_simple);
+    assert_int_equal(same, 600);
+    assert_true(differ_simple > 0);
 }
 
 /* Decoding step by step reproduces the teacher-forced forward's log-probabilities. */
@@ -400,12 +514,19 @@ static void test_ref(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fd_none),         cmocka_unit_test(test_fd_layer),
-        cmocka_unit_test(test_fd_rms),          cmocka_unit_test(test_fd_prms),
-        cmocka_unit_test(test_fd_batch),        cmocka_unit_test(test_fd_weight),
-        cmocka_unit_test(test_padding),         cmocka_unit_test(test_shards),
-        cmocka_unit_test(test_beam_exhaustive), cmocka_unit_test(test_step_matches_forward),
-        cmocka_unit_test(test_stats),           cmocka_unit_test(test_ref),
+        cmocka_unit_test(test_fd_none),
+        cmocka_unit_test(test_fd_layer),
+        cmocka_unit_test(test_fd_rms),
+        cmocka_unit_test(test_fd_prms),
+        cmocka_unit_test(test_fd_batch),
+        cmocka_unit_test(test_fd_weight),
+        cmocka_unit_test(test_padding),
+        cmocka_unit_test(test_shards),
+        cmocka_unit_test(test_beam_exhaustive),
+        cmocka_unit_test(test_beam_nematus),
+        cmocka_unit_test(test_step_matches_forward),
+        cmocka_unit_test(test_stats),
+        cmocka_unit_test(test_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,9 +63,9 @@ python3 - "$A/params" <<'PY'
 import struct, sys
 p = sys.argv[1]
 d = open(p, 'rb').read()
-magic = b"normbench-mt-params 2\n"
-head = 128 + 8 + 24 + 8
-n = struct.unpack_from('<Q', d, len(magic) + head - 8)[0]
+magic = b"normbench-mt-params 3\n"
+head = 128 + 8 + 24 + 8 + 16
+n = struct.unpack_from('<Q', d, len(magic) + 128 + 8 + 24)[0]
 floats = d[len(magic) + head:len(magic) + head + 4 * n]
 h = 1469598103934665603
 for b in floats:
