@@ -259,6 +259,12 @@ static void kv_int(nb_buf *b, const char *k, int64_t v) {
     nb_buf_printf(b, ": %lld", (long long)v);
 }
 
+/* The activation a run uses: its task's own where it has one (lm's GELU), else --act's. */
+static const char *act_of(const nb_train_cfg *cfg) {
+    const nb_task *t = cfg->task ? nb_task_find(cfg->task) : NULL;
+    return t && t->activation ? t->activation : nb_act_name(cfg->act);
+}
+
 /* hosts: 0 leaves out the ranks and their hosts (the text the ranks compare, cmd/mpi.h) */
 static char *config_json(const nb_train_cfg *cfg, int hosts) {
     nb_buf j = {0};
@@ -276,7 +282,7 @@ static char *config_json(const nb_train_cfg *cfg, int hosts) {
     kv_str(&j, "bn_running_variance", cfg->norm.bn_unbiased_running ? "unbiased" : "biased");
     kv_str(&j, "wn_init", cfg->norm.wn_data_init ? "data-dependent" : "plain");
     if (cfg->norm.kind == NB_NORM_DYT) kv_num(&j, "dyt_alpha", cfg->norm.dyt_alpha);
-    kv_str(&j, "activation", nb_act_name(cfg->act));
+    kv_str(&j, "activation", act_of(cfg));
     kv_str(&j, "optimizer", "adam");
     kv_num(&j, "lr", cfg->adam.lr);
     kv_num(&j, "beta1", cfg->adam.beta1);
@@ -420,6 +426,7 @@ static const int help_norms[NB_NORM_COUNT] = {NB_NORM_LAYER,  NB_NORM_NONE, NB_N
 static int configure_for(const nb_task *t, int norm, const nb_given *g, int ng, nb_train_cfg *cfg) {
     nb_err err;
     memset(cfg, 0, sizeof *cfg);
+    cfg->task = t->name;
     cfg->norm.kind = (nb_norm_kind)norm;
     if (nb_task_configure(t, cfg, norm, g, ng, &err) == 0) return 0;
     nb_task_opts_free(cfg);
@@ -519,7 +526,7 @@ static void common_default(const nb_train_cfg *c, int which, char *out, size_t s
         snprintf(out, size, "--p %g", c->norm.p);
         return;
     case 5:
-        snprintf(out, size, "--act %s", nb_act_name(c->act));
+        snprintf(out, size, "--act %s", act_of(c));
         return;
     case 6:
         if (c->clip > 0)

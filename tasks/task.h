@@ -161,6 +161,10 @@ typedef struct nb_task {
     int cuda; /* the task trains and benchmarks on a GPU too (--device cuda) */
     /* 1: its model takes --norm dyt (DyT, nn/dyt.h); run refuses dyt for the others */
     int dyt;
+    /* The activation its model uses whatever --act says, by name (lm: "gelu-tanh", GPT-2's
+     * GELU in its tanh form): recorded as the run's activation and shown by help, and --act is
+     * refused (the task's finish). NULL: cfg->act is the activation. */
+    const char *activation;
     /* the task's step benchmark (bench_open) takes cfg->dist: each process runs its rows of
      * the batch and the step sums the gradients with nb_train_dist_sum (tasks/train.h), as its
      * trainer's step_shard does in training */
