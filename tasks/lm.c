@@ -549,6 +549,7 @@ static int lm_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
                     .select_metric = "val_loss",
                     .extra = {{r.offsets, sizeof(int) * (size_t)(r.spe * r.B)}},
                     .nextra = 1,
+                    .resume_mid_epoch = 1, /* the epoch's offsets are in extra */
                     .epoch_begin = lm_epoch,
                     .step = lm_step,
                     .step_shard = lm_shard,
