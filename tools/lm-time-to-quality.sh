@@ -57,23 +57,34 @@ for side in normbench pytorch; do
     printf '%-9s best val_loss %s, val_loss <= 2.0 after %s s, %s steps in %s s\n' "$side" \
         "$(best "$f")" "$(reach "$f")" "$STEPS" "$last"
 done
+base=$(basename "$out")
+torchv=$("$PYTHON" -c 'import torch; print(torch.__version__)')
 cat >"$out.gp" <<EOF
 # lm, the cpu preset: validation loss against wall-clock seconds, normbench and PyTorch side by
-# side (tools/lm-time-to-quality.sh)
+# side; written by tools/lm-time-to-quality.sh. Rerun from this directory: gnuplot $base.gp
+# Data: $base-normbench.tsv, $base-pytorch.tsv (step, seconds, val_loss).
+do for [fmt in 'png svg'] {
+if (fmt eq 'png') {
+    set terminal pngcairo size 900,560 font 'Sans,12'
+    set output '$base.png'
+} else {
+    set terminal svg size 900,560 font 'Sans,12' background '#ffffff'
+    set output '$base.svg'
+}
+set termoption noenhanced
 set datafile separator tab
 set key top right
 set grid
 set xlabel "wall-clock seconds (both at once, $THREADS thread(s) each)"
 set ylabel "validation loss (nats per character)"
-set title "lm cpu preset ($NORM, seed $SEED): time to quality"
+set title "lm, cpu preset ($NORM, seed $SEED, $STEPS steps): time to quality"
+set xrange [0:*]
 set yrange [1.6:3.4]
-set arrow from graph 0, first 2.0 to graph 1, first 2.0 nohead dashtype 2 lc rgb "gray"
-plot "$(basename "$out")-normbench.tsv" using 2:3 skip 1 with linespoints lw 2 title "normbench", \\
-     "$(basename "$out")-pytorch.tsv" using 2:3 skip 1 with linespoints lw 2 title "PyTorch $("$PYTHON" -c 'import torch; print(torch.__version__)')"
+set arrow 1 from graph 0, first 2.0 to graph 1, first 2.0 nohead dashtype 2 lc rgb "gray"
+plot "$base-normbench.tsv" using 2:3 skip 1 with linespoints lw 2 title "normbench", \\
+     "$base-pytorch.tsv" using 2:3 skip 1 with linespoints lw 2 title "PyTorch $torchv (compare/pytorch/lm_train.py)"
+}
+set output
 EOF
-dir=$(dirname "$out")
-base=$(basename "$out")
-(cd "$dir" && gnuplot -e "set terminal pngcairo size 800,500; set output '$base.png'" "$base.gp" &&
-    gnuplot -e "set terminal svg size 800,500; set output '$base.svg'" "$base.gp") ||
-    { echo "$0: gnuplot failed" >&2; exit 1; }
+(cd "$(dirname "$out")" && gnuplot "$base.gp") || { echo "$0: gnuplot failed" >&2; exit 1; }
 echo "# figure: $out.png, $out.svg"
