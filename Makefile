@@ -238,6 +238,7 @@ docs: $(BIN)
 	./$(BIN) plot --task mnist --db docs/results/mnist-fashion.db --out docs/results/mnist-fashion
 	./$(BIN) plot --task mt --db docs/results/mt-rnnsearch-synthetic.db --metric train_loss,val_bleu \
 	  --out docs/results/mt-rnnsearch-synthetic
+	./$(BIN) plot --task lm --db docs/results/lm.db --out docs/results/lm-tinyshakespeare
 	@for gp in docs/results/*.gp; do \
 	  (cd docs/results && gnuplot "$$(basename $$gp)") || { echo "make docs: gnuplot $$gp failed"; exit 1; }; \
 	done
