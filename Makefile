@@ -242,6 +242,7 @@ docs: $(BIN)
 	./$(BIN) plot --task mnist --db docs/results/mnist-fashion.db --out docs/results/mnist-fashion
 	./$(BIN) plot --task mt --db docs/results/mt-rnnsearch-synthetic.db --metric train_loss,val_bleu \
 	  --out docs/results/mt-rnnsearch-synthetic
+	./$(BIN) plot --task lm --db docs/results/lm.db --out docs/results/lm-tinyshakespeare
 	@for gp in docs/results/*.gp; do \
 	  (cd docs/results && gnuplot "$$(basename $$gp)") || { echo "make docs: gnuplot $$gp failed"; exit 1; }; \
 	done
@@ -260,6 +261,7 @@ compare: $(BIN)
 	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step reader --against pytorch --steps 10
 	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step mt --model rnnsearch --dim-word 256 --dim 512 --against pytorch --steps 8 --norms none,layer,rms,prms
 	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step mt --model transformer --batch 133 --against pytorch --steps 10 --norms layer,rms,prms
+	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step lm --preset cpu --against pytorch --steps 20 --norms none,layer,rms,prms
 	@uptime
 
 lint:

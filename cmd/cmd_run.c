@@ -33,10 +33,11 @@ static const char run_usage[] =
     "Ctrl-C (or SIGTERM, SIGHUP) stops the run cleanly: it is recorded as interrupted and keeps\n"
     "what it measured.\n"
     "A NaN or infinite loss stops it as diverged. A checkpoint is written at the end of every\n"
-    "epoch (beside the store, in DB-checkpoints/); 'normbench run --resume RUN' continues an\n"
-    "interrupted or crashed run from it, bit-exactly (a checkpoint of another store or run is\n"
-    "refused; one run is resumed by one process at a time); --from-scratch starts it over under\n"
-    "its id instead. Under 'mpirun -np N' the run trains over N ranks, each on its rows (mt:\n"
+    "epoch (beside the store, in DB-checkpoints/; lm's also where Ctrl-C stops it, mid-epoch);\n"
+    "'normbench run --resume RUN' continues an interrupted or crashed run from it, bit-exactly\n"
+    "(a checkpoint of another store or run is refused; one run is resumed by one process at a\n"
+    "time); --from-scratch starts it over under its id instead. Under 'mpirun -np N' the run\n"
+    "trains over N ranks, each on its rows (mt:\n"
     "its sentences) of every batch (data-parallel; --bn-sync for BatchNorm over the global\n"
     "batch: mnist and cifar), and\n"
     "'mpirun -np N normbench run --resume RUN' resumes it (rank 0 sends the checkpoint).\n"
@@ -161,6 +162,7 @@ int nb_run_opt_is_flag(const char *name, int *known) {
 static int configure_for(const nb_task *t, int norm, const nb_given *g, int ng, nb_train_cfg *cfg) {
     nb_err err;
     memset(cfg, 0, sizeof *cfg);
+    cfg->task = t->name;
     cfg->norm.kind = (nb_norm_kind)norm;
     if (nb_task_configure(t, cfg, norm, g, ng, &err) == 0) return 0;
     nb_task_opts_free(cfg);
@@ -260,7 +262,7 @@ static void common_default(const nb_train_cfg *c, int which, char *out, size_t s
         snprintf(out, size, "--p %g", c->norm.p);
         return;
     case 5:
-        snprintf(out, size, "--act %s", nb_act_name(c->act));
+        snprintf(out, size, "--act %s", nb_task_act_name(c));
         return;
     case 6:
         if (c->clip > 0)

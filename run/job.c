@@ -314,8 +314,13 @@ static char *config_json(const nb_train_cfg *cfg, int hosts) {
     kv_str(&j, "bn_batch_variance", cfg->norm.bn_unbiased_batch ? "unbiased" : "biased");
     kv_str(&j, "bn_running_variance", cfg->norm.bn_unbiased_running ? "unbiased" : "biased");
     kv_str(&j, "wn_init", cfg->norm.wn_data_init ? "data-dependent" : "plain");
-    if (cfg->norm.kind == NB_NORM_DYT) kv_num(&j, "dyt_alpha", cfg->norm.dyt_alpha);
-    kv_str(&j, "activation", nb_act_name(cfg->act));
+    const nb_norm_def *nd = nb_norm_get(cfg->norm.kind);
+    if (nd->nscalars > 0) { /* the scalars' initial value, as "dyt_alpha" */
+        char key[64];
+        snprintf(key, sizeof key, "%s_%s", nd->name, nd->scalar_name);
+        kv_num(&j, key, nd->scalar_init(&cfg->norm));
+    }
+    kv_str(&j, "activation", nb_task_act_name(cfg));
     kv_str(&j, "optimizer", "adam");
     kv_num(&j, "lr", cfg->adam.lr);
     kv_num(&j, "beta1", cfg->adam.beta1);
@@ -610,7 +615,9 @@ static int exec_check(job_run *r) {
     /* A resume over another number of ranks continues the same model, except where BatchNorm
      * takes per-rank statistics: their groups are the model's. */
     const int64_t bn_groups =
-        dp && cfg->norm.kind == NB_NORM_BATCH && !j->bn_sync ? (int64_t)nb_mpi_size() : 1;
+        dp && nb_norm_get(cfg->norm.kind)->acts == NB_ON_FEATURES && !j->bn_sync
+            ? (int64_t)nb_mpi_size()
+            : 1;
     if (j->resume_run && j->resume_bn_groups > 0 && bn_groups != j->resume_bn_groups) {
         const int n = dp ? nb_mpi_size() : 1;
         const long long id = (long long)j->resume_run, g = (long long)j->resume_bn_groups;
@@ -633,7 +640,7 @@ static int exec_check(job_run *r) {
                           : cfg->batch < nb_mpi_size()
                               ? "--batch is smaller than the number of ranks"
                               : NULL;
-        if (!why && cfg->norm.kind == NB_NORM_BATCH && !j->bn_sync &&
+        if (!why && nb_norm_get(cfg->norm.kind)->acts == NB_ON_FEATURES && !j->bn_sync &&
             cfg->batch / nb_mpi_size() < 2)
             why = "per-rank batch norm needs at least 2 rows per rank (or --bn-sync)";
         if (why) return say_usage(io, "%s (%d ranks)", why, nb_mpi_size());
@@ -645,9 +652,13 @@ static int exec_check(job_run *r) {
     if (cfg->device) { /* --device cuda: a GPU first, and a task that has the device path */
         nb_err derr;
         nb_err_clear(&derr);
-        if (cfg->norm.kind == NB_NORM_DYT) /* no DyT kernels tested on a GPU yet */
-            return say_usage(io, "--device cuda has no DyT kernels yet: train --norm dyt "
-                                 "on the CPU (leave out --device)");
+        if (!nb_norm_get(cfg->norm.kind)->cuda) { /* no kernels tested on a GPU yet (DyT) */
+            const char *nn = nb_norm_name(cfg->norm.kind);
+            return say_usage(io,
+                             "--device cuda has no %s kernels yet: train --norm %s "
+                             "on the CPU (leave out --device)",
+                             nn, nn);
+        }
         if (!nb_task_find(cfg->task)->cuda) {
             char list[128] = "";
             for (int i = 0, n = 0; nb_task_at(i); i++)
@@ -765,7 +776,7 @@ static int exec_sink(job_run *r) {
     if (r->dp_rank != 0) r->sink.checkpoint_path = NULL; /* rank 0 writes them */
     /* the model is kept beside the store: by rank 0, not by a rank that records through it */
     if (r->dp_rank != 0 || (ctx->rec && ctx->rec->ckpt_saved)) r->sink.model_dir = NULL;
-    if (j->dp && cfg->norm.kind == NB_NORM_BATCH && !ctx->variant)
+    if (j->dp && nb_norm_get(cfg->norm.kind)->acts == NB_ON_FEATURES && !ctx->variant)
         ctx->variant = j->bn_sync ? "--bn-sync" : "per-rank BN"; /* a different model */
     return 0;
 }

@@ -148,6 +148,11 @@ static int lm_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_er
                      "carry later characters into earlier predictions");
         return nb_hintf(err, "use a row-wise norm: none, weight, layer, rms, prms or dyt");
     }
+    if (given_has(given, ngiven, "act")) {
+        nb_errf(err, "task lm cannot use --act: its MLP's activation is GELU in its tanh form, as "
+                     "GPT-2's and nanoGPT's");
+        return nb_hintf(err, "leave --act out");
+    }
     if (!given_has(given, ngiven, "steps"))
         cfg->steps = given_has(given, ngiven, "epochs") ? 0 : p->steps;
     if (!given_has(given, ngiven, "batch")) cfg->batch = p->batch;
@@ -544,6 +549,7 @@ static int lm_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
                     .select_metric = "val_loss",
                     .extra = {{r.offsets, sizeof(int) * (size_t)(r.spe * r.B)}},
                     .nextra = 1,
+                    .resume_mid_epoch = 1, /* the epoch's offsets are in extra */
                     .epoch_begin = lm_epoch,
                     .step = lm_step,
                     .step_shard = lm_shard,
@@ -672,6 +678,7 @@ const nb_task nb_task_lm = {
     .opts = lm_opts_decl,
     .opts_size = sizeof(lm_opts),
     .data_parallel = 1,
+    .activation = "gelu-tanh", /* nn/gpt.c's MLP */
     .defaults = lm_defaults,
     .finish = lm_finish,
     .train = lm_train,

@@ -29,6 +29,11 @@ const nb_task *nb_task_find(const char *name) {
     return NULL;
 }
 
+const char *nb_task_act_name(const nb_train_cfg *cfg) {
+    const nb_task *t = cfg->task ? nb_task_find(cfg->task) : NULL;
+    return t && t->activation ? t->activation : nb_act_name(cfg->act);
+}
+
 const nb_task *nb_task_at(int i) {
     if (i < 0) return NULL;
     if (i < NTASKS) return tasks[i];

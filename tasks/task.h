@@ -165,6 +165,10 @@ typedef struct nb_task {
     int cuda; /* the task trains and benchmarks on a GPU too (--device cuda) */
     /* 1: its model takes --norm dyt (DyT, nn/dyt.h); run refuses dyt for the others */
     int dyt;
+    /* The activation its model uses whatever --act says, by name (lm: "gelu-tanh", GPT-2's
+     * GELU in its tanh form): recorded as the run's activation and shown by help, and --act is
+     * refused (the task's finish). NULL: cfg->act is the activation. */
+    const char *activation;
     /* the task's step benchmark (bench_open) takes cfg->dist: each process runs its rows of
      * the batch and the step sums the gradients with nb_train_dist_sum (tasks/train.h), as its
      * trainer's step_shard does in training */
@@ -234,6 +238,8 @@ typedef struct nb_task {
 const nb_task *nb_task_find(const char *name);
 /* The i-th task (0-based), or NULL past the end. */
 const nb_task *nb_task_at(int i);
+/* The activation a run of cfg uses: its task's own where it has one (lm's GELU), else --act's. */
+const char *nb_task_act_name(const nb_train_cfg *cfg);
 
 /* Refuses a batch whose buffers cannot fit in memory, before any buffer of that size exists.
  * build(ctx, B, err) builds and frees the model for batches of B rows (the models' allocators

@@ -273,6 +273,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
     L.planned = cfg->steps > 0 ? cfg->steps : t->steps_per_epoch * cfg->epochs;
     L.epochs = (int)((L.planned + t->steps_per_epoch - 1) / t->steps_per_epoch);
     int first_epoch = 1;
+    int64_t first_bi = 0; /* a mid-epoch checkpoint's position in its epoch (resume_mid_epoch) */
     if (cfg->resume_from) {
         nb_ckpt_state st;
         if (nb_ckpt_read(cfg->resume_from, sink->ckpt_ident, &st, blobs, nb, err) != 0) goto out;
@@ -287,6 +288,8 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
         noise_rng = st.rng[2];
         L.t0 = nb_now() - st.wall;
         L.last_eval = t->eval_every > 0 ? L.step - L.step % t->eval_every : L.step;
+        first_bi = L.step - (int64_t)st.epoch * t->steps_per_epoch;
+        if (!t->resume_mid_epoch || first_bi < 0 || first_bi > t->steps_per_epoch) first_bi = 0;
     } else if (t->prepare) {
         t->prepare(t->self, &init_rng, &data_rng);
     }
@@ -294,10 +297,13 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
     *status = NB_STATUS_FINISHED;
 
     int epoch = first_epoch;
-    for (; epoch <= L.epochs && L.step < L.planned; epoch++) {
-        if (t->epoch_begin) t->epoch_begin(t->self, epoch, &data_rng);
+    /* (a mid-epoch checkpoint taken at the last step still closes its epoch) */
+    for (; epoch <= L.epochs && (L.step < L.planned || (epoch == first_epoch && first_bi > 0));
+         epoch++) {
+        const int64_t bi0 = epoch == first_epoch ? first_bi : 0;
+        if (t->epoch_begin && bi0 == 0) t->epoch_begin(t->self, epoch, &data_rng);
         double epoch_train0 = L.train_time;
-        for (int64_t bi = 0; bi < t->steps_per_epoch && L.step < L.planned; bi++) {
+        for (int64_t bi = bi0; bi < t->steps_per_epoch && L.step < L.planned; bi++) {
             double ts = nb_now();
             if (!t->update) memset(t->grads, 0, sizeof(float) * P);
             if (t->grads_d) memset(t->grads_d, 0, sizeof(double) * t->ngrads_d);
@@ -361,10 +367,40 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
             }
         }
         if (*status == NB_STATUS_INTERRUPTED) {
-            /* Keep what the partial epoch measured; skip the evaluation. */
+            int saved = 0;
+            if (t->resume_mid_epoch) {
+                /* the evaluation due at this step, as the uninterrupted run makes it, then a
+                 * checkpoint here: the epoch in progress is resumable */
+                if (t->eval_every > 0 && L.step % t->eval_every == 0 && L.last_eval != L.step) {
+                    L.last_eval = L.step;
+                    int e = evaluate(&L, epoch, 0, err);
+                    if (e < 0) goto out;
+                    if (e > 0) {
+                        *status = NB_STATUS_DIVERGED;
+                        rc = 0;
+                        goto out;
+                    }
+                }
+                const char *ck =
+                    sink->checkpoint_path ? sink->checkpoint_path(sink->ctx, err) : NULL;
+                if (sink->checkpoint_path && !ck) goto out;
+                if (ck) {
+                    if (t->sync) t->sync(t->self, 0);
+                    nb_ckpt_state st = {L.step,       epoch - 1,
+                                        L.train_time, nb_now() - L.t0,
+                                        L.loss_acc,   L.loss_n,
+                                        L.last_loss,  {init_rng, data_rng, noise_rng, {{0}}}};
+                    if (nb_ckpt_write(ck, sink->ckpt_ident, &st, blobs, nb, err) != 0) goto out;
+                    if (sink->checkpoint_saved && sink->checkpoint_saved(sink->ctx, ck, err) != 0)
+                        goto out;
+                    saved = 1;
+                }
+            }
+            /* Keep what the partial epoch measured (the training loss since the last record:
+             * unless a checkpoint here leaves it to the resumed run); skip the evaluation. */
             nb_metric m[4];
             int n = 0;
-            if (L.loss_n > 0) n = train_records(&L, m);
+            if (L.loss_n > 0 && !saved) n = train_records(&L, m);
             if (L.step > 0)
                 m[n++] = (nb_metric){"ms_per_step", 0, 0, 1e3 * L.train_time / (double)L.step};
             if (record(&L, m, n, err) != 0) goto out;

@@ -66,14 +66,21 @@ typedef struct nb_trainer {
      * after the parameters and moments. */
     nb_ckpt_blob extra[NB_TRAIN_MAX_EXTRA];
     int nextra;
+    /* 1: everything an epoch in progress depends on is in the parameters, the loop's streams
+     * and extra (lm: the epoch's window offsets), so a run stopped by Ctrl-C writes a checkpoint
+     * at the step it stopped (after an evaluation due at that step), and `run --resume`
+     * re-enters that epoch there without calling epoch_begin again; the partial training loss
+     * since the last record is left to the resumed run. 0: checkpoints at the ends of epochs
+     * only. */
+    int resume_mid_epoch;
 
     /* Called once before the first step of a fresh run (not on resume), e.g. for WeightNorm's
      * data-dependent initialisation, with the loop's init and data streams. May be NULL. */
     void (*prepare)(void *self, nb_rng *init_rng, nb_rng *data_rng);
 
     /* Called before each epoch's first step (epoch 1-based), e.g. to reshuffle the data with
-     * data_rng. May be NULL. Not called again for an epoch a resumed run re-enters (resumes
-     * happen only at epoch boundaries). */
+     * data_rng. May be NULL. Not called again for an epoch a resumed run re-enters (at an
+     * epoch boundary, or mid-epoch with resume_mid_epoch). */
     void (*epoch_begin)(void *self, int epoch, nb_rng *data_rng);
 
     /* One training step on batch bi (0-based within the epoch): forward and backward, gradients
