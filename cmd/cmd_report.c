@@ -55,6 +55,22 @@ static int width(const char *s) {
 enum { MAXM = 32, CELL = NB_REPORT_CELL };
 
 /* "task / dataset" of a block, as stored strings are shown: escaped. */
+/* A report's norms in the norm table's order (nn/norms/), a task's label for a norm with an option
+ * ("NORM-label": reader's batch-everywhere) right after its norm; names not in the table after
+ * all of them, by name. */
+static int report_norm_rank(const char *norm) {
+    nb_norm_kind k;
+    if (nb_norm_from_name(norm, &k) == 0) return 2 * (int)k;
+    const char *dash = strchr(norm, '-');
+    char base[32];
+    if (dash && (size_t)(dash - norm) < sizeof base) {
+        memcpy(base, norm, (size_t)(dash - norm));
+        base[dash - norm] = '\0';
+        if (nb_norm_from_name(base, &k) == 0) return 2 * (int)k + 1;
+    }
+    return 1000;
+}
+
 static void print_heading(const nb_report_group *g) {
     nb_fputs_escaped(stdout, g->task);
     fputs(" / ", stdout);
@@ -534,6 +550,7 @@ int cmd_report(int argc, const char **argv) {
         if (rc == 0 && append_report(all, one)) rc = nb_errf(&err, "out of memory");
     }
     nb_report_free(r);
+    if (rc == 0) nb_report_sort(all, report_norm_rank);
     if (rc == 0 && format == F_HTML) {
         rc = write_html(s, all, task, &user_target, db, out);
         nb_store_close(s);

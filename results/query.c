@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/nn.h"
 #include "results/proc.h"
 #include "results/provenance.h"
 #include "results/store_internal.h"
@@ -262,29 +261,19 @@ void nb_run_detail_free(nb_run_detail *d) {
 
 /* ---- report ------------------------------------------------------------------------------- */
 
-/* Display order of the norms: the norm table's (nn/norms/), a task's label for a norm with an
- * option ("NORM-label": reader's batch-everywhere) right after its norm; names not in the table
- * sort after, alphabetically. */
-static int norm_rank(const char *norm) {
-    nb_norm_kind k;
-    if (nb_norm_from_name(norm, &k) == 0) return 2 * (int)k;
-    const char *dash = strchr(norm, '-');
-    char base[32];
-    if (dash && (size_t)(dash - norm) < sizeof base) {
-        memcpy(base, norm, (size_t)(dash - norm));
-        base[dash - norm] = '\0';
-        if (nb_norm_from_name(base, &k) == 0) return 2 * (int)k + 1;
-    }
-    return 1000;
-}
-
 static int group_cmp(const void *a, const void *b) {
     const nb_report_group *x = a, *y = b;
     int c = strcmp(x->task, y->task);
     if (!c) c = strcmp(x->dataset, y->dataset);
-    if (!c) c = norm_rank(x->norm) - norm_rank(y->norm);
+    if (!c) c = (x->order > y->order) - (x->order < y->order);
     if (!c) c = strcmp(x->norm, y->norm);
     return c;
+}
+
+void nb_report_sort(nb_report *r, nb_norm_rank_fn rank) {
+    for (int i = 0; i < r->n; i++)
+        r->groups[i].order = rank ? rank(r->groups[i].norm) : 0;
+    qsort(r->groups, (size_t)r->n, sizeof *r->groups, group_cmp);
 }
 
 /* Values collected for one (group, metric) before the statistics. */

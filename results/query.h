@@ -85,6 +85,7 @@ typedef struct nb_report_metric {
 
 typedef struct nb_report_group {
     char *task, *dataset, *norm;
+    int order; /* the norm's place within its task and dataset (nb_report_sort); 0 by default */
     /* the runs' "model" tag (mt: "rnnsearch", "transformer small post"), else (a store written
      * before the tag) the configuration's "model", else NULL */
     char *model;
@@ -131,6 +132,13 @@ const char *nb_group_variant(const char *model, const char *variant, char *buf, 
 /* Aggregates finished runs by (task, dataset, norm), where dataset carries the run's model and
  * "variant" tags when it has them, as "DATASET [MODEL, VARIANT]" (nb_group_variant); task NULL
  * means all tasks. */
+/* How a report orders a task's norms: by rank(norm) ascending, then by name. The store knows no
+ * norm table (nn/ is above it): the command gives the table's order (cmd/cmd_report.c). */
+typedef int (*nb_norm_rank_fn)(const char *norm);
+/* Sorts r's groups by task, dataset, rank(norm) (NULL: none) and norm name; nb_report_build
+ * leaves them in that order with every rank 0 (by name). */
+void nb_report_sort(nb_report *r, nb_norm_rank_fn rank);
+
 int nb_report_build(nb_store *s, const char *task, const nb_target *target, nb_report **out,
                     nb_err *err);
 void nb_report_free(nb_report *r);
