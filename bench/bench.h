@@ -24,7 +24,7 @@ enum { MAXGIVEN = 64, MAXLABELS = 8 };
 
 /* A row of `bench step` is one of the six norms, or a norm label that a task's flag records a
  * run under (tasks/taskopt.h: norm_as; reader's --bn-everywhere is 'batch-everywhere'): row
- * NB_NORM_COUNT + i is labels[i], timed with that flag on over its base norm (the first norm
+ * NB_NORMS_MAX + i is labels[i], timed with that flag on over its base norm (the first norm
  * the task accepts the flag with). */
 typedef struct nb_bench_label {
     const char *name, *flag;

@@ -38,44 +38,26 @@ static void copy_kernel(float *restrict dst, const float *restrict src, size_t n
 typedef struct kbuf {
     int B, C;
     float *x, *y, *dy, *dx, *g, *b, *dg, *db, *mean, *rstd, *rm, *rv;
-    float dalpha;
 } kbuf;
 
-/* DyT's alpha in the kernel rows: the paper's default initial value */
-#define KDYT_ALPHA 0.5f
-
+/* A norm's kernels from the norm table (nn/norms/norms.h), on the default configuration (DyT:
+ * alpha 0.5, the paper's default initial value). */
 static void run_kernel(int norm, int backward, kbuf *k, const nb_norm_cfg *cfg, int kk) {
+    const nb_norm_def *nd = nb_norm_get((nb_norm_kind)norm);
     int B = k->B, C = k->C;
-    switch (norm) {
-    case NB_NORM_DYT:
-        nb_dyt_forward(k->y, k->x, k->g, k->b, KDYT_ALPHA, B, C);
-        if (backward)
-            nb_dyt_backward_set(k->dx, k->dg, k->db, &k->dalpha, k->dy, k->x, k->g, KDYT_ALPHA, B,
-                                C);
-        break;
-    case NB_NORM_LAYER:
-        nb_layernorm_forward(k->y, k->mean, k->rstd, k->x, k->g, k->b, B, C, cfg);
-        if (backward)
-            nb_layernorm_backward_set(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B,
-                                      C, cfg);
-        break;
-    case NB_NORM_RMS:
-    case NB_NORM_PRMS:
-        nb_rmsnorm_forward(k->y, k->rstd, k->x, k->g, k->b, B, C, kk, cfg);
-        if (backward)
-            nb_rmsnorm_backward_set(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->rstd, B, C, kk, cfg);
-        break;
-    case NB_NORM_BATCH:
-        nb_batchnorm_forward(k->y, k->mean, k->rstd, k->rm, k->rv, k->x, k->g, k->b, B, C, 1, cfg);
-        if (backward)
-            nb_batchnorm_backward_set(k->dx, k->dg, k->db, k->dy, k->x, k->g, k->mean, k->rstd, B,
-                                      C, 1, cfg);
-        break;
-    case NB_NORM_WEIGHT: /* the (B, C) array as a weight of B units with C inputs each */
+    if (nd->acts == NB_ON_WEIGHTS) { /* the (B, C) array as a weight of B units with C inputs */
         nb_weightnorm_forward(k->y, k->rstd, k->x, k->g, B, C);
         if (backward) nb_weightnorm_backward(k->dx, k->dg, k->dy, k->x, k->g, k->rstd, B, C);
-        break;
+        return;
     }
+    if (!nd->ops) return;
+    float s[8], ds[8] = {0};
+    for (int i = 0; i < nd->nscalars && i < 8; i++)
+        s[i] = (float)nd->scalar_init(cfg);
+    nd->ops->forward(k->y, k->mean, k->rstd, k->rm, k->rv, k->x, k->g, k->b, s, B, C, 1, cfg);
+    if (backward)
+        nd->ops->backward(k->dx, k->dg, k->db, ds, k->dy, k->x, k->g, s, k->mean, k->rstd, B, C, 1,
+                          cfg, 1);
 }
 
 /* Times fn beside the copy baseline over the same bytes, alternating one repetition of each
@@ -176,10 +158,11 @@ int nb_bench_kernels(const int *norms, int nnorms, int fmt) {
         snprintf(shape, sizeof shape, "%dx%d", k.B, k.C);
         double copy_bytes = 2.0 * N * sizeof(float);
         for (int i = 0; i < nnorms; i++) {
-            if (norms[i] == NB_NORM_NONE) continue; /* identity: nothing to time */
+            const nb_norm_def *nd = nb_norm_get((nb_norm_kind)norms[i]);
+            if (nd->acts == NB_ON_NOTHING) continue; /* identity: nothing to time */
             nb_norm_cfg cfg;
             nb_norm_cfg_default(&cfg, (nb_norm_kind)norms[i]);
-            int kk = norms[i] == NB_NORM_PRMS ? nb_prms_k(k.C, cfg.p, cfg.p_floor) : k.C;
+            int kk = nd->k_of_row ? nb_prms_k(k.C, cfg.p, cfg.p_floor) : k.C;
             for (int bw = 0; bw <= 1; bw++) {
                 kcall c = {&k, norms[i], bw, kk, &cfg};
                 /* Bytes that must move: forward reads x and writes y; backward reads x and dy
@@ -323,10 +306,11 @@ int nb_bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dtype d
         char shape[32];
         snprintf(shape, sizeof shape, "%dx%d", k.B, k.C);
         for (int i = 0; i < nnorms; i++) {
-            if (norms[i] == NB_NORM_NONE) continue;
+            const nb_norm_def *nd = nb_norm_get((nb_norm_kind)norms[i]);
+            if (nd->acts == NB_ON_NOTHING) continue;
             nb_norm_cfg_default(&k.cfg, (nb_norm_kind)norms[i]);
             k.norm = norms[i];
-            k.k = norms[i] == NB_NORM_PRMS ? nb_prms_k(k.C, k.cfg.p, k.cfg.p_floor) : k.C;
+            k.k = nd->k_of_row ? nb_prms_k(k.C, k.cfg.p, k.cfg.p_floor) : k.C;
             for (int bw = 0; bw <= 1; bw++) {
                 k.backward = bw;
                 enum { REP = 40 };

@@ -29,7 +29,7 @@ void nb_bench_find_labels(nb_bench *b) {
         for (const nb_task_opt *o = t->opts; o && o->name; o++) {
             if (o->kind != NB_TOPT_FLAG || !o->norm_as || b->nlabels >= MAXLABELS) continue;
             int base = -1;
-            for (int k = 0; k < NB_NORM_COUNT && base < 0; k++) {
+            for (int k = 0; k < nb_norm_count() && base < 0; k++) {
                 nb_train_cfg cfg;
                 nb_err err;
                 memset(&cfg, 0, sizeof cfg);
@@ -51,12 +51,12 @@ void nb_bench_find_labels(nb_bench *b) {
 }
 
 nb_norm_kind nb_bench_row_kind(nb_bench *b, int row) {
-    return row >= NB_NORM_COUNT ? (nb_norm_kind)b->labels[row - NB_NORM_COUNT].base
+    return row >= NB_NORMS_MAX ? (nb_norm_kind)b->labels[row - NB_NORMS_MAX].base
                                 : (nb_norm_kind)row;
 }
 
 const char *nb_bench_row_name(nb_bench *b, int row) {
-    return row >= NB_NORM_COUNT ? b->labels[row - NB_NORM_COUNT].name
+    return row >= NB_NORMS_MAX ? b->labels[row - NB_NORMS_MAX].name
                                 : nb_norm_name((nb_norm_kind)row);
 }
 
@@ -78,8 +78,8 @@ int nb_bench_split_labels(nb_bench *b, const char *list, char *rest, size_t size
                 label = i;
         if (label >= 0) {
             for (int i = 0; i < *nrows; i++)
-                if (rows[i] == NB_NORM_COUNT + label) return 1;
-            rows[(*nrows)++] = NB_NORM_COUNT + label;
+                if (rows[i] == NB_NORMS_MAX + label) return 1;
+            rows[(*nrows)++] = NB_NORMS_MAX + label;
         } else {
             if (n + len + 2 > size) return -1;
             if (n) rest[n++] = ',';
@@ -145,7 +145,7 @@ void *nb_bench_open_native(nb_bench *b, const nb_task *task, int row, int B, int
     int ng = 0;
     for (int k = 0; k < b->ngiven; k++)
         given[ng++] = b->given[k];
-    if (row >= NB_NORM_COUNT) given[ng++] = (nb_given){b->labels[row - NB_NORM_COUNT].flag, NULL};
+    if (row >= NB_NORMS_MAX) given[ng++] = (nb_given){b->labels[row - NB_NORMS_MAX].flag, NULL};
     cfg.task = task->name;
     cfg.dataset = task->default_dataset;
     if (nb_task_configure(task, &cfg, cfg.norm.kind, given, ng, err) != 0) {
@@ -205,9 +205,9 @@ typedef struct step_run {
      * time), the median of that time, and the bytes summed per step */
     double *ar_share, *ar_ms, *ar_bytes, *comm, *scratch, *solo_ms, *ssamples;
     int *sfilled;
-    void *solo[NB_NORM_COUNT + MAXLABELS];
+    void *solo[NB_NORMS_MAX + MAXLABELS];
     double *ms, *sd, *med, *lo, *hi, *boot;
-    void *inst[NB_NORM_COUNT + MAXLABELS];
+    void *inst[NB_NORMS_MAX + MAXLABELS];
     int *filled;
     double *samples;
     nb_gemm_shape gemms[MAXG];
@@ -268,7 +268,8 @@ static int step_open(step_run *s, int bi, nb_err *err) {
         inst[i] = NULL;
         filled[i] = 0;
         ar_bytes[bi * nnorms + i] = NAN;
-        if (nb_bench_row_kind(b, norms[i]) == NB_NORM_BATCH && nb_bench_bn_rows(b, batches[bi]) < 2)
+        if (nb_norm_get(nb_bench_row_kind(b, norms[i]))->acts == NB_ON_FEATURES &&
+            nb_bench_bn_rows(b, batches[bi]) < 2)
             continue;
         if (!(inst[i] = nb_bench_open_native(b, task, norms[i], batches[bi], 0, err))) {
             failed = 1;
@@ -377,7 +378,7 @@ static void step_stats(step_run *s, int bi, int failed) {
         }
     int li = -1; /* layer's samples, for the intervals of vs_layer */
     for (int i = 0; i < nnorms; i++)
-        if (norms[i] == NB_NORM_LAYER && inst[i] && filled[i] == iters) li = i;
+        if (norms[i] == (int)nb_norm_default() && inst[i] && filled[i] == iters) li = i;
     for (int i = 0; i < nnorms; i++) {
         int j = bi * nnorms + i;
         lo[j] = hi[j] = NAN;
@@ -500,7 +501,7 @@ static void step_row(step_run *s, int bi, int i, double layer, double none, int 
     const char *name = nb_bench_row_name(b, norms[i]);
     double vs = layer / med[j];
     /* the share of this norm's step beyond the step without a norm */
-    double share = norms[i] == NB_NORM_NONE ? NAN : (med[j] - none) / med[j];
+    double share = norms[i] == (int)nb_norm_none_kind() ? NAN : (med[j] - none) / med[j];
     if (isnan(med[j])) {
         if (fmt == FMT_TABLE)
             printf("%-6s %-*s %6d %12s   (%s)\n", task->name, s->nw, name, batches[bi], "-",
@@ -664,8 +665,8 @@ int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms
     for (int bi = 0; bi < nbatches; bi++) {
         double layer = NAN, none = NAN;
         for (int i = 0; i < nnorms; i++) {
-            if (norms[i] == NB_NORM_LAYER) layer = s->med[bi * nnorms + i];
-            if (norms[i] == NB_NORM_NONE) none = s->med[bi * nnorms + i];
+            if (norms[i] == (int)nb_norm_default()) layer = s->med[bi * nnorms + i];
+            if (norms[i] == (int)nb_norm_none_kind()) none = s->med[bi * nnorms + i];
         }
         for (int i = 0; i < nnorms; i++)
             step_row(s, bi, i, layer, none, &first);

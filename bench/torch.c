@@ -323,7 +323,7 @@ static int cmp_open(cmp_run *c, int B, nb_err *err) {
     for (int i = 0; i < nnorms; i++) {
         inst[i] = NULL;
         nfilled[i] = 0;
-        if (nb_bench_row_kind(b, norms[i]) == NB_NORM_BATCH && B < 2) continue;
+        if (nb_norm_get(nb_bench_row_kind(b, norms[i]))->acts == NB_ON_FEATURES && B < 2) continue;
         if (!(inst[i] = nb_bench_open_native(b, task, norms[i], B, 0, err))) {
             failed = 1;
             break;

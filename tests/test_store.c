@@ -474,7 +474,6 @@ static const nb_stat *metric(const nb_report_group *g, const char *name) {
     return NULL;
 }
 
-
 /* An order of norms as a command would give it (report's is the norm table's). */
 static int fixture_norm_rank(const char *norm) {
     static const char *const order[] = {"none", "layer", "rms"};
