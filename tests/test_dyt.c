@@ -1,4 +1,4 @@
-/* tests/test_dyt.c — nn/dyt.c: the vectorized float tanh against libm's tanh in double over the
+/* tests/test_dyt.c — nn/norms/dyt.c: the vectorized float tanh against libm's tanh in double over the
  * float range (max ulp error), DyT's finite-difference gradients in double, float against double,
  * the same bits for any thread count, the _set backward, and PyTorch reference tensors
  * (tests/ref/dyt.bin, written by tests/ref/ref_dyt.py).
