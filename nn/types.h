@@ -16,7 +16,7 @@ typedef enum nb_norm_kind {
     NB_NORM_LAYER,
     NB_NORM_RMS,
     NB_NORM_PRMS,
-    NB_NORM_DYT, /* DyT: y = g*tanh(alpha*x) + b, element-wise (nn/dyt.h) */
+    NB_NORM_DYT, /* DyT: y = g*tanh(alpha*x) + b, element-wise (nn/norms/dyt.h) */
     NB_NORM_COUNT
 } nb_norm_kind;
 

@@ -1,5 +1,5 @@
 /* nn/vtanh.h — a float tanh accurate to a few ulp that runs 16 lanes at a time (AVX-512, with a
- * portable scalar fallback that gives the same bits). Defined in nn/dyt.c.
+ * portable scalar fallback that gives the same bits). Defined in nn/norms/dyt.c.
  *
  * |x| < 0.625: x + x·z·P(z), z = x², P of degree 4 (the Cephes tanhf coefficients);
  * otherwise sign(x)·(1 − 2/(e^{2|x|} + 1)), e^t by Cody–Waite reduction t = n·ln2 + r and a

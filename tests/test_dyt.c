@@ -1,6 +1,6 @@
-/* tests/test_dyt.c — nn/dyt.c: the vectorized float tanh against libm's tanh in double over the
- * float range (max ulp error), DyT's finite-difference gradients in double, float against double,
- * the same bits for any thread count, the _set backward, and PyTorch reference tensors
+/* tests/test_dyt.c — nn/norms/dyt.c: the vectorized float tanh against libm's tanh in double over
+ * the float range (max ulp error), DyT's finite-difference gradients in double, float against
+ * double, the same bits for any thread count, the _set backward, and PyTorch reference tensors
  * (tests/ref/dyt.bin, written by tests/ref/ref_dyt.py).
  *
  * NB_TANH_STRIDE=1 in the environment sweeps every float (a minute or two; the default stride

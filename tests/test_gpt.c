@@ -1,6 +1,6 @@
 /* tests/test_gpt.c — nn/gpt.c: central finite differences in double of the whole language model
- * for every row-wise norm, pre- and post-norm, with and without biases, dropout on; the causal
- * mask (a later token changes no earlier logit); a batch split into shards gives the batch's
+ * for every row-wise norm (DyT too), pre- and post-norm, with and without biases, dropout on; the
+ * causal mask (a later token changes no earlier logit); a batch split into shards gives the batch's
  * loss and gradients; batch norm refused; float agrees with double. */
 #include "tests/testutil.h"
 #include "nn/nn.h"
@@ -72,22 +72,23 @@ static void check_fd(nb_norm_kind kind, int pre, int bias, double dropout) {
     free(p), free(g);
 }
 
-static const nb_norm_kind ALL[] = {NB_NORM_NONE, NB_NORM_WEIGHT, NB_NORM_LAYER, NB_NORM_RMS,
-                                   NB_NORM_PRMS};
+static const nb_norm_kind ALL[] = {NB_NORM_NONE, NB_NORM_WEIGHT, NB_NORM_LAYER,
+                                   NB_NORM_RMS,  NB_NORM_PRMS,   NB_NORM_DYT};
 
 static void test_fd_pre(void **s) {
     (void)s;
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 6; k++)
         check_fd(ALL[k], 1, 1, 0);
 }
 static void test_fd_post(void **s) {
     (void)s;
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 6; k++)
         check_fd(ALL[k], 0, 1, 0);
 }
 static void test_fd_nobias_dropout(void **s) {
     (void)s;
     check_fd(NB_NORM_LAYER, 1, 0, 0);
+    check_fd(NB_NORM_DYT, 1, 0, 0.3); /* no shift without --bias; alpha per site */
     check_fd(NB_NORM_LAYER, 1, 1, 0.3);
     check_fd(NB_NORM_RMS, 0, 0, 0.3);
 }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# DyT (Dynamic Tanh, nn/dyt.c): --norm dyt and --dyt-alpha in the tasks that have it (mnist's
+# DyT (Dynamic Tanh, nn/norms/dyt.c): --norm dyt and --dyt-alpha in the tasks that have it (mnist's
 # MLP, mt's Transformer post- and pre-norm, lm's GPT pre- and post-norm), refused elsewhere and on CUDA; its rows in `bench kernels` (TAP, for prove). The
 # kernels' own checks (the float tanh against libm, gradients, PyTorch reference) are
 # tests/test_dyt.c; the MLP's gradients with dyt, tests/test_mlp.c.
