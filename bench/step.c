@@ -52,12 +52,12 @@ void nb_bench_find_labels(nb_bench *b) {
 
 nb_norm_kind nb_bench_row_kind(nb_bench *b, int row) {
     return row >= NB_NORMS_MAX ? (nb_norm_kind)b->labels[row - NB_NORMS_MAX].base
-                                : (nb_norm_kind)row;
+                               : (nb_norm_kind)row;
 }
 
 const char *nb_bench_row_name(nb_bench *b, int row) {
     return row >= NB_NORMS_MAX ? b->labels[row - NB_NORMS_MAX].name
-                                : nb_norm_name((nb_norm_kind)row);
+                               : nb_norm_name((nb_norm_kind)row);
 }
 
 /* Copies the comma-separated list to rest without its label items, whose rows go to rows[]
