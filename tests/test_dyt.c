@@ -12,7 +12,7 @@
 #include "tests/ref.h"
 #include "nn/nn.h"
 
-/* The bound on nb_tanhf's error: measured 1.46 ulp at most (every float, on an Intel Xeon with
+/* The bound on nb_tanhf's error: measured 1.43 ulp at most (every float, on an Intel Xeon with
  * AVX-512, and the scalar formula; docs/numerics.md#dyt). */
 #define TANH_MAX_ULP 2.0
 
