@@ -118,6 +118,11 @@ static void test_fd_weight(void **s) {
     (void)s;
     check(NB_NORM_WEIGHT, 0);
 }
+static void test_fd_dyt(void **s) {
+    (void)s;
+    check(NB_NORM_DYT, 0); /* the GRUs unfused, the other sites through the norm's kernels */
+    check(NB_NORM_DYT, 0.3);
+}
 
 /* A batch with padding (junk ids, longer padded lengths) gives each sentence exactly what it
  * gives alone: the loss is the mean of the sentences' losses and the gradients likewise. */
@@ -400,12 +405,19 @@ static void test_ref(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fd_none),         cmocka_unit_test(test_fd_layer),
-        cmocka_unit_test(test_fd_rms),          cmocka_unit_test(test_fd_prms),
-        cmocka_unit_test(test_fd_batch),        cmocka_unit_test(test_fd_weight),
-        cmocka_unit_test(test_padding),         cmocka_unit_test(test_shards),
-        cmocka_unit_test(test_beam_exhaustive), cmocka_unit_test(test_step_matches_forward),
-        cmocka_unit_test(test_stats),           cmocka_unit_test(test_ref),
+        cmocka_unit_test(test_fd_none),
+        cmocka_unit_test(test_fd_layer),
+        cmocka_unit_test(test_fd_rms),
+        cmocka_unit_test(test_fd_prms),
+        cmocka_unit_test(test_fd_batch),
+        cmocka_unit_test(test_fd_weight),
+        cmocka_unit_test(test_fd_dyt),
+        cmocka_unit_test(test_padding),
+        cmocka_unit_test(test_shards),
+        cmocka_unit_test(test_beam_exhaustive),
+        cmocka_unit_test(test_step_matches_forward),
+        cmocka_unit_test(test_stats),
+        cmocka_unit_test(test_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
