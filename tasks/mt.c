@@ -1764,7 +1764,6 @@ const nb_task nb_task_mt = {
     .opts_size = sizeof(mt_opts),
     .defaults = mt_defaults,
     .finish = mt_finish,
-    .dyt = 1, /* both models; RNNSearch's GRUs take it unfused (nn/gru.h) */
     .train = mt_train,
     .translate_open = mt_translate_open,
     .translate = mt_translate_lines,

@@ -623,7 +623,6 @@ const nb_task nb_task_order = {
     .data_parallel = 1,
     .bench_close = order_bench_close,
     .bench_batches = order_bench_batches,
-    .dyt = 1, /* DyT on both sides of the GRU, unfused (nn/gru.h) */
     .target = {"val_img_rsum", 150, 1},
     .paper = order_paper,
 };

@@ -432,7 +432,6 @@ const nb_task nb_task_reader = {
     .data_parallel = 1,
     .bench_close = reader_bench_close,
     .bench_batches = reader_bench_batches,
-    .dyt = 1, /* DyT at N1, N2, N3 of every LSTM, unfused (nn/lstm.h) */
     .target = {"val_error", 0.5, 0},
     .paper = reader_paper,
 };

@@ -159,8 +159,6 @@ typedef struct nb_task {
     const nb_task_opt *opts;
     size_t opts_size;
     int cuda; /* the task trains and benchmarks on a GPU too (--device cuda) */
-    /* 1: its model takes --norm dyt (DyT, nn/norms/dyt.h); run refuses dyt for the others */
-    int dyt;
     /* the task's step benchmark (bench_open) takes cfg->dist: each process runs its rows of
      * the batch and the step sums the gradients with nb_train_dist_sum (tasks/train.h), as its
      * trainer's step_shard does in training */
