@@ -504,16 +504,6 @@ static int parse_run(int argc, const char **argv, run_args *a) {
         nb_task_opts_free(&cfg);
         return nb_usage_error("run", "batch norm needs --batch of at least 2, not %d", cfg.batch);
     }
-    if (cfg.norm.kind == NB_NORM_DYT && !task->dyt) {
-        char list[128] = "";
-        for (int i = 0, w = 0; nb_task_at(i); i++)
-            if (nb_task_at(i)->dyt)
-                w += snprintf(list + w, sizeof list - (size_t)w, "%s%s", w ? ", " : "",
-                              nb_task_at(i)->name);
-        nb_task_opts_free(&cfg);
-        return nb_usage_error("run", "--norm dyt is implemented for the task(s) %s, not '%s' (yet)",
-                              list, task->name);
-    }
     if (nb_check_text_opt("run", "tag", v.tag) || nb_check_text_opt("run", "variant", v.variant)) {
         nb_task_opts_free(&cfg);
         return NB_EXIT_USAGE;

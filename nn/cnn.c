@@ -43,6 +43,7 @@ void FN(nb_cnn_free)(FN(nb_cnn) * m) {
         free(L->vnorm);
         free(L->mask);
         free(L->arg);
+        free(L->gx);
     }
     free(m->params);
     free(m->grads);
@@ -66,7 +67,7 @@ static int plan(FN(nb_cnn) * m, const nb_cnn_spec *spec, nb_err *err) {
         L->spec = spec[l];
         L->C = C, L->H = H, L->W = W;
         L->OC = C, L->OH = H, L->OW = W;
-        L->w = L->g = L->b = L->rmean = L->rvar = NO_OFF;
+        L->w = L->g = L->b = L->rmean = L->rvar = L->s = NO_OFF;
         L->alpha = (real)m->opts.leaky;
         switch (spec[l].op) {
         case NB_CNN_CONV: {
@@ -98,6 +99,12 @@ static int plan(FN(nb_cnn) * m, const nb_cnn_spec *spec, nb_err *err) {
                 L->rmean = nb_layout_add(&m->layout, name, (size_t)L->OC, 0);
                 snprintf(name, sizeof name, "running_var%d", l);
                 L->rvar = nb_layout_add(&m->layout, name, (size_t)L->OC, 0);
+            }
+            const nb_norm_def *nd = nb_norm_get(m->norm.kind);
+            if (L->kind == NB_FK_UNFUSED && nd->nscalars > 0) {
+                snprintf(name, sizeof name, "%s%d", nd->scalar_name, l);
+                L->s = nb_layout_add(&m->layout, name, (size_t)nd->nscalars, 1);
+                if (L->s == NO_OFF) return nb_errf(err, "too many parameter tensors");
             }
             if (L->w == NO_OFF || L->g == NO_OFF || L->b == NO_OFF ||
                 (L->kind == NB_FK_BATCH && (L->rmean == NO_OFF || L->rvar == NO_OFF)))
@@ -135,11 +142,6 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
                     int classes, const nb_norm_cfg *norm, const nb_cnn_opts *opts, int Bmax,
                     nb_rng *rng, nb_err *err) {
     memset(m, 0, sizeof *m);
-    if (nb_fused_kind(norm->kind) == NB_FK_UNFUSED) /* docs/numerics.md#norm-modules */
-        return nb_errf(err,
-                       "--norm %s is not implemented for the CNN yet: its fused path computes "
-                       "row statistics inline, which %s has not, and no unfused path is written",
-                       nb_norm_name(norm->kind), nb_norm_name(norm->kind));
     if (nlayers < 1 || nlayers > NB_CNN_MAX_LAYERS)
         return nb_errf(err, "a network needs 1 to %d layers, not %d", NB_CNN_MAX_LAYERS, nlayers);
     if (Bmax < 1) return nb_errf(err, "batch size must be at least 1, not %d", Bmax);
@@ -188,6 +190,10 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
             L->mean = alloc_real((size_t)Bmax * L->OC);
             L->rstd = alloc_real((size_t)Bmax * L->OC);
             ok = L->z && L->buf && L->mean && L->rstd;
+            if (ok && L->kind == NB_FK_UNFUSED) {
+                L->gx = alloc_real(4 * out_size(L));
+                ok = L->gx != NULL;
+            }
             if (ok && has_weff(L)) {
                 L->weff = alloc_real(wsize(L));
                 L->vnorm = alloc_real((size_t)L->OC);
@@ -236,6 +242,11 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
         if (L->rvar != NO_OFF)
             for (int o = 0; o < L->OC; o++)
                 m->params[L->rvar + o] = 1;
+        if (L->s != NO_OFF) {
+            const nb_norm_def *nd = nb_norm_get(m->norm.kind);
+            for (int c = 0; c < nd->nscalars; c++)
+                m->params[L->s + (size_t)c] = (real)nd->scalar_init(&m->norm);
+        }
     }
     return 0;
 }
@@ -317,6 +328,66 @@ static const real *conv_weights(FN(nb_cnn) * m, layer *L) {
     return Wt;
 }
 
+/* ---- a row-wise norm without a fused form (DyT): its kernels over each image's OC*S values,
+ * g and b (per channel) repeated over the channel's S positions; then the activation ------- */
+
+static void unfused_fwd(FN(nb_cnn) * m, layer *L, int B, int S, int training) {
+    const size_t n = out_size(L);
+    real *ge = L->gx, *be = L->gx + n;
+    for (int o = 0; o < L->OC; o++)
+        for (int i = 0; i < S; i++) {
+            ge[(size_t)o * S + i] = m->params[L->g + o];
+            be[(size_t)o * S + i] = m->params[L->b + o];
+        }
+    nb_norm_get(m->norm.kind)
+        ->FN(ops)
+        ->forward(L->buf, L->mean, L->rstd, NULL, NULL, L->z, ge, be,
+                  L->s != NO_OFF ? m->params + L->s : NULL, B, (int)n, training, &m->norm);
+    if (L->alpha != 1) {
+        const size_t N = (size_t)B * n;
+        for (size_t i = 0; i < N; i++)
+            L->buf[i] = L->buf[i] > 0 ? L->buf[i] : L->alpha * L->buf[i];
+    }
+}
+
+/* dz over cur (tmp: B*OC*S scratch); the gain, bias and scalar gradients into grads, or the
+ * exact sums at ga */
+static void unfused_bwd(FN(nb_cnn) * m, layer *L, real *cur, real *tmp, int B, int S, double *ga) {
+    const size_t n = out_size(L), N = (size_t)B * n;
+    if (L->alpha != 1)
+        for (size_t i = 0; i < N; i++)
+            cur[i] *= L->out[i] > 0 ? (real)1 : L->alpha;
+    real *dge = L->gx + 2 * n, *dbe = L->gx + 3 * n;
+    memset(dge, 0, sizeof(real) * 2 * n);
+    real ds[NB_NORMS_MAX] = {0};
+    nb_norm_get(m->norm.kind)
+        ->FN(ops)
+        ->backward(tmp, dge, dbe, ds, cur, L->z, L->gx, L->s != NO_OFF ? m->params + L->s : NULL,
+                   L->mean, L->rstd, B, (int)n, m->last_training, &m->norm, 1);
+    memcpy(cur, tmp, sizeof(real) * N);
+    for (int o = 0; o < L->OC; o++) {
+        double sg = 0, sb = 0;
+        for (int i = 0; i < S; i++) {
+            sg += (double)dge[(size_t)o * S + i];
+            sb += (double)dbe[(size_t)o * S + i];
+        }
+        if (ga) {
+            ga[L->g + o] += sg;
+            ga[L->b + o] += sb;
+        } else {
+            m->grads[L->g + o] += (real)sg;
+            m->grads[L->b + o] += (real)sb;
+        }
+    }
+    if (L->s != NO_OFF)
+        for (int c = 0; c < nb_norm_get(m->norm.kind)->nscalars; c++) {
+            if (ga)
+                ga[L->s + (size_t)c] += (double)ds[c];
+            else
+                m->grads[L->s + (size_t)c] += ds[c];
+        }
+}
+
 double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, int training,
                           nb_rng *rng) {
     const real *in = x;
@@ -369,6 +440,9 @@ double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, in
             case NB_FK_PRMS:
                 FN(nb_map_rmsnorm_forward)
                 (L->buf, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->k, L->alpha, &m->norm);
+                break;
+            case NB_FK_UNFUSED:
+                unfused_fwd(m, L, B, S, training);
                 break;
             default:
                 FN(nb_map_affine_forward)(L->buf, L->z, NULL, b, B, L->OC, S, L->alpha);
@@ -473,6 +547,9 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
                 FN(nb_map_rmsnorm_backward)
                 (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->rstd, B, L->OC, S, L->gc, L->k,
                  L->alpha, 0, &m->norm);
+                break;
+            case NB_FK_UNFUSED:
+                unfused_bwd(m, L, cur, other, B, S, ga);
                 break;
             default:
                 FN(nb_map_affine_backward)

@@ -11,6 +11,9 @@
  *   batch:  BN per channel over N×H×W, running averages for evaluation
  *   layer/rms/prms: per example per channel over H×W (opts.axes_chw: over C×H×W); on 1×1 maps
  *           (the dense layer after global pooling) over the channels
+ *   dyt, and any row-wise norm without a fused form (docs/numerics.md#norm-modules): unfused,
+ *           the norm's kernels over each example's whole C×H×W map as one row, g and b per
+ *           channel (b the norm's shift), its scalars per conv layer (DyT: "alpha<l>")
  * act is leaky ReLU with slope opts.leaky, except on the last layer (identity: the logits).
  * The last layer must be a conv whose output has `classes` channels on 1×1 maps.
  *
@@ -50,6 +53,8 @@ typedef struct NB_FN(nb_cnn_layer) {
     int gc, k;                   /* channels per statistics row; pRMS k (rms: the row length) */
     NB_REAL alpha;               /* activation slope (1: identity) */
     size_t w, g, b, rmean, rvar; /* parameter offsets; (size_t)-1 when absent */
+    size_t s;                    /* an unfused norm's scalars (DyT's alpha), or (size_t)-1 */
+    NB_REAL *gx;                 /* unfused: g and b per value (2, OC*OH*OW), then their grads */
     size_t raw;                  /* exact sums (none, weight): W_eff's gradient at gacc + raw */
     NB_REAL *z;                  /* conv output (Bmax, OC, OH, OW) */
     NB_REAL *buf;                /* the layer's own output buffer (Bmax, OC, OH, OW) */

@@ -41,6 +41,36 @@ static int is_rowwise(int k) {
     return k == NB_FK_LAYER || k == NB_FK_RMS || k == NB_FK_PRMS;
 }
 
+/* ---- a row-wise norm without a fused form (DyT): its own kernels over each side's 3H rows -----
+ */
+
+static const FN(nb_norm_ops) * unfused_ops(const FN(nb_gru) * g) {
+    return nb_norm_get(g->norm.kind)->FN(ops);
+}
+
+/* rows [r0, r0 + rows) of one side: out from in, statistics st (the side's cache, or NULL) */
+static void unfused_fwd(const FN(nb_gru) * g, real *out, real *st, const real *in,
+                        const real *params, size_t gn, size_t bn, size_t sn, size_t r0,
+                        size_t rows) {
+    const size_t H3 = 3 * (size_t)g->H, TB = (size_t)g->Tmax * g->Bmax;
+    unfused_ops(g)->forward(out + r0 * H3, st ? st + r0 : NULL, st ? st + TB + r0 : NULL, NULL,
+                            NULL, in + r0 * H3, params + gn, bn != NO_OFF ? params + bn : NULL,
+                            sn != NO_OFF ? params + sn : NULL, (int)rows, (int)H3, g->training,
+                            &g->norm);
+}
+
+/* its backward: din rows written (set), the gain, shift and scalar gradients accumulated */
+static void unfused_bwd(const FN(nb_gru) * g, real *din, real *grads, const real *dout,
+                        const real *in, const real *st, const real *params, size_t gn, size_t bn,
+                        size_t sn, size_t r0, size_t rows) {
+    const size_t H3 = 3 * (size_t)g->H, TB = (size_t)g->Tmax * g->Bmax;
+    unfused_ops(g)->backward(din + r0 * H3, grads + gn, bn != NO_OFF ? grads + bn : NULL,
+                             sn != NO_OFF ? grads + sn : NULL, dout + r0 * H3, in + r0 * H3,
+                             params + gn, sn != NO_OFF ? params + sn : NULL, st ? st + r0 : NULL,
+                             st ? st + TB + r0 : NULL, (int)rows, (int)H3, g->training, &g->norm,
+                             1);
+}
+
 /* ---- row norms over a segment of n values -----------------------------------------------------
  */
 
@@ -189,9 +219,9 @@ static void gain_grads(const FN(nb_gru) * g, real *dgain, real *dbias, const rea
  */
 
 void FN(nb_gru_free)(FN(nb_gru) * g) {
-    real *own[] = {g->xp,  g->hp,  g->r,   g->u,    g->hc,   g->h,   g->sx,  g->sh,
-                   g->bmx, g->brx, g->bmh, g->brh,  g->wce,  g->uce, g->wnx, g->wnh,
-                   g->dxp, g->dhp, g->dh,  g->dtmp, g->dwce, g->duce};
+    real *own[] = {g->xp,  g->hp,  g->r,   g->u,    g->hc,   g->h,    g->sx,  g->sh,
+                   g->bmx, g->brx, g->bmh, g->brh,  g->wce,  g->uce,  g->wnx, g->wnh,
+                   g->dxp, g->dhp, g->dh,  g->dtmp, g->dwce, g->duce, g->ux,  g->uh};
     if (g->xn != g->xp) free(g->xn);
     if (g->hn != g->hp) free(g->hn);
     if (g->dxn != g->dxp) free(g->dxn);
@@ -213,11 +243,6 @@ static size_t add(nb_layout *l, const char *prefix, const char *name, size_t n, 
 int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int E, int H, int Tmax,
                      int Bmax, const nb_norm_cfg *norm, nb_err *err) {
     memset(g, 0, sizeof *g);
-    if (nb_fused_kind(norm->kind) == NB_FK_UNFUSED) /* docs/numerics.md#norm-modules */
-        return nb_errf(err,
-                       "--norm %s is not implemented for the GRU yet: its fused path computes "
-                       "row statistics inline, which %s has not, and no unfused path is written",
-                       nb_norm_name(norm->kind), nb_norm_name(norm->kind));
     if (E < 1 || H < 1 || E > (1 << 16) || H > (1 << 14))
         return nb_errf(err, "GRU sizes out of range (inputs %d, hidden %d)", E, H);
     if (Tmax < 1 || Bmax < 1 || (size_t)Tmax * (size_t)Bmax > ((size_t)1 << 24))
@@ -235,15 +260,25 @@ int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int 
     int bad = 0;
     g->gx = g->bx = g->gh = g->bh = g->wgx = g->wgh = NO_OFF;
     g->rmx = g->rvx = g->rmh = g->rvh = NO_OFF;
+    g->ax = g->ah = NO_OFF;
     g->wc = add(layout, prefix, k == NB_FK_WEIGHT ? "Vc" : "Wc", H3 * E, 1, &bad);
     g->bc = add(layout, prefix, "bc", H3, 1, &bad);
     g->uc = add(layout, prefix, k == NB_FK_WEIGHT ? "Vu" : "Uc", H3 * H, 1, &bad);
     if (k != NB_FK_NONE && k != NB_FK_WEIGHT) {
         g->gx = add(layout, prefix, "gx", H3, 1, &bad);
         g->gh = add(layout, prefix, "gh", H3, 1, &bad);
-        if (k == NB_FK_LAYER || k == NB_FK_BATCH) {
+        const nb_norm_def *nd = nb_norm_get(norm->kind);
+        if (k == NB_FK_LAYER || k == NB_FK_BATCH ||
+            (k == NB_FK_UNFUSED && (nd->params & NB_NP_SHIFT))) {
             g->bx = add(layout, prefix, "bx", H3, 1, &bad);
             g->bh = add(layout, prefix, "bh", H3, 1, &bad);
+        }
+        if (k == NB_FK_UNFUSED && nd->nscalars > 0) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "%s_x", nd->scalar_name);
+            g->ax = add(layout, prefix, nm, (size_t)nd->nscalars, 1, &bad);
+            snprintf(nm, sizeof nm, "%s_h", nd->scalar_name);
+            g->ah = add(layout, prefix, nm, (size_t)nd->nscalars, 1, &bad);
         }
     }
     if (k == NB_FK_WEIGHT) {
@@ -272,7 +307,7 @@ int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int 
     ALLOC(g->dhp, TB * H3);
     ALLOC(g->dh, BH);
     ALLOC(g->dtmp, BH);
-    if (is_rowwise(k) || k == NB_FK_BATCH) {
+    if (is_rowwise(k) || k == NB_FK_BATCH || k == NB_FK_UNFUSED) {
         ALLOC(g->xn, TB * H3);
         ALLOC(g->hn, TB * H3);
         ALLOC(g->dxn, TB * H3);
@@ -286,6 +321,10 @@ int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int 
     if (is_rowwise(k)) {
         ALLOC(g->sx, TB * 4);
         ALLOC(g->sh, TB * 4);
+    }
+    if (k == NB_FK_UNFUSED && nb_norm_get(norm->kind)->nstats > 0) {
+        ALLOC(g->ux, 2 * TB);
+        ALLOC(g->uh, 2 * TB);
     }
     if (k == NB_FK_BATCH) {
         ALLOC(g->bmx, (size_t)Tmax * H3);
@@ -373,6 +412,13 @@ static void init_norm_params(FN(nb_gru) * g, real *params) {
                 params[ones[i] + c] = 1;
         if (zeros[i] != NO_OFF) memset(params + zeros[i], 0, H3 * sizeof(real));
     }
+    size_t sc[] = {g->ax, g->ah};
+    for (int i = 0; i < 2; i++)
+        if (sc[i] != NO_OFF) {
+            const nb_norm_def *nd = nb_norm_get(g->norm.kind);
+            for (int c = 0; c < nd->nscalars; c++)
+                params[sc[i] + (size_t)c] = (real)nd->scalar_init(&g->norm);
+        }
     if (g->rmx != NO_OFF) {
         size_t n = H3 * (size_t)g->bn_slots;
         memset(params + g->rmx, 0, n * sizeof(real));
@@ -489,6 +535,8 @@ void FN(nb_gru_input)(FN(nb_gru) * g, real *params, const real *x, int t0, int n
              params + g->rmx + slot, params + g->rvx + slot, g->xp + (size_t)t * B * H3, gx, bx, B,
              H3, g->training, &g->norm);
         }
+    } else if (kind == NB_FK_UNFUSED) {
+        unfused_fwd(g, g->xn, g->ux, g->xp, params, g->gx, g->bx, g->ax, r0, rows);
     }
 }
 
@@ -523,6 +571,8 @@ void FN(nb_gru_step)(FN(nb_gru) * g, real *params, int t, const real *hprev, rea
         FN(nb_batchnorm_forward)
         (g->hn + o3, g->bmh + (size_t)t * H3, g->brh + (size_t)t * H3, params + g->rmh + slot,
          params + g->rvh + slot, hp3, gh, bh, B, H3, g->training, &g->norm);
+    } else if (kind == NB_FK_UNFUSED) {
+        unfused_fwd(g, g->hn, g->uh, g->hp, params, g->gh, g->bh, g->ah, (size_t)t * B, (size_t)B);
     }
 #pragma omp parallel for schedule(static) if ((size_t)B * H3 >= GRU_PAR_MIN)
     for (int b = 0; b < B; b++) {
@@ -603,6 +653,9 @@ void FN(nb_gru_step_back)(FN(nb_gru) * g, real *grads, const real *params, int t
         FN(nb_batchnorm_backward)
         (g->dhp + o3, dgh, dbh, g->dhn + o3, g->hp + o3, gh, g->bmh + (size_t)t * H3,
          g->brh + (size_t)t * H3, B, H3, g->training, &g->norm);
+    } else if (kind == NB_FK_UNFUSED) {
+        unfused_bwd(g, g->dhp, grads, g->dhn, g->hp, g->uh, params, g->gh, g->bh, g->ah,
+                    (size_t)t * B, (size_t)B);
     }
     /* dh_{t-1} += dhp_t Uc */
     CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, H3, 1, g->dhp + o3, H3, Uc, H, 1,
@@ -647,6 +700,9 @@ void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *p
             (g->dxp + o3, dgx, dbx, g->dxn + o3, g->xp + o3, gx, g->bmx + (size_t)t * H3,
              g->brx + (size_t)t * H3, B, H3, g->training, &g->norm);
         }
+    } else if (kind == NB_FK_UNFUSED) {
+        unfused_bwd(g, g->dxp, grads, g->dxn, g->xp, g->ux, params, g->gx, g->bx, g->ax, 0,
+                    (size_t)TB);
     }
     FN(nb_col_sums)(grads + g->bc, g->bias_state ? g->dhp : g->dxp, TB, H3);
     if (kind == NB_FK_WEIGHT) {
@@ -682,6 +738,9 @@ void FN(nb_gru_input_back)(FN(nb_gru) * g, real *grads, const real *params, int 
         (g->dxp + o3, g->gx != NO_OFF ? grads + g->gx : NULL,
          g->bx != NO_OFF ? grads + g->bx : NULL, g->dxn + o3, g->xp + o3, gx,
          g->bmx + (size_t)t * H3, g->brx + (size_t)t * H3, B, H3, g->training, &g->norm);
+    } else if (kind == NB_FK_UNFUSED) {
+        unfused_bwd(g, g->dxp, grads, g->dxn, g->xp, g->ux, params, g->gx, g->bx, g->ax,
+                    (size_t)t * B, (size_t)B);
     }
     CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, E, H3, 1, g->dxp + o3, H3, Wc, E, 1,
                dx + (size_t)t * B * E, E);

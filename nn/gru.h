@@ -29,6 +29,10 @@
  *           evaluation. Masked rows take part in the statistics.
  *   weight: EXTENSION: WeightNorm on Wc and Uc per output unit (row), g initialised to the
  *           row norms so that the initial weights are those of `none`; biases bc as none.
+ *   dyt, and any row-wise norm without a fused form (docs/numerics.md#norm-modules): EXTENSION,
+ *           unfused: the norm's own kernels (nn/norms/ops.h) over each side's whole 3H row, two
+ *           sites (Nx, Nh), each with its gain gx/gh, its shift bx/bh (where the norm has one)
+ *           and its scalars ax/ah (DyT: "alpha_x", "alpha_h", one alpha each).
  * Forward caches the pre-norm values and row (or column) statistics; backward ACCUMULATES
  * into the gradient buffer.
  *
@@ -45,6 +49,7 @@ typedef struct NB_FN(nb_gru) {
     int bn_slots;
     /* offsets into the owner's flat parameter buffer; (size_t)-1 when absent */
     size_t wc, bc, uc, gx, bx, gh, bh, wgx, wgh, rmx, rvx, rmh, rvh;
+    size_t ax, ah; /* an unfused norm's scalars (DyT's alpha), input and recurrent side */
     /* forward caches (sized for Tmax, Bmax) */
     NB_REAL *xp, *xn;    /* (T*B, 3H) pre-norm and normalized input side (xn == xp: none) */
     NB_REAL *hp, *hn;    /* (T*B, 3H) recurrent side, likewise */
@@ -53,6 +58,7 @@ typedef struct NB_FN(nb_gru) {
     NB_REAL *sx, *sh;    /* (T*B, 4): mean and rstd of the 2H part, then of the H part */
     NB_REAL *bmx, *brx;  /* BN: (T, 3H) mean and rstd of each step, input side */
     NB_REAL *bmh, *brh;  /* BN: recurrent side */
+    NB_REAL *ux, *uh;    /* an unfused norm's statistics (T*B, nstats) per side, or NULL */
     NB_REAL *wce, *uce, *wnx, *wnh; /* WN: effective weights (3H,E), (3H,H); row norms (3H) */
     /* backward scratch */
     NB_REAL *dxn, *dxp, *dhn, *dhp; /* (T*B, 3H) */

@@ -79,11 +79,6 @@ static size_t add(nb_layout *l, const char *prefix, const char *name, size_t n, 
 int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb_norm_cfg *norm,
                      nb_layout *l, const char *prefix, nb_err *err) {
     memset(L, 0, sizeof *L);
-    if (nb_fused_kind(norm->kind) == NB_FK_UNFUSED) /* docs/numerics.md#norm-modules */
-        return nb_errf(err,
-                       "--norm %s is not implemented for the LSTM yet: its fused path computes "
-                       "row statistics inline, which %s has not, and no unfused path is written",
-                       nb_norm_name(norm->kind), nb_norm_name(norm->kind));
     if (C < 1 || H < 1 || Bmax < 1 || Tmax < 1 || C > (1 << 16) || H > (1 << 14) ||
         (size_t)Bmax * (size_t)Tmax > ((size_t)1 << 26)) {
         nb_errf(err, "lstm: sizes out of range (C %d, H %d, B %d, T %d)", C, H, Bmax, Tmax);
@@ -105,6 +100,26 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
     L->b = add(l, prefix, "b", (size_t)G, &fail);
     L->h0 = add(l, prefix, "h0", (size_t)H, &fail);
     L->gw = L->gu = L->s1 = L->b1 = L->s2 = L->b2 = L->s3 = L->b3 = NONE;
+    L->a1 = L->a2 = L->a3 = NONE;
+    const nb_norm_def *nd = nb_norm_get(norm->kind);
+    if (k == NB_FK_UNFUSED) { /* the norm's kernels: docs/numerics.md#norm-modules */
+        L->s1 = add(l, prefix, "s1", (size_t)G, &fail);
+        L->s2 = add(l, prefix, "s2", (size_t)G, &fail);
+        L->s3 = add(l, prefix, "s3", (size_t)H, &fail);
+        if (nd->params & NB_NP_SHIFT) {
+            L->b1 = add(l, prefix, "b1", (size_t)G, &fail);
+            L->b2 = add(l, prefix, "b2", (size_t)G, &fail);
+            L->b3 = add(l, prefix, "b3", (size_t)H, &fail);
+        }
+        if (nd->nscalars > 0) {
+            size_t *at[] = {&L->a1, &L->a2, &L->a3};
+            for (int i = 0; i < 3; i++) {
+                char nm[32];
+                snprintf(nm, sizeof nm, "%s%d", nd->scalar_name, i + 1);
+                *at[i] = add(l, prefix, nm, (size_t)nd->nscalars, &fail);
+            }
+        }
+    }
     if (k == NB_FK_WEIGHT) {
         L->gw = add(l, prefix, "Wg", (size_t)G, &fail);
         L->gu = add(l, prefix, "Ug", (size_t)G, &fail);
@@ -154,6 +169,12 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
     L->part = calloc(L->part_stride * (size_t)L->nthr, sizeof(double));
     if (!L->part) fail = 1;
     if (k == NB_FK_BATCH) L->bnc = zalloc(6 * (size_t)G + 3 * (size_t)H, &fail);
+    if (k == NB_FK_UNFUSED) {
+        L->ua = zalloc((size_t)Bmax * G, &fail);
+        L->ud = zalloc((size_t)Bmax * G, &fail);
+        L->ur = zalloc((size_t)Bmax * G, &fail);
+        if (nd->nstats > 0) L->us = zalloc(6 * BT, &fail);
+    }
     if (k == NB_FK_WEIGHT) {
         L->weff = zalloc((size_t)G * C, &fail);
         L->ueff = zalloc((size_t)G * H, &fail);
@@ -171,9 +192,10 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
 }
 
 void FN(nb_lstm_free)(FN(nb_lstm) * L) {
-    real *bufs[] = {L->xw,  L->r,    L->g,    L->c,     L->h,     L->tc,    L->m1,   L->r1, L->m2,
-                    L->r2,  L->m3,   L->r3,   L->n1,    L->n3,    L->bnc,   L->dh,   L->dc, L->dh2,
-                    L->dc2, L->weff, L->ueff, L->dweff, L->dueff, L->wnorm, L->unorm};
+    real *bufs[] = {L->xw,    L->r,   L->g,   L->c,    L->h,    L->tc,    L->m1,    L->r1,
+                    L->m2,    L->r2,  L->m3,  L->r3,   L->n1,   L->n3,    L->bnc,   L->dh,
+                    L->dc,    L->dh2, L->dc2, L->weff, L->ueff, L->dweff, L->dueff, L->wnorm,
+                    L->unorm, L->ua,  L->ud,  L->ur,   L->us};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(L->len);
@@ -255,6 +277,13 @@ void FN(nb_lstm_init_params)(FN(nb_lstm) * L, real *params, nb_rng *rng) {
     fill(params, L->b1, (size_t)G, 0);
     fill(params, L->b2, (size_t)G, 0);
     fill(params, L->b3, (size_t)H, 0);
+    if (L->a1 != NONE) {
+        const nb_norm_def *nd = nb_norm_get(L->norm.kind);
+        const real a0 = (real)nd->scalar_init(&L->norm);
+        fill(params, L->a1, (size_t)nd->nscalars, a0);
+        fill(params, L->a2, (size_t)nd->nscalars, a0);
+        fill(params, L->a3, (size_t)nd->nscalars, a0);
+    }
     if (nb_fused_kind(L->norm.kind) == NB_FK_WEIGHT) {
         for (int o = 0; o < G; o++) {
             double s = 0;
@@ -656,6 +685,76 @@ static void sweep_fwd_batch(FN(nb_lstm) * L, real *out, const real *U, int nt, c
     }
 }
 
+/* ---- a row-wise norm without a fused form (DyT): its kernels over a step's rows ------------- */
+
+static const FN(nb_norm_ops) * uops(const FN(nb_lstm) * L) {
+    return nb_norm_get(L->norm.kind)->FN(ops);
+}
+
+/* The statistics of site i (0..2) at step t, st0 or st1 (j), or NULL when the norm keeps none. */
+static real *ust(const FN(nb_lstm) * L, int i, int j, int t) {
+    const size_t BT = (size_t)L->Bmax * L->Tmax;
+    return L->us ? L->us + (size_t)(2 * i + j) * BT + (size_t)t * L->B : NULL;
+}
+
+static const real *popt(const real *p, size_t off) {
+    return off == NONE ? NULL : p + off;
+}
+
+static real *gopt(real *p, size_t off) {
+    return off == NONE ? NULL : p + off;
+}
+
+/* The forward sweep for an unfused norm: step by step over all rows (the norm's kernels take
+ * their own threads), the arithmetic of gate_row and cell_out with N1, N2, N3 the kernels'. */
+static void sweep_fwd_unfused(FN(nb_lstm) * L, real *out, const real *U, const real *params) {
+    const int B = L->B, T = L->T, H = L->H, G = L->G;
+    const FN(nb_norm_ops) *op = uops(L);
+    const real *bias = params + L->b;
+    for (int t = 0; t < T; t++) {
+        const size_t st = (size_t)t * B;
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, G, H, 1, L->h + st * H, H, U, H, 0,
+                   L->r + st * G, G);
+        for (int b = 0; b < B; b++)
+            memcpy(L->ua + (size_t)b * G, a_row(L, t, b), sizeof(real) * G);
+        real *gg = L->g + st * G;
+        op->forward(gg, ust(L, 0, 0, t), ust(L, 0, 1, t), NULL, NULL, L->ua, params + L->s1,
+                    popt(params, L->b1), popt(params, L->a1), B, G, 1, &L->norm);
+        op->forward(L->ur, ust(L, 1, 0, t), ust(L, 1, 1, t), NULL, NULL, L->r + st * G,
+                    params + L->s2, popt(params, L->b2), popt(params, L->a2), B, G, 1, &L->norm);
+        for (int b = 0; b < B; b++) {
+            real *gr = gg + (size_t)b * G;
+            const real *n2 = L->ur + (size_t)b * G;
+            for (int j = 0; j < G; j++)
+                gr[j] = gr[j] + n2[j] + bias[j];
+            for (int j = 0; j < 3 * H; j++)
+                gr[j] = vm_sigmoid(gr[j]);
+            for (int j = 3 * H; j < G; j++)
+                gr[j] = vm_tanh(gr[j]);
+            const real m = t < L->len[b] ? 1 : 0;
+            const real *c0 = L->c + (st + b) * H;
+            real *c1 = L->c + (st + B + b) * H;
+            for (int j = 0; j < H; j++) {
+                const real cnew = gr[H + j] * c0[j] + gr[j] * gr[3 * H + j];
+                c1[j] = m * cnew + (1 - m) * c0[j];
+            }
+        }
+        real *tc = L->tc + st * H;
+        op->forward(tc, ust(L, 2, 0, t), ust(L, 2, 1, t), NULL, NULL, L->c + (st + B) * H,
+                    params + L->s3, popt(params, L->b3), popt(params, L->a3), B, H, 1, &L->norm);
+        for (int b = 0; b < B; b++) {
+            const real m = t < L->len[b] ? 1 : 0;
+            real *tcb = tc + (size_t)b * H, *h1 = L->h + (st + B + b) * H;
+            const real *o = gg + (size_t)b * G + 2 * H, *h0 = L->h + (st + b) * H;
+            for (int j = 0; j < H; j++) {
+                tcb[j] = vm_tanh(tcb[j]);
+                h1[j] = m * (o[j] * tcb[j]) + (1 - m) * h0[j];
+            }
+            if (out) memcpy(out + ((size_t)b * T + pos_of(L, b, t)) * H, h1, sizeof(real) * H);
+        }
+    }
+}
+
 void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *len, int B, int T,
                          int reverse, const real *params) {
     const int C = L->C, H = L->H, G = L->G;
@@ -688,6 +787,10 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
     }
     if (kind == NB_FK_BATCH) {
         sweep_fwd_batch(L, out, U, row_threads(L), params);
+        return;
+    }
+    if (kind == NB_FK_UNFUSED) {
+        sweep_fwd_unfused(L, out, U, params);
         return;
     }
     /* Every other kind: rows do not interact, so each thread owns a slice of rows for all T
@@ -914,6 +1017,53 @@ static real *sweep_bwd_batch(FN(nb_lstm) * L, const real *dout, const real *U, i
     return T % 2 ? L->dh2 : L->dh;
 }
 
+/* The backward sweep for an unfused norm, step by step over all rows, the arithmetic of bwd_row
+ * with N1, N2, N3 the kernels' (their gain, shift and scalar gradients straight into grads, the
+ * bias's into thread 0's partials). Returns the buffer that holds dh of the initial state. */
+static real *sweep_bwd_unfused(FN(nb_lstm) * L, real *grads, const real *dout, const real *U,
+                               const real *params) {
+    const int B = L->B, T = L->T, H = L->H, G = L->G;
+    const FN(nb_norm_ops) *op = uops(L);
+    double *pbias = L->part + 4 * (size_t)G;
+    real *dh = L->dh, *dh2 = L->dh2;
+    for (int t = T - 1; t >= 0; t--) {
+        const size_t st = (size_t)t * B;
+        for (int b = 0; b < B; b++)
+            hpath_bwd(L, dh + (size_t)b * H, L->n3 + (size_t)b * H, dout, t, b, L->g + (st + b) * G,
+                      L->tc + (st + b) * H, 0, H);
+        /* dc2 = dc + N3's input gradient */
+        memcpy(L->dc2, L->dc, sizeof(real) * (size_t)B * H);
+        op->backward(L->dc2, grads + L->s3, gopt(grads, L->b3), gopt(grads, L->a3), L->n3,
+                     L->c + (st + B) * H, params + L->s3, popt(params, L->a3), ust(L, 2, 0, t),
+                     ust(L, 2, 1, t), B, H, 1, &L->norm, 0);
+        for (int b = 0; b < B; b++) {
+            const real m = t < L->len[b] ? 1 : 0;
+            gates_bwd(L, L->n1 + (size_t)b * G, L->dc + (size_t)b * H, dh2 + (size_t)b * H,
+                      dh + (size_t)b * H, L->dc2 + (size_t)b * H, L->g + (st + b) * G,
+                      L->tc + (st + b) * H, L->c + (st + b) * H, m, 0, H);
+            acc(pbias, L->n1 + (size_t)b * G, G); /* the bias added at the step */
+            memcpy(L->ua + (size_t)b * G, a_row(L, t, b), sizeof(real) * G);
+        }
+        op->backward(L->ud, grads + L->s1, gopt(grads, L->b1), gopt(grads, L->a1), L->n1, L->ua,
+                     params + L->s1, popt(params, L->a1), ust(L, 0, 0, t), ust(L, 0, 1, t), B, G, 1,
+                     &L->norm, 1);
+        op->backward(L->ur, grads + L->s2, gopt(grads, L->b2), gopt(grads, L->a2), L->n1,
+                     L->r + st * G, params + L->s2, popt(params, L->a2), ust(L, 1, 0, t),
+                     ust(L, 1, 1, t), B, G, 1, &L->norm, 1);
+        memcpy(L->r + st * G, L->ur, sizeof(real) * (size_t)B * G);
+        for (int b = 0; b < B; b++) { /* a's gradient replaces a in xw; the bias in x·W too */
+            memcpy(a_row(L, t, b), L->ud + (size_t)b * G, sizeof(real) * G);
+            acc(pbias, L->ud + (size_t)b * G, G);
+        }
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, G, 1, L->r + st * G, G, U, H, 1,
+                   dh2, H);
+        real *sw = dh;
+        dh = dh2;
+        dh2 = sw;
+    }
+    return T % 2 ? L->dh2 : L->dh;
+}
+
 void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *dout,
                           const real *dfinal, const real *params) {
     const int B = L->B, T = L->T, C = L->C, H = L->H, G = L->G;
@@ -930,8 +1080,9 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
     memset(L->part, 0, sizeof(double) * L->part_stride * (size_t)L->nthr);
 
     const int nt = row_threads(L);
-    real *dhf = kind == NB_FK_BATCH ? sweep_bwd_batch(L, dout, U, nt, params)
-                                    : sweep_bwd_rows(L, dout, U, nt, params);
+    real *dhf = kind == NB_FK_BATCH     ? sweep_bwd_batch(L, dout, U, nt, params)
+                : kind == NB_FK_UNFUSED ? sweep_bwd_unfused(L, grads, dout, U, params)
+                                        : sweep_bwd_rows(L, dout, U, nt, params);
     if (dhf != L->dh) {
         L->dh2 = L->dh;
         L->dh = dhf;

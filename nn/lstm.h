@@ -18,6 +18,10 @@
  *   layer:    pre = LN(a; s1,b1) + LN(r; s2,b2) + b    joint norms over the G values
  *   rms/prms: pre = RMS(a; s1) + RMS(r; s2) + b        (no norm biases; prms: first k values)
  *   batch:    pre = BN(a; s1) + BN(r; s2) + b          statistics over the B rows of this step
+ *   dyt, and any row-wise norm without a fused form (docs/numerics.md#norm-modules): as layer,
+ *             unfused: the norm's own kernels over the step's (B, G) and (B, H) blocks, each of
+ *             N1, N2, N3 with its gain s1/s2/s3, shift b1/b2/b3 (where the norm has one) and
+ *             scalars a1/a2/a3 (DyT: "alpha1".."alpha3", one alpha each)
  *   i,f,o = sigmoid, c~ = tanh;  c = f*c_prev + i*c~;  (mask)
  *   h = o * tanh(N3(c))  with N3 = LN(c; s3,b3), RMS(c; s3), BN(c; s3,b3), or identity;  (mask)
  * The stored cell c is the un-normalized one. h0 is a learned vector (tensor "h0"), c0 = 0.
@@ -33,6 +37,7 @@ typedef struct NB_FN(nb_lstm) {
     int k1, k3; /* pRMSNorm k for the G-wide and H-wide norms */
     /* offsets in the flat buffers; (size_t)-1 when the norm has no such tensor */
     size_t w, u, b, h0, gw, gu, s1, b1, s2, b2, s3, b3;
+    size_t a1, a2, a3; /* an unfused norm's scalars (DyT's alpha) at N1, N2, N3 */
     /* state of the last forward, kept for backward */
     int B, T, reverse;
     int *len;       /* (Bmax) */
@@ -45,6 +50,8 @@ typedef struct NB_FN(nb_lstm) {
     NB_REAL *n1;                          /* (Bmax,G) scratch: the pre-activations' gradient */
     NB_REAL *n3;                          /* (Bmax,H) scratch: the gradient into N3 */
     NB_REAL *bnc; /* batch only: (6G + 3H) a step's backward coefficients of N1, N2 and N3 */
+    NB_REAL *ua, *ud, *ur; /* unfused only: (Bmax,G) a step's a rows, their gradient, scratch */
+    NB_REAL *us;           /* unfused only: the norm's statistics, (3, 2, Tmax*Bmax), or NULL */
     NB_REAL *dh, *dc, *dh2, *dc2;         /* (Bmax,H) carries */
     NB_REAL *weff, *ueff, *wnorm, *unorm; /* WeightNorm's effective matrices and row norms */
     NB_REAL *dweff, *dueff;

@@ -686,7 +686,6 @@ const nb_task nb_task_lm = {
     .bench_step = lm_bench_step,
     .bench_close = lm_bench_close,
     .bench_batches = lm_batches,
-    .dyt = 1, /* DyT at every norm site, the final norm too (pre-norm), as in the DyT paper */
     .target = {"val_loss", 2.0, 0},
     .paper = "nanoGPT (Karpathy), shakespeare_char: the cpu configuration (4 layers, 4 heads, "
              "width 128, context 64, batch 12, 2000 iterations, dropout 0) reaches validation "

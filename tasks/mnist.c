@@ -390,7 +390,6 @@ const nb_task nb_task_mnist = {
     .default_dataset = "fashion-mnist",
     .datasets = mnist_datasets,
     .cuda = 1,
-    .dyt = 1,
     .data_parallel = 1,
     .defaults = mnist_defaults,
     .train = mnist_train,

@@ -215,9 +215,6 @@ static int mt_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_er
     (void)given, (void)ngiven;
     if (o->model == 0) {
         if (o->dim < 1) return nb_errf(err, "--dim must be at least 1 for --model rnnsearch");
-        if (cfg->norm.kind == NB_NORM_DYT)
-            return nb_errf(err, "--norm dyt is implemented for --model transformer, not for "
-                                "rnnsearch's GRUs (yet)");
         return 0;
     }
     const nb_tf_preset *pr = nb_tf_preset_find(preset_choices[o->preset]);
@@ -1899,7 +1896,6 @@ const nb_task nb_task_mt = {
     .opts_size = sizeof(mt_opts),
     .defaults = mt_defaults,
     .finish = mt_finish,
-    .dyt = 1, /* --model transformer (mt_finish refuses it for rnnsearch) */
     .train = mt_train,
     .translate_open = mt_translate_open,
     .translate = mt_translate_lines,

@@ -163,8 +163,6 @@ typedef struct nb_task {
     const nb_task_opt *opts;
     size_t opts_size;
     int cuda; /* the task trains and benchmarks on a GPU too (--device cuda) */
-    /* 1: its model takes --norm dyt (DyT, nn/norms/dyt.h); run refuses dyt for the others */
-    int dyt;
     /* The activation its model uses whatever --act says, by name (lm: "gelu-tanh", GPT-2's
      * GELU in its tanh form): recorded as the run's activation and shown by help, and --act is
      * refused (the task's finish). NULL: cfg->act is the activation. */

@@ -161,6 +161,10 @@ static void test_fd_batch(void **s) {
     check_fd(NB_NORM_BATCH, 0, 0.0625, 1);
     check_fd(NB_NORM_BATCH, 0, 0.0625, 0);
 }
+static void test_fd_dyt(void **s) {
+    (void)s;
+    check_fd(NB_NORM_DYT, 0, 0.0625, 1); /* the unfused path: the norm's own kernels */
+}
 static void test_fd_weight(void **s) {
     (void)s;
     check_fd(NB_NORM_WEIGHT, 0, 0.0625, 1);
@@ -171,8 +175,8 @@ static void test_fd_weight(void **s) {
  * see the padded rows). */
 static void test_mask_carries_state(void **s) {
     (void)s;
-    const nb_norm_kind kinds[] = {NB_NORM_NONE, NB_NORM_LAYER, NB_NORM_RMS, NB_NORM_PRMS,
-                                  NB_NORM_WEIGHT};
+    const nb_norm_kind kinds[] = {NB_NORM_NONE, NB_NORM_LAYER,  NB_NORM_RMS,
+                                  NB_NORM_PRMS, NB_NORM_WEIGHT, NB_NORM_DYT};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         fixture f;
         fx_init(&f, kinds[k], 0, 0.3);
@@ -195,8 +199,7 @@ static void test_mask_carries_state(void **s) {
  * checked above). */
 static void test_float_matches_double(void **s) {
     (void)s;
-    /* the six norms: DyT (NB_NORM_DYT, the last kind) is not in this model yet */
-    for (int kind = 0; kind < NB_NORM_DYT; kind++) {
+    for (int kind = 0; kind <= NB_NORM_DYT; kind++) {
         fixture f;
         fx_init(&f, (nb_norm_kind)kind, 0, 0.3);
         loss(&f, 1);
@@ -419,6 +422,7 @@ int main(void) {
         cmocka_unit_test(test_fd_prms),
         cmocka_unit_test(test_fd_batch),
         cmocka_unit_test(test_fd_weight),
+        cmocka_unit_test(test_fd_dyt),
         cmocka_unit_test(test_mask_carries_state),
         cmocka_unit_test(test_float_matches_double),
         cmocka_unit_test(test_orthogonal_init),

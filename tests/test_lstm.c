@@ -132,6 +132,7 @@ GC(weight, NB_NORM_WEIGHT)
 GC(layer, NB_NORM_LAYER)
 GC(rms, NB_NORM_RMS)
 GC(prms, NB_NORM_PRMS)
+GC(dyt, NB_NORM_DYT) /* the unfused path: the norm's own kernels */
 
 /* The same checks with eps outside the sqrt, where dr/dm has another form. */
 static void test_grad_eps_outside(void **s) {
@@ -191,8 +192,7 @@ static void test_mask_and_reverse_meaning(void **s) {
 /* float and double runs of the same layer agree to float precision. */
 static void test_float_matches_double(void **s) {
     (void)s;
-    /* the six norms: DyT (NB_NORM_DYT, the last kind) is not in this model yet */
-    for (nb_norm_kind k = 0; k < NB_NORM_DYT; k++) {
+    for (nb_norm_kind k = 0; k <= NB_NORM_DYT; k++) {
         fixture f;
         setup(&f, k, 5);
         loss(&f, 1);
@@ -312,7 +312,7 @@ static void threaded_check(nb_norm_kind k, int TB, int TT, int TC, int TH) {
  * come from per-thread partials, every norm. */
 static void test_threaded_matches_serial(void **s) {
     (void)s;
-    for (nb_norm_kind k = 0; k < NB_NORM_DYT; k++)
+    for (nb_norm_kind k = 0; k <= NB_NORM_DYT; k++)
         threaded_check(k, 64, 5, 16, 64);
 }
 
@@ -389,6 +389,7 @@ int main(void) {
         cmocka_unit_test(test_grad_layer),
         cmocka_unit_test(test_grad_rms),
         cmocka_unit_test(test_grad_prms),
+        cmocka_unit_test(test_grad_dyt),
         cmocka_unit_test(test_grad_eps_outside),
         cmocka_unit_test(test_mask_and_reverse_meaning),
         cmocka_unit_test(test_threaded_matches_serial),

@@ -120,6 +120,7 @@ T(weight, NB_NORM_WEIGHT)
 T(layer, NB_NORM_LAYER)
 T(rms, NB_NORM_RMS)
 T(prms, NB_NORM_PRMS)
+T(dyt, NB_NORM_DYT) /* the LSTMs unfused: the norm's own kernels */
 
 static void test_batch_everywhere(void **s) {
     (void)s;
@@ -427,7 +428,7 @@ static void test_reference(void **s) {
     ref_file rf = {0};
     if (ref_load(&rf, "reader.bin") != 0) fail_msg("tests/ref/reader.bin missing");
     /* the six norms, then batch with bn_everywhere ("batch-everywhere") */
-    /* the six norms: DyT (NB_NORM_DYT, the last kind) is not in this model yet */
+    /* the six norms (DyT has no PyTorch reference here: test_dyt above checks its gradients) */
     for (int kk = 0; kk <= NB_NORM_DYT; kk++) {
         const int every = kk == NB_NORM_DYT;
         const nb_norm_kind kind = every ? NB_NORM_BATCH : (nb_norm_kind)kk;
@@ -466,6 +467,7 @@ int main(void) {
         cmocka_unit_test(test_layer),
         cmocka_unit_test(test_rms),
         cmocka_unit_test(test_prms),
+        cmocka_unit_test(test_dyt),
         cmocka_unit_test(test_batch_everywhere),
         cmocka_unit_test(test_everywhere_refused),
         cmocka_unit_test(test_reference),

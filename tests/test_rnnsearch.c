@@ -118,6 +118,11 @@ static void test_fd_weight(void **s) {
     (void)s;
     check(NB_NORM_WEIGHT, 0);
 }
+static void test_fd_dyt(void **s) {
+    (void)s;
+    check(NB_NORM_DYT, 0); /* the GRUs unfused, the other sites through the norm's kernels */
+    check(NB_NORM_DYT, 0.3);
+}
 
 /* A batch with padding (junk ids, longer padded lengths) gives each sentence exactly what it
  * gives alone: the loss is the mean of the sentences' losses and the gradients likewise. */
@@ -520,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_fd_prms),
         cmocka_unit_test(test_fd_batch),
         cmocka_unit_test(test_fd_weight),
+        cmocka_unit_test(test_fd_dyt),
         cmocka_unit_test(test_padding),
         cmocka_unit_test(test_shards),
         cmocka_unit_test(test_beam_exhaustive),

@@ -1,6 +1,7 @@
 #!/bin/bash
-# DyT (Dynamic Tanh, nn/norms/dyt.c): --norm dyt and --dyt-alpha in the tasks that have it (mnist's
-# MLP, mt's Transformer post- and pre-norm, lm's GPT pre- and post-norm), refused elsewhere and on CUDA; its rows in `bench kernels` (TAP, for prove). The
+# DyT (Dynamic Tanh, nn/norms/dyt.c): --norm dyt and --dyt-alpha in every task (mnist's MLP, mt's
+# Transformer post- and pre-norm and RNNSearch's GRUs, order's GRU, reader's LSTMs, cifar's
+# convolutions, lm's GPT pre- and post-norm), refused on CUDA; its rows in `bench kernels` (TAP, for prove). The
 # kernels' own checks (the float tanh against libm, gradients, PyTorch reference) are
 # tests/test_dyt.c; the MLP's gradients with dyt, tests/test_mlp.c.
 set -u
@@ -39,12 +40,6 @@ l1=$(sqlite3 "$tmp/t.db" "select group_concat(value) from metrics where run = 1 
 l2=$(sqlite3 "$tmp/t.db" "select group_concat(value) from metrics where run = 2 and name = 'train_loss'")
 if [ "$l1" != "$l2" ]; then ok "--dyt-alpha changes training"; else not_ok "--dyt-alpha changes training"; fi
 check "a bad --dyt-alpha is a usage error" 2 "$NB" run mnist --norm dyt --dyt-alpha 0 --dataset synthetic --steps 1
-for t in cifar order reader; do
-    check "run $t --norm dyt is refused (not yet)" 2 "$NB" run "$t" --norm dyt --dataset synthetic --steps 1 --no-fetch
-    has "it names the tasks that have dyt" "$tmp/err" "--norm dyt is implemented for the task\(s\) mnist, mt, lm, not '$t'"
-done
-check "mt --model rnnsearch --norm dyt is refused (not yet)" 2 "$NB" run mt --norm dyt --dataset synthetic --steps 1
-has "it says dyt is for the Transformer" "$tmp/err" 'implemented for --model transformer, not for rnnsearch'
 check "--device cuda --norm dyt is refused" 2 "$NB" run mnist --norm dyt --device cuda --dataset synthetic --steps 1
 has "it says there are no DyT CUDA kernels" "$tmp/err" 'no dyt kernels'
 n_runs=$(sqlite3 "$tmp/t.db" "select count(*) from runs")
@@ -58,6 +53,19 @@ if [ "$st" = finished,finished ]; then ok "both Transformer runs finished"; else
 bad=$(sqlite3 "$tmp/t.db" "select count(*) from metrics m join runs r on r.id = m.run where r.task = 'mt' and m.name = 'train_loss' and not (m.value = m.value and abs(m.value) < 1e6)")
 nl=$(sqlite3 "$tmp/t.db" "select count(*) from metrics m join runs r on r.id = m.run where r.task = 'mt' and m.name = 'train_loss'")
 if [ "$bad" = 0 ] && [ "${nl:-0}" -gt 1 ]; then ok "their training losses are finite"; else not_ok "their training losses are finite" "$bad bad of $nl"; fi
+# the GRUs (unfused: the norm's kernels on both sides of each GRU, nn/gru.h): order's and
+# RNNSearch's; the LSTMs (unfused at N1, N2, N3, nn/lstm.h): reader's; the convolutions (unfused,
+# per channel, nn/cnn.h): cifar's; small models
+check "run order --norm dyt (30 steps)" 0 env OMP_NUM_THREADS=2 "$NB" run order --norm dyt --dim 32 --dim-word 16 --batch 16 --eval-every 15 --dataset synthetic --steps 30 --quiet
+check "run mt --model rnnsearch --norm dyt (30 steps)" 0 env OMP_NUM_THREADS=2 "$NB" run mt --model rnnsearch --norm dyt --dim-word 16 --dim 24 --eval-every 15 --val-bleu-max 8 --test-max 8 --beam 2 --dataset synthetic --steps 30 --quiet
+check "run cifar --norm dyt (30 steps)" 0 env OMP_NUM_THREADS=2 "$NB" run cifar --norm dyt --width 0.125 --batch 16 --subset 320 --dataset synthetic --steps 30 --quiet
+check "run reader --norm dyt (30 steps)" 0 env OMP_NUM_THREADS=2 "$NB" run reader --norm dyt --dim 32 --eval-every 15 --dataset synthetic --steps 30 --quiet
+for tk in order mt reader cifar; do
+    st=$(sqlite3 "$tmp/t.db" "select status from runs where task = '$tk' and norm = 'dyt' order by id desc limit 1")
+    bad=$(sqlite3 "$tmp/t.db" "select count(*) from metrics m where m.run = (select max(id) from runs where task = '$tk') and m.name like '%loss%' and not (m.value = m.value and abs(m.value) < 1e6)")
+    nl=$(sqlite3 "$tmp/t.db" "select count(*) from metrics m where m.run = (select max(id) from runs where task = '$tk') and m.name = 'train_loss'")
+    if [ "$st" = finished ] && [ "$bad" = 0 ] && [ "${nl:-0}" -ge 1 ]; then ok "$tk's run finished, finite losses"; else not_ok "$tk's run finished, finite losses" "$st, $bad bad of $nl"; fi
+done
 # lm's GPT, pre-norm (DyT in the final norm too, as the DyT paper) and post-norm, a small model
 for pos in pre post; do
     check "run lm --norm dyt --norm-position $pos (30 steps)" 0 env OMP_NUM_THREADS=2 "$NB" run lm --norm dyt --norm-position $pos --layers 2 --heads 2 --dim 32 --context 32 --eval-every 15 --eval-windows 8 --dataset synthetic --steps 30 --quiet
