@@ -41,18 +41,21 @@ plot 'mnist-fashion-data/train_loss-step-none.dat' using 1:3:4 with filledcurves
      'mnist-fashion-data/train_loss-step-layer.dat' using 1:3:4 with filledcurves fc rgb '#1f77b4' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/train_loss-step-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/train_loss-step-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
+     'mnist-fashion-data/train_loss-step-dyt.dat' using 1:3:4 with filledcurves fc rgb '#9467bd' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/train_loss-step-none.dat' using 1:5 with lines lc rgb '#a07f7f7f' lw 1 notitle, \
      'mnist-fashion-data/train_loss-step-batch.dat' using 1:5 with lines lc rgb '#a02ca02c' lw 1 notitle, \
      'mnist-fashion-data/train_loss-step-weight.dat' using 1:5 with lines lc rgb '#a08c564b' lw 1 notitle, \
      'mnist-fashion-data/train_loss-step-layer.dat' using 1:5 with lines lc rgb '#a01f77b4' lw 1 notitle, \
      'mnist-fashion-data/train_loss-step-rms.dat' using 1:5 with lines lc rgb '#a0d62728' lw 1 notitle, \
      'mnist-fashion-data/train_loss-step-prms.dat' using 1:5 with lines lc rgb '#a0ff7f0e' lw 1 notitle, \
+     'mnist-fashion-data/train_loss-step-dyt.dat' using 1:5 with lines lc rgb '#a09467bd' lw 1 notitle, \
      'mnist-fashion-data/train_loss-step-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/train_loss-step-batch.dat' using 1:2 with lines lc rgb '#2ca02c' lw 2.5 title 'batch (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/train_loss-step-weight.dat' using 1:2 with lines lc rgb '#8c564b' lw 2.5 title 'weight (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/train_loss-step-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/train_loss-step-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs, seeds 1,2,3)', \
-     'mnist-fashion-data/train_loss-step-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)'
+     'mnist-fashion-data/train_loss-step-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-step-dyt.dat' using 1:2 with lines lc rgb '#9467bd' lw 2.5 title 'dyt (3 runs, seeds 1,2,3)'
 
 # ---- a panel against time
 set title 'training loss against wall-clock time'
@@ -66,18 +69,21 @@ plot 'mnist-fashion-data/train_loss-time-none.dat' using 1:3:4 with filledcurves
      'mnist-fashion-data/train_loss-time-layer.dat' using 1:3:4 with filledcurves fc rgb '#1f77b4' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/train_loss-time-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/train_loss-time-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
+     'mnist-fashion-data/train_loss-time-dyt.dat' using 1:3:4 with filledcurves fc rgb '#9467bd' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/train_loss-time-none.dat' using 1:5 with lines lc rgb '#a07f7f7f' lw 1 notitle, \
      'mnist-fashion-data/train_loss-time-batch.dat' using 1:5 with lines lc rgb '#a02ca02c' lw 1 notitle, \
      'mnist-fashion-data/train_loss-time-weight.dat' using 1:5 with lines lc rgb '#a08c564b' lw 1 notitle, \
      'mnist-fashion-data/train_loss-time-layer.dat' using 1:5 with lines lc rgb '#a01f77b4' lw 1 notitle, \
      'mnist-fashion-data/train_loss-time-rms.dat' using 1:5 with lines lc rgb '#a0d62728' lw 1 notitle, \
      'mnist-fashion-data/train_loss-time-prms.dat' using 1:5 with lines lc rgb '#a0ff7f0e' lw 1 notitle, \
+     'mnist-fashion-data/train_loss-time-dyt.dat' using 1:5 with lines lc rgb '#a09467bd' lw 1 notitle, \
      'mnist-fashion-data/train_loss-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/train_loss-time-batch.dat' using 1:2 with lines lc rgb '#2ca02c' lw 2.5 title 'batch (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/train_loss-time-weight.dat' using 1:2 with lines lc rgb '#8c564b' lw 2.5 title 'weight (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/train_loss-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/train_loss-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs, seeds 1,2,3)', \
-     'mnist-fashion-data/train_loss-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)'
+     'mnist-fashion-data/train_loss-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/train_loss-time-dyt.dat' using 1:2 with lines lc rgb '#9467bd' lw 2.5 title 'dyt (3 runs, seeds 1,2,3)'
 
 # ---- a panel against steps
 set title 'validation error against training steps'
@@ -91,12 +97,14 @@ plot 'mnist-fashion-data/val_error-step-none.dat' using 1:3:4 with filledcurves 
      'mnist-fashion-data/val_error-step-layer.dat' using 1:3:4 with filledcurves fc rgb '#1f77b4' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/val_error-step-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/val_error-step-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
+     'mnist-fashion-data/val_error-step-dyt.dat' using 1:3:4 with filledcurves fc rgb '#9467bd' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/val_error-step-none.dat' using 1:2 with linespoints lc rgb '#7f7f7f' lw 2.5 pt 7 ps 0.7 title 'none (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/val_error-step-batch.dat' using 1:2 with linespoints lc rgb '#2ca02c' lw 2.5 pt 7 ps 0.7 title 'batch (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/val_error-step-weight.dat' using 1:2 with linespoints lc rgb '#8c564b' lw 2.5 pt 7 ps 0.7 title 'weight (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/val_error-step-layer.dat' using 1:2 with linespoints lc rgb '#1f77b4' lw 2.5 pt 7 ps 0.7 title 'layer (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/val_error-step-rms.dat' using 1:2 with linespoints lc rgb '#d62728' lw 2.5 pt 7 ps 0.7 title 'rms (3 runs, seeds 1,2,3)', \
-     'mnist-fashion-data/val_error-step-prms.dat' using 1:2 with linespoints lc rgb '#ff7f0e' lw 2.5 pt 7 ps 0.7 title 'prms (3 runs, seeds 1,2,3)'
+     'mnist-fashion-data/val_error-step-prms.dat' using 1:2 with linespoints lc rgb '#ff7f0e' lw 2.5 pt 7 ps 0.7 title 'prms (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-step-dyt.dat' using 1:2 with linespoints lc rgb '#9467bd' lw 2.5 pt 7 ps 0.7 title 'dyt (3 runs, seeds 1,2,3)'
 
 # ---- a panel against time
 set title 'validation error against wall-clock time'
@@ -110,12 +118,14 @@ plot 'mnist-fashion-data/val_error-time-none.dat' using 1:3:4 with filledcurves 
      'mnist-fashion-data/val_error-time-layer.dat' using 1:3:4 with filledcurves fc rgb '#1f77b4' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/val_error-time-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/val_error-time-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
+     'mnist-fashion-data/val_error-time-dyt.dat' using 1:3:4 with filledcurves fc rgb '#9467bd' fs transparent solid 0.18 noborder notitle, \
      'mnist-fashion-data/val_error-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/val_error-time-batch.dat' using 1:2 with lines lc rgb '#2ca02c' lw 2.5 title 'batch (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/val_error-time-weight.dat' using 1:2 with lines lc rgb '#8c564b' lw 2.5 title 'weight (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/val_error-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs, seeds 1,2,3)', \
      'mnist-fashion-data/val_error-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs, seeds 1,2,3)', \
-     'mnist-fashion-data/val_error-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)'
+     'mnist-fashion-data/val_error-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)', \
+     'mnist-fashion-data/val_error-time-dyt.dat' using 1:2 with lines lc rgb '#9467bd' lw 2.5 title 'dyt (3 runs, seeds 1,2,3)'
 unset multiplot
 set output
 }

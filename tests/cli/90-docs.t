@@ -87,12 +87,12 @@ perl -e '
     local $/;
     my ($block) = <$p> =~ /<!-- generated: normbench report[^\n]*\n(.*?)<!-- end generated -->/s;
     die "no report block in $page\n" unless defined $block;
-    my @norms = qw(none batch weight layer rms prms);
+    my @norms = qw(none batch weight layer rms prms dyt);
     my ($cells, $bad) = (0, 0);
     for my $row (@rows) {
         my @c = split /\s*\|\s*/, $row;
         splice(@c, 0, 2);
-        for my $i (0 .. 5) {
+        for my $i (0 .. 6) {
             next unless defined $c[$i] && $c[$i] =~ /^\[(.+)\]\[m\]$/;
             my $v = $1;
             $cells++;
@@ -116,11 +116,11 @@ perl -e '
     local $/;
     my ($block) = <$p> =~ /<!-- generated: normbench report --db docs\/results\/mt-rnnsearch-synthetic\.db[^\n]*\n(.*?)<!-- end generated -->/s;
     die "no report block of the synthetic store in $page\n" unless defined $block;
-    my @norms = qw(none batch weight layer rms prms);
+    my @norms = qw(none batch weight layer rms prms dyt);
     my @c = split /\s*\|\s*/, $row;
     splice(@c, 0, 2);
     my ($cells, $bad) = (0, 0);
-    for my $i (0 .. 5) {
+    for my $i (0 .. 6) {
         next unless $c[$i] =~ /^\[(.+)\]\[r\]$/;
         (my $v = $1) =~ s/^never /- /;
         $cells++;
