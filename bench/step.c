@@ -252,17 +252,10 @@ static int step_open(step_run *s, int bi, nb_err *err) {
     nb_bench *b = s->b;
     const nb_task *task = s->task;
     const int *norms = s->norms, *batches = s->batches;
-    const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
-    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
-    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
-    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
-    double *samples = s->samples, *gflop = s->gflop;
+    const int nnorms = s->nnorms;
+    double *ar_bytes = s->ar_bytes;
     int *sfilled = s->sfilled, *filled = s->filled;
     void **solo = s->solo, **inst = s->inst;
-    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
-    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
-    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
-    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
     int failed = 0;
     for (int i = 0; i < nnorms; i++) {
         inst[i] = NULL;
@@ -307,18 +300,12 @@ static int step_open(step_run *s, int bi, nb_err *err) {
 static void step_rounds(step_run *s, int bi) {
     nb_bench *b = s->b;
     const nb_task *task = s->task;
-    const int *norms = s->norms, *batches = s->batches;
-    const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
-    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
-    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
-    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
-    double *samples = s->samples, *gflop = s->gflop;
+    const int nnorms = s->nnorms, iters = s->iters;
+    double *ar_bytes = s->ar_bytes, *comm = s->comm;
+    double *ssamples = s->ssamples;
+    double *samples = s->samples;
     int *sfilled = s->sfilled, *filled = s->filled;
     void **solo = s->solo, **inst = s->inst;
-    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
-    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
-    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
-    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
     const int failed = 0;
     for (int r = 0; !failed; r++) {
         int more = 0;
@@ -356,17 +343,13 @@ static void step_stats(step_run *s, int bi, int failed) {
     nb_bench *b = s->b;
     const nb_task *task = s->task;
     const int *norms = s->norms, *batches = s->batches;
-    const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
-    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
+    const int nnorms = s->nnorms, iters = s->iters;
+    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *comm = s->comm;
     double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
     double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
     double *samples = s->samples, *gflop = s->gflop;
     int *sfilled = s->sfilled, *filled = s->filled;
     void **solo = s->solo, **inst = s->inst;
-    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
-    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
-    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
-    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
     for (int i = 0; i < nnorms && gflop; i++)
         if (inst[i] && !failed) {
             if (task->bench_flops) gflop[bi] = 1e-9 * task->bench_flops(inst[i]);
@@ -419,18 +402,8 @@ static void step_stats(step_run *s, int bi, int failed) {
 static void step_header(step_run *s) {
     nb_bench *b = s->b;
     const nb_task *task = s->task;
-    const int *norms = s->norms, *batches = s->batches;
+    const int *norms = s->norms;
     const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
-    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
-    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
-    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
-    double *samples = s->samples, *gflop = s->gflop;
-    int *sfilled = s->sfilled, *filled = s->filled;
-    void **solo = s->solo, **inst = s->inst;
-    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
-    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
-    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
-    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
     char *hosts = b->dp ? nb_mpi_hosts_json() : NULL; /* collective: every rank asks */
     int nw = 7;                                       /* the norm column's width */
     for (int i = 0; i < nnorms; i++)
@@ -486,16 +459,10 @@ static void step_row(step_run *s, int bi, int i, double layer, double none, int 
     const nb_task *task = s->task;
     const int *norms = s->norms, *batches = s->batches;
     const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
-    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
-    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
-    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
-    double *samples = s->samples, *gflop = s->gflop;
-    int *sfilled = s->sfilled, *filled = s->filled;
-    void **solo = s->solo, **inst = s->inst;
-    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
-    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
-    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
-    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
+    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes;
+    double *solo_ms = s->solo_ms;
+    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi;
+    double *gflop = s->gflop;
     int first = *first_p;
     int j = bi * nnorms + i;
     const char *name = nb_bench_row_name(b, norms[i]);
@@ -584,19 +551,9 @@ static void step_row(step_run *s, int bi, int i, double layer, double none, int 
 /* The GEMM floor (table format, one process): the step's GEMMs alone. */
 static void step_floor(step_run *s) {
     nb_bench *b = s->b;
-    const nb_task *task = s->task;
-    const int *norms = s->norms, *batches = s->batches;
-    const int nnorms = s->nnorms, iters = s->iters, fmt = s->fmt;
-    double *ar_share = s->ar_share, *ar_ms = s->ar_ms, *ar_bytes = s->ar_bytes, *comm = s->comm;
-    double *scratch = s->scratch, *solo_ms = s->solo_ms, *ssamples = s->ssamples;
-    double *ms = s->ms, *sd = s->sd, *med = s->med, *lo = s->lo, *hi = s->hi, *boot = s->boot;
-    double *samples = s->samples, *gflop = s->gflop;
-    int *sfilled = s->sfilled, *filled = s->filled;
-    void **solo = s->solo, **inst = s->inst;
-    (void)b, (void)task, (void)norms, (void)batches, (void)nnorms, (void)iters, (void)fmt;
-    (void)ar_share, (void)ar_ms, (void)ar_bytes, (void)comm, (void)scratch, (void)solo_ms;
-    (void)ssamples, (void)ms, (void)sd, (void)med, (void)lo, (void)hi, (void)boot, (void)samples;
-    (void)gflop, (void)sfilled, (void)filled, (void)solo, (void)inst;
+    const int *norms = s->norms;
+    const int nnorms = s->nnorms, fmt = s->fmt;
+    double *med = s->med;
     if (fmt == FMT_TABLE && s->ngemm > 0 && b->dp)
         printf("\n# the GEMM floor is not timed under mpirun (the ranks share the machine): time "
                "it without mpirun\n");

@@ -273,17 +273,9 @@ static void cmp_free(cmp_run *c) {
 
 /* The table's heading. */
 static void cmp_header(cmp_run *c) {
-    nb_bench *b = c->b;
     const nb_task *task = c->task;
-    const int *norms = c->norms;
-    const int nnorms = c->nnorms, iters = c->iters, fmt = c->fmt, nrows = c->nrows, nw = c->nw;
-    cmp_row *rows = c->rows;
-    void **inst = c->inst;
-    double *nat = c->nat, *boot = c->boot;
-    int *nfilled = c->nfilled;
+    const int iters = c->iters, fmt = c->fmt, nw = c->nw;
     pyside *py = &c->py;
-    (void)b, (void)task, (void)norms, (void)nnorms, (void)iters, (void)fmt, (void)nrows, (void)nw;
-    (void)rows, (void)inst, (void)nat, (void)boot, (void)nfilled, (void)py;
     if (fmt == FMT_TABLE) {
         printf("# normbench: %s\n# pytorch:   %s\n", c->settings, py->settings);
         printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, normbench's and PyTorch's "
@@ -311,14 +303,11 @@ static int cmp_open(cmp_run *c, int B, nb_err *err) {
     nb_bench *b = c->b;
     const nb_task *task = c->task;
     const int *norms = c->norms;
-    const int nnorms = c->nnorms, iters = c->iters, fmt = c->fmt, nrows = c->nrows, nw = c->nw;
+    const int nnorms = c->nnorms, nrows = c->nrows;
     cmp_row *rows = c->rows;
     void **inst = c->inst;
-    double *nat = c->nat, *boot = c->boot;
     int *nfilled = c->nfilled;
     pyside *py = &c->py;
-    (void)b, (void)task, (void)norms, (void)nnorms, (void)iters, (void)fmt, (void)nrows, (void)nw;
-    (void)rows, (void)inst, (void)nat, (void)boot, (void)nfilled, (void)py;
     int failed = 0;
     for (int i = 0; i < nnorms; i++) {
         inst[i] = NULL;
@@ -372,17 +361,13 @@ static int cmp_open(cmp_run *c, int B, nb_err *err) {
  * further on; PyTorch's steps asked for as many as its last step's time fits. Returns 0 or 2
  * (the driver stopped answering). */
 static int cmp_rounds(cmp_run *c) {
-    nb_bench *b = c->b;
     const nb_task *task = c->task;
-    const int *norms = c->norms;
-    const int nnorms = c->nnorms, iters = c->iters, fmt = c->fmt, nrows = c->nrows, nw = c->nw;
+    const int nnorms = c->nnorms, iters = c->iters, nrows = c->nrows;
     cmp_row *rows = c->rows;
     void **inst = c->inst;
-    double *nat = c->nat, *boot = c->boot;
+    double *nat = c->nat;
     int *nfilled = c->nfilled;
     pyside *py = &c->py;
-    (void)b, (void)task, (void)norms, (void)nnorms, (void)iters, (void)fmt, (void)nrows, (void)nw;
-    (void)rows, (void)inst, (void)nat, (void)boot, (void)nfilled, (void)py;
     int failed = 0;
     int nall = nnorms + nrows;
     for (int rd = 0; !failed; rd++) {
@@ -420,14 +405,12 @@ static void cmp_row_print(cmp_run *c, int r, int B, int *first_p) {
     nb_bench *b = c->b;
     const nb_task *task = c->task;
     const int *norms = c->norms;
-    const int nnorms = c->nnorms, iters = c->iters, fmt = c->fmt, nrows = c->nrows, nw = c->nw;
+    const int iters = c->iters, fmt = c->fmt, nw = c->nw;
     cmp_row *rows = c->rows;
     void **inst = c->inst;
     double *nat = c->nat, *boot = c->boot;
     int *nfilled = c->nfilled;
     pyside *py = &c->py;
-    (void)b, (void)task, (void)norms, (void)nnorms, (void)iters, (void)fmt, (void)nrows, (void)nw;
-    (void)rows, (void)inst, (void)nat, (void)boot, (void)nfilled, (void)py;
     int first = *first_p;
     cmp_row *w = &rows[r];
     int i = w->norm;
