@@ -519,20 +519,13 @@ static void test_ref(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fd_none),
-        cmocka_unit_test(test_fd_layer),
-        cmocka_unit_test(test_fd_rms),
-        cmocka_unit_test(test_fd_prms),
-        cmocka_unit_test(test_fd_batch),
-        cmocka_unit_test(test_fd_weight),
-        cmocka_unit_test(test_fd_dyt),
-        cmocka_unit_test(test_padding),
-        cmocka_unit_test(test_shards),
-        cmocka_unit_test(test_beam_exhaustive),
-        cmocka_unit_test(test_beam_nematus),
-        cmocka_unit_test(test_step_matches_forward),
-        cmocka_unit_test(test_stats),
-        cmocka_unit_test(test_ref),
+        cmocka_unit_test(test_fd_none),      cmocka_unit_test(test_fd_layer),
+        cmocka_unit_test(test_fd_rms),       cmocka_unit_test(test_fd_prms),
+        cmocka_unit_test(test_fd_batch),     cmocka_unit_test(test_fd_weight),
+        cmocka_unit_test(test_fd_dyt),       cmocka_unit_test(test_padding),
+        cmocka_unit_test(test_shards),       cmocka_unit_test(test_beam_exhaustive),
+        cmocka_unit_test(test_beam_nematus), cmocka_unit_test(test_step_matches_forward),
+        cmocka_unit_test(test_stats),        cmocka_unit_test(test_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
