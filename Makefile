@@ -81,7 +81,9 @@ $(MAN): $(BIN) tools/mkman.pl
 	@mkdir -p $(dir $@)
 	perl tools/mkman.pl $(CURDIR)/$(BIN) > $@.tmp && mv $@.tmp $@
 
-$(LIB): $(LIB_OBJ) $(BUILD)/gen/flavour
+# tools/f64names.sh first: every generic name renamed for double (nn/f64names.h, nn/real.h).
+$(LIB): $(LIB_OBJ) $(BUILD)/gen/flavour nn/f64names.h tools/f64names.sh
+	@sh tools/f64names.sh nn/f64names.h $(GENERIC:%.c=$(BUILD)/%_f64.o)
 	@rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 

@@ -17,7 +17,7 @@ static real *alloc_real(size_t n) {
     return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
 }
 
-typedef FN(nb_cnn_layer) layer;
+typedef nb_cnn_layer layer;
 
 static size_t out_size(const layer *L) {
     return (size_t)L->OC * L->OH * L->OW;
@@ -32,7 +32,7 @@ static int has_weff(const layer *L) {
     return L->kind == NB_FK_NONE || L->kind == NB_FK_WEIGHT;
 }
 
-void FN(nb_cnn_free)(FN(nb_cnn) * m) {
+void nb_cnn_free(nb_cnn *m) {
     for (int l = 0; l < m->nlayers; l++) {
         layer *L = &m->L[l];
         free(L->z);
@@ -60,7 +60,7 @@ void FN(nb_cnn_free)(FN(nb_cnn) * m) {
 }
 
 /* Shapes, norms and parameter tensors of every layer. */
-static int plan(FN(nb_cnn) * m, const nb_cnn_spec *spec, nb_err *err) {
+static int plan(nb_cnn *m, const nb_cnn_spec *spec, nb_err *err) {
     int C = m->C0, H = m->H0, W = m->W0;
     for (int l = 0; l < m->nlayers; l++) {
         layer *L = &m->L[l];
@@ -138,9 +138,9 @@ static int plan(FN(nb_cnn) * m, const nb_cnn_spec *spec, nb_err *err) {
     return 0;
 }
 
-int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0, int H0, int W0,
-                    int classes, const nb_norm_cfg *norm, const nb_cnn_opts *opts, int Bmax,
-                    nb_rng *rng, nb_err *err) {
+int nb_cnn_init(nb_cnn *m, const nb_cnn_spec *spec, int nlayers, int C0, int H0, int W0,
+                int classes, const nb_norm_cfg *norm, const nb_cnn_opts *opts, int Bmax,
+                nb_rng *rng, nb_err *err) {
     memset(m, 0, sizeof *m);
     if (nlayers < 1 || nlayers > NB_CNN_MAX_LAYERS)
         return nb_errf(err, "a network needs 1 to %d layers, not %d", NB_CNN_MAX_LAYERS, nlayers);
@@ -168,7 +168,7 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
         if (out_size(L) > maxa) maxa = out_size(L);
         if (L->spec.op != NB_CNN_CONV) continue;
         if (wsize(L) > maxw) maxw = wsize(L);
-        size_t s = FN(nb_conv2d_scratch)(L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad);
+        size_t s = nb_conv2d_scratch(L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad);
         if (s > ss) ss = s;
     }
     m->max_act = maxa;
@@ -219,7 +219,7 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
         }
     }
     if (!ok) {
-        FN(nb_cnn_free)(m);
+        nb_cnn_free(m);
         return nb_errf(err, "out of memory for a network of %zu parameters at batch %d", P, Bmax);
     }
 
@@ -251,12 +251,12 @@ int FN(nb_cnn_init)(FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0
     return 0;
 }
 
-void FN(nb_cnn_zero_grad)(FN(nb_cnn) * m) {
+void nb_cnn_zero_grad(nb_cnn *m) {
     memset(m->grads, 0, sizeof(real) * m->layout.total);
     if (m->gacc) memset(m->gacc, 0, sizeof(double) * m->nacc);
 }
 
-int FN(nb_cnn_exact_grads)(FN(nb_cnn) * m, nb_err *err) {
+int nb_cnn_exact_grads(nb_cnn *m, nb_err *err) {
     size_t n = m->layout.total, maxw = 0;
     for (int l = 0; l < m->nlayers; l++) {
         layer *L = &m->L[l];
@@ -283,12 +283,11 @@ int FN(nb_cnn_exact_grads)(FN(nb_cnn) * m, nb_err *err) {
 }
 
 /* W_eff's gradient dweff mapped to W (and WeightNorm's g): what the float backward does. */
-static void weff_backward(FN(nb_cnn) * m, layer *L, const real *dweff) {
+static void weff_backward(nb_cnn *m, layer *L, const real *dweff) {
     size_t K = wsize(L) / L->OC;
     if (L->kind == NB_FK_WEIGHT) {
-        FN(nb_weightnorm_backward)
-        (m->grads + L->w, m->grads + L->g, dweff, m->params + L->w, m->params + L->g, L->vnorm,
-         L->OC, (int)K);
+        nb_weightnorm_backward(m->grads + L->w, m->grads + L->g, dweff, m->params + L->w,
+                               m->params + L->g, L->vnorm, L->OC, (int)K);
     } else {
         real *dW = m->grads + L->w;
         const real *g = m->params + L->g;
@@ -298,7 +297,7 @@ static void weff_backward(FN(nb_cnn) * m, layer *L, const real *dweff) {
     }
 }
 
-void FN(nb_cnn_grads_finish)(FN(nb_cnn) * m) {
+void nb_cnn_grads_finish(nb_cnn *m) {
     if (!m->gacc) return;
     for (size_t i = 0; i < m->layout.total; i++)
         m->grads[i] += (real)m->gacc[i];
@@ -312,10 +311,10 @@ void FN(nb_cnn_grads_finish)(FN(nb_cnn) * m) {
 }
 
 /* The weights the convolution uses: W itself, or W_eff (none, weight), computed here. */
-static const real *conv_weights(FN(nb_cnn) * m, layer *L) {
+static const real *conv_weights(nb_cnn *m, layer *L) {
     const real *Wt = m->params + L->w, *g = m->params + L->g;
     if (L->kind == NB_FK_WEIGHT) {
-        FN(nb_weightnorm_forward)(L->weff, L->vnorm, Wt, g, L->OC, (int)(wsize(L) / L->OC));
+        nb_weightnorm_forward(L->weff, L->vnorm, Wt, g, L->OC, (int)(wsize(L) / L->OC));
         return L->weff;
     }
     if (L->kind == NB_FK_NONE) {
@@ -331,7 +330,7 @@ static const real *conv_weights(FN(nb_cnn) * m, layer *L) {
 /* ---- a row-wise norm without a fused form (DyT): its kernels over each image's OC*S values,
  * g and b (per channel) repeated over the channel's S positions; then the activation ------- */
 
-static void unfused_fwd(FN(nb_cnn) * m, layer *L, int B, int S, int training) {
+static void unfused_fwd(nb_cnn *m, layer *L, int B, int S, int training) {
     const size_t n = out_size(L);
     real *ge = L->gx, *be = L->gx + n;
     for (int o = 0; o < L->OC; o++)
@@ -340,9 +339,9 @@ static void unfused_fwd(FN(nb_cnn) * m, layer *L, int B, int S, int training) {
             be[(size_t)o * S + i] = m->params[L->b + o];
         }
     nb_norm_get(m->norm.kind)
-        ->FN(ops)
-        ->forward(L->buf, L->mean, L->rstd, NULL, NULL, L->z, ge, be,
-                  L->s != NO_OFF ? m->params + L->s : NULL, B, (int)n, training, &m->norm);
+        ->REAL_OPS->forward(L->buf, L->mean, L->rstd, NULL, NULL, L->z, ge, be,
+                            L->s != NO_OFF ? m->params + L->s : NULL, B, (int)n, training,
+                            &m->norm);
     if (L->alpha != 1) {
         const size_t N = (size_t)B * n;
         for (size_t i = 0; i < N; i++)
@@ -352,7 +351,7 @@ static void unfused_fwd(FN(nb_cnn) * m, layer *L, int B, int S, int training) {
 
 /* dz over cur (tmp: B*OC*S scratch); the gain, bias and scalar gradients into grads, or the
  * exact sums at ga */
-static void unfused_bwd(FN(nb_cnn) * m, layer *L, real *cur, real *tmp, int B, int S, double *ga) {
+static void unfused_bwd(nb_cnn *m, layer *L, real *cur, real *tmp, int B, int S, double *ga) {
     const size_t n = out_size(L), N = (size_t)B * n;
     if (L->alpha != 1)
         for (size_t i = 0; i < N; i++)
@@ -361,9 +360,9 @@ static void unfused_bwd(FN(nb_cnn) * m, layer *L, real *cur, real *tmp, int B, i
     memset(dge, 0, sizeof(real) * 2 * n);
     real ds[NB_NORMS_MAX] = {0};
     nb_norm_get(m->norm.kind)
-        ->FN(ops)
-        ->backward(tmp, dge, dbe, ds, cur, L->z, L->gx, L->s != NO_OFF ? m->params + L->s : NULL,
-                   L->mean, L->rstd, B, (int)n, m->last_training, &m->norm, 1);
+        ->REAL_OPS->backward(tmp, dge, dbe, ds, cur, L->z, L->gx,
+                             L->s != NO_OFF ? m->params + L->s : NULL, L->mean, L->rstd, B, (int)n,
+                             m->last_training, &m->norm, 1);
     memcpy(cur, tmp, sizeof(real) * N);
     for (int o = 0; o < L->OC; o++) {
         double sg = 0, sb = 0;
@@ -388,8 +387,7 @@ static void unfused_bwd(FN(nb_cnn) * m, layer *L, real *cur, real *tmp, int B, i
         }
 }
 
-double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, int training,
-                          nb_rng *rng) {
+double nb_cnn_forward(nb_cnn *m, const real *x, const int *y, int B, int training, nb_rng *rng) {
     const real *in = x;
     for (int l = 0; l < m->nlayers; l++) {
         layer *L = &m->L[l];
@@ -398,7 +396,7 @@ double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, in
         switch (L->spec.op) {
         case NB_CNN_NOISE:
             if (training && L->spec.p > 0) {
-                FN(nb_gauss_noise_forward_at)(L->buf, in, n, B, m->row0, L->spec.p, rng);
+                nb_gauss_noise_forward_at(L->buf, in, n, B, m->row0, L->spec.p, rng);
                 L->out = L->buf;
             } else {
                 L->out = (real *)in;
@@ -406,46 +404,45 @@ double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, in
             break;
         case NB_CNN_DROPOUT:
             if (training && L->spec.p > 0) {
-                FN(nb_dropout_forward_at)(L->buf, L->mask, in, n, B, m->row0, L->spec.p, rng);
+                nb_dropout_forward_at(L->buf, L->mask, in, n, B, m->row0, L->spec.p, rng);
                 L->out = L->buf;
             } else {
                 L->out = (real *)in;
             }
             break;
         case NB_CNN_POOL:
-            FN(nb_maxpool2_forward)(L->buf, L->arg, in, B, L->C, L->H, L->W);
+            nb_maxpool2_forward(L->buf, L->arg, in, B, L->C, L->H, L->W);
             L->out = L->buf;
             break;
         case NB_CNN_GAP:
-            FN(nb_gap_forward)(L->buf, in, B, L->C, L->H * L->W);
+            nb_gap_forward(L->buf, in, B, L->C, L->H * L->W);
             L->out = L->buf;
             break;
         case NB_CNN_CONV: {
             const real *w = conv_weights(m, L);
-            FN(nb_conv2d_forward)
-            (L->z, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC, L->spec.ks,
-             L->spec.pad, m->gacc != NULL);
+            nb_conv2d_forward(L->z, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC,
+                              L->spec.ks, L->spec.pad, m->gacc != NULL);
             const real *g = m->params + L->g, *b = m->params + L->b;
             switch (L->kind) {
             case NB_FK_BATCH:
-                FN(nb_map_batchnorm_forward)
-                (L->buf, L->mean, L->rstd, m->params + L->rmean, m->params + L->rvar, L->z, g, b, B,
-                 L->OC, S, training, L->alpha, &m->norm);
+                nb_map_batchnorm_forward(L->buf, L->mean, L->rstd, m->params + L->rmean,
+                                         m->params + L->rvar, L->z, g, b, B, L->OC, S, training,
+                                         L->alpha, &m->norm);
                 break;
             case NB_FK_LAYER:
-                FN(nb_map_layernorm_forward)
-                (L->buf, L->mean, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->alpha, &m->norm);
+                nb_map_layernorm_forward(L->buf, L->mean, L->rstd, L->z, g, b, B, L->OC, S, L->gc,
+                                         L->alpha, &m->norm);
                 break;
             case NB_FK_RMS:
             case NB_FK_PRMS:
-                FN(nb_map_rmsnorm_forward)
-                (L->buf, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->k, L->alpha, &m->norm);
+                nb_map_rmsnorm_forward(L->buf, L->rstd, L->z, g, b, B, L->OC, S, L->gc, L->k,
+                                       L->alpha, &m->norm);
                 break;
             case NB_FK_UNFUSED:
                 unfused_fwd(m, L, B, S, training);
                 break;
             default:
-                FN(nb_map_affine_forward)(L->buf, L->z, NULL, b, B, L->OC, S, L->alpha);
+                nb_map_affine_forward(L->buf, L->z, NULL, b, B, L->OC, S, L->alpha);
                 break;
             }
             L->out = L->buf;
@@ -473,16 +470,16 @@ double FN(nb_cnn_forward)(FN(nb_cnn) * m, const real *x, const int *y, int B, in
         }
         return 0;
     }
-    return FN(nb_softmax_xent_forward)(m->probs, NULL, in, y, B, m->classes);
+    return nb_softmax_xent_forward(m->probs, NULL, in, y, B, m->classes);
 }
 
-void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
+void nb_cnn_backward(nb_cnn *m, const int *y) {
     const int B = m->last_B;
     real *cur = m->d0, *other = m->d1;
     memset(cur, 0, sizeof(real) * (size_t)B * m->classes);
     /* a shard of a larger batch: (p - onehot)/grad_rows, as the whole batch's rows get it */
-    FN(nb_softmax_xent_backward_over)
-    (cur, m->probs, y, B, m->classes, m->grad_rows > 0 ? m->grad_rows : B);
+    nb_softmax_xent_backward_over(cur, m->probs, y, B, m->classes,
+                                  m->grad_rows > 0 ? m->grad_rows : B);
     double *ga = m->gacc;
     for (int l = m->nlayers - 1; l >= 0; l--) {
         layer *L = &m->L[l];
@@ -505,7 +502,7 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
             break;
         case NB_CNN_POOL:
             if (first) break;
-            FN(nb_maxpool2_backward)(other, cur, L->arg, B, L->C, L->H, L->W, 0);
+            nb_maxpool2_backward(other, cur, L->arg, B, L->C, L->H, L->W, 0);
             {
                 real *t = cur;
                 cur = other;
@@ -515,7 +512,7 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
         case NB_CNN_GAP:
             if (first) break;
             memset(other, 0, sizeof(real) * (size_t)B * in_size(L));
-            FN(nb_gap_backward)(other, cur, B, L->C, L->H * L->W);
+            nb_gap_backward(other, cur, B, L->C, L->H * L->W);
             {
                 real *t = cur;
                 cur = other;
@@ -530,30 +527,29 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
             /* dz written over cur */
             switch (L->kind) {
             case NB_FK_BATCH:
-                if (m->last_training && m->norm.bn_sum) FN(nb_map_batchnorm_sync_backward)
-                (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S,
-                 L->alpha, &m->norm);
-                else FN(nb_map_batchnorm_backward)(cur, dg, db, dgd, dbd, cur, L->out, L->z, g,
-                                                   L->mean, L->rstd, B, L->OC, S, m->last_training,
-                                                   L->alpha, 0);
+                if (m->last_training && m->norm.bn_sum)
+                    nb_map_batchnorm_sync_backward(cur, dg, db, dgd, dbd, cur, L->out, L->z, g,
+                                                   L->mean, L->rstd, B, L->OC, S, L->alpha,
+                                                   &m->norm);
+                else
+                    nb_map_batchnorm_backward(cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->mean,
+                                              L->rstd, B, L->OC, S, m->last_training, L->alpha, 0);
                 break;
             case NB_FK_LAYER:
-                FN(nb_map_layernorm_backward)
-                (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->mean, L->rstd, B, L->OC, S, L->gc,
-                 L->alpha, 0, &m->norm);
+                nb_map_layernorm_backward(cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->mean,
+                                          L->rstd, B, L->OC, S, L->gc, L->alpha, 0, &m->norm);
                 break;
             case NB_FK_RMS:
             case NB_FK_PRMS:
-                FN(nb_map_rmsnorm_backward)
-                (cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->rstd, B, L->OC, S, L->gc, L->k,
-                 L->alpha, 0, &m->norm);
+                nb_map_rmsnorm_backward(cur, dg, db, dgd, dbd, cur, L->out, L->z, g, L->rstd, B,
+                                        L->OC, S, L->gc, L->k, L->alpha, 0, &m->norm);
                 break;
             case NB_FK_UNFUSED:
                 unfused_bwd(m, L, cur, other, B, S, ga);
                 break;
             default:
-                FN(nb_map_affine_backward)
-                (cur, NULL, db, NULL, dbd, cur, L->out, L->z, NULL, B, L->OC, S, L->alpha, 0);
+                nb_map_affine_backward(cur, NULL, db, NULL, dbd, cur, L->out, L->z, NULL, B, L->OC,
+                                       S, L->alpha, 0);
                 break;
             }
             const real *w = has_weff(L) ? L->weff : m->params + L->w;
@@ -563,9 +559,8 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
                 dw = m->dweff;
                 memset(dw, 0, sizeof(real) * wsize(L));
             }
-            FN(nb_conv2d_backward)
-            (first ? NULL : other, dw, dwd, m->dpart, m->scratch, m->nscratch, cur, in, w, B, L->C,
-             L->H, L->W, L->OC, L->spec.ks, L->spec.pad, 0);
+            nb_conv2d_backward(first ? NULL : other, dw, dwd, m->dpart, m->scratch, m->nscratch,
+                               cur, in, w, B, L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad, 0);
             if (has_weff(L) && !ga) weff_backward(m, L, m->dweff);
             real *t = cur;
             cur = other;
@@ -576,7 +571,7 @@ void FN(nb_cnn_backward)(FN(nb_cnn) * m, const int *y) {
     }
 }
 
-int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_rng *rng, nb_err *err) {
+int nb_cnn_data_init(nb_cnn *m, const real *x, int B, nb_rng *rng, nb_err *err) {
     int none = nb_fused_kind(m->norm.kind) == NB_FK_NONE && m->opts.none_data_init;
     int weight = nb_fused_kind(m->norm.kind) == NB_FK_WEIGHT && m->norm.wn_data_init;
     if (!none && !weight) return 0;
@@ -595,7 +590,7 @@ int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_rng *rng, nb_e
         case NB_CNN_NOISE:
             /* in place; a deterministic pass lets the activations through */
             if (rng && L->spec.p > 0)
-                FN(nb_gauss_noise_forward)(cur, cur, (size_t)B * out_size(L), B, L->spec.p, rng);
+                nb_gauss_noise_forward(cur, cur, (size_t)B * out_size(L), B, L->spec.p, rng);
             continue;
         case NB_CNN_DROPOUT:
             if (rng && L->spec.p > 0) {
@@ -606,7 +601,7 @@ int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_rng *rng, nb_e
                     free(b2);
                     return nb_errf(err, "out of memory for data-dependent initialisation");
                 }
-                FN(nb_dropout_forward)(cur, mask, cur, n, B, L->spec.p, rng);
+                nb_dropout_forward(cur, mask, cur, n, B, L->spec.p, rng);
                 free(mask);
             }
             continue;
@@ -617,21 +612,20 @@ int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_rng *rng, nb_e
                 free(b2);
                 return nb_errf(err, "out of memory for data-dependent initialisation");
             }
-            FN(nb_maxpool2_forward)(nxt, arg, cur, B, L->C, L->H, L->W);
+            nb_maxpool2_forward(nxt, arg, cur, B, L->C, L->H, L->W);
             free(arg);
             break;
         }
         case NB_CNN_GAP:
-            FN(nb_gap_forward)(nxt, cur, B, L->C, L->H * L->W);
+            nb_gap_forward(nxt, cur, B, L->C, L->H * L->W);
             break;
         case NB_CNN_CONV: {
             real *g = m->params + L->g, *bb = m->params + L->b;
             for (int o = 0; o < L->OC; o++)
                 g[o] = 1; /* t with V/||V|| (weight) or W (none) */
             const real *w = conv_weights(m, L);
-            FN(nb_conv2d_forward)
-            (nxt, m->scratch, m->nscratch, cur, w, B, L->C, L->H, L->W, L->OC, L->spec.ks,
-             L->spec.pad, m->gacc != NULL);
+            nb_conv2d_forward(nxt, m->scratch, m->nscratch, cur, w, B, L->C, L->H, L->W, L->OC,
+                              L->spec.ks, L->spec.pad, m->gacc != NULL);
             size_t CS = (size_t)L->OC * S;
             for (int o = 0; o < L->OC; o++) {
                 double s = 0, v = 0, cnt = (double)B * S;
@@ -650,7 +644,7 @@ int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_rng *rng, nb_e
                 bb[o] = (real)(-mu * gi);
             }
             /* out = act(g t + b), the scale applied here as the layer will through W_eff */
-            FN(nb_map_affine_forward)(nxt, nxt, g, bb, B, L->OC, S, L->alpha);
+            nb_map_affine_forward(nxt, nxt, g, bb, B, L->OC, S, L->alpha);
             break;
         }
         }
@@ -663,7 +657,7 @@ int FN(nb_cnn_data_init)(FN(nb_cnn) * m, const real *x, int B, nb_rng *rng, nb_e
     return 0;
 }
 
-double FN(nb_cnn_flops)(const FN(nb_cnn) * m) {
+double nb_cnn_flops(const nb_cnn *m) {
     double f = 0;
     for (int l = 0; l < m->nlayers; l++) {
         const layer *L = &m->L[l];

@@ -46,7 +46,7 @@ typedef struct nb_cnn_opts {
 #define NB_CNN_MAX_LAYERS 24
 #endif
 
-typedef struct NB_FN(nb_cnn_layer) {
+typedef struct nb_cnn_layer {
     nb_cnn_spec spec;
     int C, H, W, OC, OH, OW;     /* input and output shapes (per image) */
     int kind;                    /* the norm of a conv layer: its fused kind (nn/norms/fused.h) */
@@ -63,14 +63,14 @@ typedef struct NB_FN(nb_cnn_layer) {
     NB_REAL *weff, *vnorm;       /* effective weights (none, weight) and WN norms */
     NB_REAL *mask;               /* dropout mask */
     unsigned char *arg;          /* max pooling winners */
-} NB_FN(nb_cnn_layer);
+} nb_cnn_layer;
 
-typedef struct NB_FN(nb_cnn) {
+typedef struct nb_cnn {
     int nlayers;
     int C0, H0, W0, classes, Bmax;
     nb_norm_cfg norm;
     nb_cnn_opts opts;
-    NB_FN(nb_cnn_layer) L[NB_CNN_MAX_LAYERS];
+    nb_cnn_layer L[NB_CNN_MAX_LAYERS];
     nb_layout layout;
     NB_REAL *params, *grads, *adam_m, *adam_v; /* (layout.total) each */
     NB_REAL *scratch;                          /* conv scratch: nscratch areas */
@@ -90,27 +90,26 @@ typedef struct NB_FN(nb_cnn) {
      * NULL: the backward adds to grads in float. */
     double *gacc, *dpart;
     size_t nacc;
-} NB_FN(nb_cnn);
+} nb_cnn;
 
 /* Builds the network for inputs (C0, H0, W0) and allocates buffers for Bmax images, drawing the
  * initial weights from rng. Returns 0, or -1 with err (a layer that does not fit its input, a
  * last layer that is not a conv to classes on 1×1 maps, too many tensors, out of memory). */
-int NB_FN(nb_cnn_init)(NB_FN(nb_cnn) * m, const nb_cnn_spec *spec, int nlayers, int C0, int H0,
-                       int W0, int classes, const nb_norm_cfg *norm, const nb_cnn_opts *opts,
-                       int Bmax, nb_rng *rng, nb_err *err);
-void NB_FN(nb_cnn_free)(NB_FN(nb_cnn) * m);
+int nb_cnn_init(nb_cnn *m, const nb_cnn_spec *spec, int nlayers, int C0, int H0, int W0,
+                int classes, const nb_norm_cfg *norm, const nb_cnn_opts *opts, int Bmax,
+                nb_rng *rng, nb_err *err);
+void nb_cnn_free(nb_cnn *m);
 
 /* Forward over B <= Bmax images x (B, C0, H0, W0). training: noise and dropout drawn from rng,
  * BN batch statistics and running-average updates; else deterministic (rng may be NULL).
  * Returns the mean cross-entropy against y (B) (0 when y is NULL); the softmax is left in
  * m->probs. */
-double NB_FN(nb_cnn_forward)(NB_FN(nb_cnn) * m, const NB_REAL *x, const int *y, int B, int training,
-                             nb_rng *rng);
+double nb_cnn_forward(nb_cnn *m, const NB_REAL *x, const int *y, int B, int training, nb_rng *rng);
 /* Backward of the last (training) forward; ACCUMULATES into m->grads (m->gacc after
  * nb_cnn_exact_grads). */
-void NB_FN(nb_cnn_backward)(NB_FN(nb_cnn) * m, const int *y);
+void nb_cnn_backward(nb_cnn *m, const int *y);
 /* Zeroes m->grads (and m->gacc). */
-void NB_FN(nb_cnn_zero_grad)(NB_FN(nb_cnn) * m);
+void nb_cnn_zero_grad(nb_cnn *m);
 
 /* Switches the backward to exact gradient sums: every weight, gain and bias gradient is a sum
  * over images taken one image at a time and added in double, so that it does not depend on how
@@ -118,9 +117,9 @@ void NB_FN(nb_cnn_zero_grad)(NB_FN(nb_cnn) * m);
  * process but for float ties, ~1e-16 relative). The sums over processes are taken on m->gacc;
  * nb_cnn_grads_finish then rounds them into m->grads (and applies WeightNorm's and none's
  * reparameterisation to the summed W_eff gradient). Returns 0, or -1 with err (out of memory). */
-int NB_FN(nb_cnn_exact_grads)(NB_FN(nb_cnn) * m, nb_err *err);
+int nb_cnn_exact_grads(nb_cnn *m, nb_err *err);
 /* grads += the exact sums in gacc, mapped as the float backward maps them. */
-void NB_FN(nb_cnn_grads_finish)(NB_FN(nb_cnn) * m);
+void nb_cnn_grads_finish(nb_cnn *m);
 
 /* Data-dependent initialisation (WN code): for weight (when norm.wn_data_init) and none (when
  * opts.none_data_init), runs x (B images) through the network layer by layer and sets each conv
@@ -131,7 +130,7 @@ void NB_FN(nb_cnn_grads_finish)(NB_FN(nb_cnn) * m);
  * deterministic=True); NULL: they pass the activations through (a deterministic pass). A no-op
  * for the other norms. Returns 0, or -1 with err (out of memory for the B images'
  * activations). */
-int NB_FN(nb_cnn_data_init)(NB_FN(nb_cnn) * m, const NB_REAL *x, int B, nb_rng *rng, nb_err *err);
+int nb_cnn_data_init(nb_cnn *m, const NB_REAL *x, int B, nb_rng *rng, nb_err *err);
 
 /* Multiply-adds x 2 of one image's forward convolutions. */
-double NB_FN(nb_cnn_flops)(const NB_FN(nb_cnn) * m);
+double nb_cnn_flops(const nb_cnn *m);

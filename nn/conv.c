@@ -66,7 +66,7 @@ static inline int is_direct(int KS, int pad, int G) {
     return KS == 1 && pad == 0 && G == 1;
 }
 
-size_t FN(nb_conv2d_scratch)(int C, int H, int W, int OC, int KS, int pad) {
+size_t nb_conv2d_scratch(int C, int H, int W, int OC, int KS, int pad) {
     int OH = H + 2 * pad - KS + 1, OW = W + 2 * pad - KS + 1;
     if (OH <= 0 || OW <= 0) return 0;
     size_t P = (size_t)OH * OW, K = (size_t)C * KS * KS;
@@ -158,8 +158,8 @@ static void dense_rows(real *y, const real *x, const real *a, int N, int ni, int
         }
 }
 
-void FN(nb_conv2d_forward)(real *out, real *scratch, int nscratch, const real *inp, const real *w,
-                           int N, int C, int H, int W, int OC, int KS, int pad, int exact) {
+void nb_conv2d_forward(real *out, real *scratch, int nscratch, const real *inp, const real *w,
+                       int N, int C, int H, int W, int OC, int KS, int pad, int exact) {
     /* out (N,OC,OH,OW), inp (N,C,H,W), w (OC, C*KS*KS) */
     const int OH = H + 2 * pad - KS + 1, OW = W + 2 * pad - KS + 1;
     if (N <= 0 || OH <= 0 || OW <= 0) return;
@@ -175,7 +175,7 @@ void FN(nb_conv2d_forward)(real *out, real *scratch, int nscratch, const real *i
     }
     const int G = exact ? 1 : group_of((int)P, N), ng = (N + G - 1) / G;
     const int direct = is_direct(KS, pad, G);
-    const size_t ss = FN(nb_conv2d_scratch)(C, H, W, OC, KS, pad);
+    const size_t ss = nb_conv2d_scratch(C, H, W, OC, KS, pad);
     const int T = threads_for(nscratch, ng, (double)N * OC * K * P);
 #pragma omp parallel num_threads(T)
     {
@@ -213,9 +213,9 @@ static void add_to_double(double *dwd, const real *part, size_t n) {
         dwd[i] += (double)part[i];
 }
 
-void FN(nb_conv2d_backward)(real *dinp, real *dw, double *dwd, double *dpart, real *scratch,
-                            int nscratch, const real *dout, const real *inp, const real *w, int N,
-                            int C, int H, int W, int OC, int KS, int pad, int acc) {
+void nb_conv2d_backward(real *dinp, real *dw, double *dwd, double *dpart, real *scratch,
+                        int nscratch, const real *dout, const real *inp, const real *w, int N,
+                        int C, int H, int W, int OC, int KS, int pad, int acc) {
     /* dinp (N,C,H,W), dw (OC,K), dout (N,OC,OH,OW), inp (N,C,H,W), w (OC,K) */
     const int OH = H + 2 * pad - KS + 1, OW = W + 2 * pad - KS + 1;
     if (N <= 0 || OH <= 0 || OW <= 0) return;
@@ -247,7 +247,7 @@ void FN(nb_conv2d_backward)(real *dinp, real *dw, double *dwd, double *dpart, re
     }
     const int G = dwd ? 1 : group_of((int)P, N), ng = (N + G - 1) / G;
     const int direct = is_direct(KS, pad, G);
-    const size_t ss = FN(nb_conv2d_scratch)(C, H, W, OC, KS, pad), WK = (size_t)OC * K;
+    const size_t ss = nb_conv2d_scratch(C, H, W, OC, KS, pad), WK = (size_t)OC * K;
     const int T = threads_for(nscratch, ng, (double)N * OC * K * P);
 #pragma omp parallel num_threads(T)
     {
@@ -332,8 +332,8 @@ void FN(nb_conv2d_backward)(real *dinp, real *dw, double *dwd, double *dpart, re
 
 /* ---- pooling ------------------------------------------------------------------------------- */
 
-void FN(nb_maxpool2_forward)(real *out, unsigned char *arg, const real *inp, int N, int C, int H,
-                             int W) {
+void nb_maxpool2_forward(real *out, unsigned char *arg, const real *inp, int N, int C, int H,
+                         int W) {
     const int OH = H / 2, OW = W / 2;
     const size_t planes = (size_t)N * C;
 #pragma omp parallel for schedule(static) if (planes * H * W >= PAR_MIN)
@@ -356,8 +356,8 @@ void FN(nb_maxpool2_forward)(real *out, unsigned char *arg, const real *inp, int
     }
 }
 
-void FN(nb_maxpool2_backward)(real *dinp, const real *dout, const unsigned char *arg, int N, int C,
-                              int H, int W, int acc) {
+void nb_maxpool2_backward(real *dinp, const real *dout, const unsigned char *arg, int N, int C,
+                          int H, int W, int acc) {
     const int OH = H / 2, OW = W / 2;
     const size_t planes = (size_t)N * C;
 #pragma omp parallel for schedule(static) if (planes * H * W >= PAR_MIN)
@@ -374,7 +374,7 @@ void FN(nb_maxpool2_backward)(real *dinp, const real *dout, const unsigned char 
     }
 }
 
-void FN(nb_gap_forward)(real *out, const real *inp, int N, int C, int S) {
+void nb_gap_forward(real *out, const real *inp, int N, int C, int S) {
     const size_t planes = (size_t)N * C;
 #pragma omp parallel for schedule(static) if (planes * S >= PAR_MIN)
     for (size_t pl = 0; pl < planes; pl++) {
@@ -387,7 +387,7 @@ void FN(nb_gap_forward)(real *out, const real *inp, int N, int C, int S) {
     }
 }
 
-void FN(nb_gap_backward)(real *dinp, const real *dout, int N, int C, int S) {
+void nb_gap_backward(real *dinp, const real *dout, int N, int C, int S) {
     const size_t planes = (size_t)N * C;
 #pragma omp parallel for schedule(static) if (planes * S >= PAR_MIN)
     for (size_t pl = 0; pl < planes; pl++) {
@@ -402,13 +402,13 @@ void FN(nb_gap_backward)(real *dinp, const real *dout, int N, int C, int S) {
 /* ---- dropout and noise ------------------------------------------------------------------------
  */
 
-void FN(nb_dropout_forward)(real *out, real *mask, const real *inp, size_t n, int rows, double p,
-                            nb_rng *rng) {
-    FN(nb_dropout_forward_at)(out, mask, inp, n, rows, 0, p, rng);
+void nb_dropout_forward(real *out, real *mask, const real *inp, size_t n, int rows, double p,
+                        nb_rng *rng) {
+    nb_dropout_forward_at(out, mask, inp, n, rows, 0, p, rng);
 }
 
-void FN(nb_dropout_forward_at)(real *out, real *mask, const real *inp, size_t n, int rows, int row0,
-                               double p, nb_rng *rng) {
+void nb_dropout_forward_at(real *out, real *mask, const real *inp, size_t n, int rows, int row0,
+                           double p, nb_rng *rng) {
     const uint64_t base = nb_rng_u64(rng);
     const size_t per = rows > 0 ? n / (size_t)rows : n;
     const real scale = (real)(1.0 / (1.0 - p));
@@ -427,19 +427,19 @@ void FN(nb_dropout_forward_at)(real *out, real *mask, const real *inp, size_t n,
     }
 }
 
-void FN(nb_dropout_backward)(real *dinp, const real *dout, const real *mask, size_t n) {
+void nb_dropout_backward(real *dinp, const real *dout, const real *mask, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++)
         dinp[i] += dout[i] * mask[i];
 }
 
-void FN(nb_gauss_noise_forward)(real *out, const real *inp, size_t n, int rows, double sigma,
-                                nb_rng *rng) {
-    FN(nb_gauss_noise_forward_at)(out, inp, n, rows, 0, sigma, rng);
+void nb_gauss_noise_forward(real *out, const real *inp, size_t n, int rows, double sigma,
+                            nb_rng *rng) {
+    nb_gauss_noise_forward_at(out, inp, n, rows, 0, sigma, rng);
 }
 
-void FN(nb_gauss_noise_forward_at)(real *out, const real *inp, size_t n, int rows, int row0,
-                                   double sigma, nb_rng *rng) {
+void nb_gauss_noise_forward_at(real *out, const real *inp, size_t n, int rows, int row0,
+                               double sigma, nb_rng *rng) {
     const uint64_t base = nb_rng_u64(rng);
     const size_t per = rows > 0 ? n / (size_t)rows : n;
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN / 8)
@@ -516,9 +516,9 @@ static void reduce_rowsums(real *dg, real *db, double *dgd, double *dbd, const d
     }
 }
 
-void FN(nb_map_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp, const real *g,
-                                  const real *b, int N, int C, int S, int gc, real alpha,
-                                  const nb_norm_cfg *cfg) {
+void nb_map_layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *g,
+                              const real *b, int N, int C, int S, int gc, real alpha,
+                              const nb_norm_cfg *cfg) {
     const int R = N * (C / gc);
     const size_t L = (size_t)gc * S;
 #pragma omp parallel for schedule(static) if ((size_t)R * L >= PAR_MIN)
@@ -542,10 +542,10 @@ void FN(nb_map_layernorm_forward)(real *out, real *mean, real *rstd, const real 
     }
 }
 
-void FN(nb_map_layernorm_backward)(real *dinp, real *dg, real *db, double *dgd, double *dbd,
-                                   const real *dout, const real *out, const real *inp,
-                                   const real *g, const real *mean, const real *rstd, int N, int C,
-                                   int S, int gc, real alpha, int acc, const nb_norm_cfg *cfg) {
+void nb_map_layernorm_backward(real *dinp, real *dg, real *db, double *dgd, double *dbd,
+                               const real *dout, const real *out, const real *inp, const real *g,
+                               const real *mean, const real *rstd, int N, int C, int S, int gc,
+                               real alpha, int acc, const nb_norm_cfg *cfg) {
     const int R = N * (C / gc);
     const size_t L = (size_t)gc * S;
     double *rowsum = malloc(sizeof(double) * 2 * (size_t)N * C);
@@ -607,9 +607,9 @@ void FN(nb_map_layernorm_backward)(real *dinp, real *dg, real *db, double *dgd, 
     free(rowsum);
 }
 
-void FN(nb_map_rmsnorm_forward)(real *out, real *rstd, const real *inp, const real *g,
-                                const real *b, int N, int C, int S, int gc, int k, real alpha,
-                                const nb_norm_cfg *cfg) {
+void nb_map_rmsnorm_forward(real *out, real *rstd, const real *inp, const real *g, const real *b,
+                            int N, int C, int S, int gc, int k, real alpha,
+                            const nb_norm_cfg *cfg) {
     const int R = N * (C / gc);
     const size_t L = (size_t)gc * S;
     if (k < 1) k = 1;
@@ -631,10 +631,10 @@ void FN(nb_map_rmsnorm_forward)(real *out, real *rstd, const real *inp, const re
     }
 }
 
-void FN(nb_map_rmsnorm_backward)(real *dinp, real *dg, real *db, double *dgd, double *dbd,
-                                 const real *dout, const real *out, const real *inp, const real *g,
-                                 const real *rstd, int N, int C, int S, int gc, int k, real alpha,
-                                 int acc, const nb_norm_cfg *cfg) {
+void nb_map_rmsnorm_backward(real *dinp, real *dg, real *db, double *dgd, double *dbd,
+                             const real *dout, const real *out, const real *inp, const real *g,
+                             const real *rstd, int N, int C, int S, int gc, int k, real alpha,
+                             int acc, const nb_norm_cfg *cfg) {
     const int R = N * (C / gc);
     const size_t L = (size_t)gc * S;
     if (k < 1) k = 1;
@@ -701,10 +701,10 @@ void FN(nb_map_rmsnorm_backward)(real *dinp, real *dg, real *db, double *dgd, do
     free(rowsum);
 }
 
-void FN(nb_map_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_mean,
-                                  real *running_var, const real *inp, const real *g, const real *b,
-                                  int N, int C, int S, int training, real alpha,
-                                  const nb_norm_cfg *cfg) {
+void nb_map_batchnorm_forward(real *out, real *mean, real *rstd, real *running_mean,
+                              real *running_var, const real *inp, const real *g, const real *b,
+                              int N, int C, int S, int training, real alpha,
+                              const nb_norm_cfg *cfg) {
     const size_t CS = (size_t)C * S;
     /* data-parallel --bn-sync: the sums over every process's images, in double, as the
      * single-process statistics are taken: the mean first, then the squared deviations from it
@@ -775,10 +775,10 @@ void FN(nb_map_batchnorm_forward)(real *out, real *mean, real *rstd, real *runni
     free(G);
 }
 
-void FN(nb_map_batchnorm_sync_backward)(real *dinp, real *dg, real *db, double *dgd, double *dbd,
-                                        const real *dout, const real *out, const real *inp,
-                                        const real *g, const real *mean, const real *rstd, int N,
-                                        int C, int S, real alpha, const nb_norm_cfg *cfg) {
+void nb_map_batchnorm_sync_backward(real *dinp, real *dg, real *db, double *dgd, double *dbd,
+                                    const real *dout, const real *out, const real *inp,
+                                    const real *g, const real *mean, const real *rstd, int N, int C,
+                                    int S, real alpha, const nb_norm_cfg *cfg) {
     const size_t CS = (size_t)C * S;
     double *G = calloc((size_t)2 * C + 1, sizeof *G);
     if (!G) abort();
@@ -822,10 +822,10 @@ void FN(nb_map_batchnorm_sync_backward)(real *dinp, real *dg, real *db, double *
     free(G);
 }
 
-void FN(nb_map_batchnorm_backward)(real *dinp, real *dg, real *db, double *dgd, double *dbd,
-                                   const real *dout, const real *out, const real *inp,
-                                   const real *g, const real *mean, const real *rstd, int N, int C,
-                                   int S, int training, real alpha, int acc) {
+void nb_map_batchnorm_backward(real *dinp, real *dg, real *db, double *dgd, double *dbd,
+                               const real *dout, const real *out, const real *inp, const real *g,
+                               const real *mean, const real *rstd, int N, int C, int S,
+                               int training, real alpha, int acc) {
     const size_t CS = (size_t)C * S;
 #pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
     for (int c = 0; c < C; c++) {
@@ -866,8 +866,8 @@ void FN(nb_map_batchnorm_backward)(real *dinp, real *dg, real *db, double *dgd, 
     }
 }
 
-void FN(nb_map_affine_forward)(real *out, const real *inp, const real *g, const real *b, int N,
-                               int C, int S, real alpha) {
+void nb_map_affine_forward(real *out, const real *inp, const real *g, const real *b, int N, int C,
+                           int S, real alpha) {
     const size_t planes = (size_t)N * C;
 #pragma omp parallel for schedule(static) if (planes * S >= PAR_MIN)
     for (size_t pl = 0; pl < planes; pl++) {
@@ -876,9 +876,9 @@ void FN(nb_map_affine_forward)(real *out, const real *inp, const real *g, const 
     }
 }
 
-void FN(nb_map_affine_backward)(real *dinp, real *dg, real *db, double *dgd, double *dbd,
-                                const real *dout, const real *out, const real *inp, const real *g,
-                                int N, int C, int S, real alpha, int acc) {
+void nb_map_affine_backward(real *dinp, real *dg, real *db, double *dgd, double *dbd,
+                            const real *dout, const real *out, const real *inp, const real *g,
+                            int N, int C, int S, real alpha, int acc) {
     const size_t CS = (size_t)C * S;
 #pragma omp parallel for schedule(static) if ((size_t)N * CS >= PAR_MIN)
     for (int c = 0; c < C; c++) {

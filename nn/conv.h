@@ -14,13 +14,13 @@
  * (each thread owns one scratch area and calls the single-threaded gemm that OpenBLAS runs
  * inside a parallel region); 1x1 kernels without padding need no im2col.
  * scratch: nscratch areas of nb_conv2d_scratch(...) values each (one per thread used). */
-size_t NB_FN(nb_conv2d_scratch)(int C, int H, int W, int OC, int KS, int pad);
+size_t nb_conv2d_scratch(int C, int H, int W, int OC, int KS, int pad);
 /* exact != 0: one gemm per image (and the dense case row by row in double), so that an image's
  * output does not depend on how many images are computed with it (a gemm's kernels, chosen by
  * its shape, round differently); else images of small maps are grouped into wider gemms. */
-void NB_FN(nb_conv2d_forward)(NB_REAL *out, NB_REAL *scratch, int nscratch, const NB_REAL *inp,
-                              const NB_REAL *w, int N, int C, int H, int W, int OC, int KS, int pad,
-                              int exact);
+void nb_conv2d_forward(NB_REAL *out, NB_REAL *scratch, int nscratch, const NB_REAL *inp,
+                       const NB_REAL *w, int N, int C, int H, int W, int OC, int KS, int pad,
+                       int exact);
 /* dinp (N,C,H,W) (may be NULL: not wanted, e.g. the first layer); acc != 0 adds to it, else
  * overwrites it. dw (OC, C*KS*KS) accumulates: through nscratch per-thread partial sums held at
  * the end of each scratch area, added in thread order (deterministic for a thread count).
@@ -29,42 +29,41 @@ void NB_FN(nb_conv2d_forward)(NB_REAL *out, NB_REAL *scratch, int nscratch, cons
  * images summed in double (per-thread partials in dpart, nscratch*OC*K doubles, then in thread
  * order), so that the sum no longer depends on how the images are grouped, threaded or split over
  * processes (to the last bit of the float result but for ties at ~1e-16). */
-void NB_FN(nb_conv2d_backward)(NB_REAL *dinp, NB_REAL *dw, double *dwd, double *dpart,
-                               NB_REAL *scratch, int nscratch, const NB_REAL *dout,
-                               const NB_REAL *inp, const NB_REAL *w, int N, int C, int H, int W,
-                               int OC, int KS, int pad, int acc);
+void nb_conv2d_backward(NB_REAL *dinp, NB_REAL *dw, double *dwd, double *dpart, NB_REAL *scratch,
+                        int nscratch, const NB_REAL *dout, const NB_REAL *inp, const NB_REAL *w,
+                        int N, int C, int H, int W, int OC, int KS, int pad, int acc);
 
 /* 2x2 max pooling, stride 2: out (N,C,H/2,W/2) (a last odd row or column is dropped, as
  * lasagne's ignore_border); arg (N,C,H/2,W/2) caches which of the four won (first on ties). */
-void NB_FN(nb_maxpool2_forward)(NB_REAL *out, unsigned char *arg, const NB_REAL *inp, int N, int C,
-                                int H, int W);
+void nb_maxpool2_forward(NB_REAL *out, unsigned char *arg, const NB_REAL *inp, int N, int C, int H,
+                         int W);
 /* dinp (N,C,H,W): acc != 0 adds, else overwrites (positions that never win get 0). */
-void NB_FN(nb_maxpool2_backward)(NB_REAL *dinp, const NB_REAL *dout, const unsigned char *arg,
-                                 int N, int C, int H, int W, int acc);
+void nb_maxpool2_backward(NB_REAL *dinp, const NB_REAL *dout, const unsigned char *arg, int N,
+                          int C, int H, int W, int acc);
 
 /* Global average pooling over the S = H*W positions: out (N,C). Backward adds dout/S. */
-void NB_FN(nb_gap_forward)(NB_REAL *out, const NB_REAL *inp, int N, int C, int S);
-void NB_FN(nb_gap_backward)(NB_REAL *dinp, const NB_REAL *dout, int N, int C, int S);
+void nb_gap_forward(NB_REAL *out, const NB_REAL *inp, int N, int C, int S);
+void nb_gap_backward(NB_REAL *dinp, const NB_REAL *dout, int N, int C, int S);
 
 /* Inverted dropout over n values in `rows` equal rows (e.g. one per image): a value is kept
  * with probability 1-p and then scaled by 1/(1-p); mask (n) receives 0 or 1/(1-p). Random bits
  * come from one draw of rng per call, split into a stream per row, so the mask does not depend
  * on the thread count. 0 <= p < 1. out may alias inp. */
-void NB_FN(nb_dropout_forward)(NB_REAL *out, NB_REAL *mask, const NB_REAL *inp, size_t n, int rows,
-                               double p, nb_rng *rng);
+void nb_dropout_forward(NB_REAL *out, NB_REAL *mask, const NB_REAL *inp, size_t n, int rows,
+                        double p, nb_rng *rng);
 /* The same for rows row0.. of a larger batch (a data-parallel shard): row r draws from the
  * stream of row row0 + r, so that a row's mask does not depend on how the batch is split. */
-void NB_FN(nb_dropout_forward_at)(NB_REAL *out, NB_REAL *mask, const NB_REAL *inp, size_t n,
-                                  int rows, int row0, double p, nb_rng *rng);
-void NB_FN(nb_gauss_noise_forward_at)(NB_REAL *out, const NB_REAL *inp, size_t n, int rows,
-                                      int row0, double sigma, nb_rng *rng);
+void nb_dropout_forward_at(NB_REAL *out, NB_REAL *mask, const NB_REAL *inp, size_t n, int rows,
+                           int row0, double p, nb_rng *rng);
+void nb_gauss_noise_forward_at(NB_REAL *out, const NB_REAL *inp, size_t n, int rows, int row0,
+                               double sigma, nb_rng *rng);
 /* dinp += dout * mask. */
-void NB_FN(nb_dropout_backward)(NB_REAL *dinp, const NB_REAL *dout, const NB_REAL *mask, size_t n);
+void nb_dropout_backward(NB_REAL *dinp, const NB_REAL *dout, const NB_REAL *mask, size_t n);
 
 /* Additive Gaussian noise: out = inp + sigma * N(0,1), streams per row as dropout. out may alias
  * inp. Its backward is the identity. */
-void NB_FN(nb_gauss_noise_forward)(NB_REAL *out, const NB_REAL *inp, size_t n, int rows,
-                                   double sigma, nb_rng *rng);
+void nb_gauss_noise_forward(NB_REAL *out, const NB_REAL *inp, size_t n, int rows, double sigma,
+                            nb_rng *rng);
 
 /* ---- normalizations on maps ----------------------------------------------------------------
  * x (N, C, S). Each fused with a per-channel gain g (C) and bias b (C) and a leaky ReLU of slope
@@ -80,53 +79,49 @@ void NB_FN(nb_gauss_noise_forward)(NB_REAL *out, const NB_REAL *inp, size_t n, i
  * image (gc = 1: per example per channel over H x W, the RMSNorm paper's CIFAR setting;
  * gc = C: over C x H x W), i.e. over rows of L = gc*S contiguous values. mean and rstd
  * (N*C/gc) are cached per row. pRMS uses the first k values of each row (1 <= k <= L). */
-void NB_FN(nb_map_layernorm_forward)(NB_REAL *out, NB_REAL *mean, NB_REAL *rstd, const NB_REAL *inp,
-                                     const NB_REAL *g, const NB_REAL *b, int N, int C, int S,
-                                     int gc, NB_REAL alpha, const nb_norm_cfg *cfg);
-void NB_FN(nb_map_layernorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
-                                      double *dbd, const NB_REAL *dout, const NB_REAL *out,
-                                      const NB_REAL *inp, const NB_REAL *g, const NB_REAL *mean,
-                                      const NB_REAL *rstd, int N, int C, int S, int gc,
-                                      NB_REAL alpha, int acc, const nb_norm_cfg *cfg);
-void NB_FN(nb_map_rmsnorm_forward)(NB_REAL *out, NB_REAL *rstd, const NB_REAL *inp,
-                                   const NB_REAL *g, const NB_REAL *b, int N, int C, int S, int gc,
-                                   int k, NB_REAL alpha, const nb_norm_cfg *cfg);
-void NB_FN(nb_map_rmsnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
-                                    double *dbd, const NB_REAL *dout, const NB_REAL *out,
-                                    const NB_REAL *inp, const NB_REAL *g, const NB_REAL *rstd,
-                                    int N, int C, int S, int gc, int k, NB_REAL alpha, int acc,
-                                    const nb_norm_cfg *cfg);
+void nb_map_layernorm_forward(NB_REAL *out, NB_REAL *mean, NB_REAL *rstd, const NB_REAL *inp,
+                              const NB_REAL *g, const NB_REAL *b, int N, int C, int S, int gc,
+                              NB_REAL alpha, const nb_norm_cfg *cfg);
+void nb_map_layernorm_backward(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd, double *dbd,
+                               const NB_REAL *dout, const NB_REAL *out, const NB_REAL *inp,
+                               const NB_REAL *g, const NB_REAL *mean, const NB_REAL *rstd, int N,
+                               int C, int S, int gc, NB_REAL alpha, int acc,
+                               const nb_norm_cfg *cfg);
+void nb_map_rmsnorm_forward(NB_REAL *out, NB_REAL *rstd, const NB_REAL *inp, const NB_REAL *g,
+                            const NB_REAL *b, int N, int C, int S, int gc, int k, NB_REAL alpha,
+                            const nb_norm_cfg *cfg);
+void nb_map_rmsnorm_backward(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd, double *dbd,
+                             const NB_REAL *dout, const NB_REAL *out, const NB_REAL *inp,
+                             const NB_REAL *g, const NB_REAL *rstd, int N, int C, int S, int gc,
+                             int k, NB_REAL alpha, int acc, const nb_norm_cfg *cfg);
 
 /* BatchNorm per channel over N x S values (statistics in double). training != 0: batch
  * statistics (biased variance) cached in mean/rstd (C), running_mean/running_var (C) updated
  * with cfg->bn_momentum, the running variance scaled by N/(N-1) when cfg->bn_unbiased_running
  * (N the number of images, as the WeightNorm code does even for conv maps); they may be NULL.
  * training == 0: the running values are used (and stored in mean/rstd). */
-void NB_FN(nb_map_batchnorm_forward)(NB_REAL *out, NB_REAL *mean, NB_REAL *rstd,
-                                     NB_REAL *running_mean, NB_REAL *running_var,
-                                     const NB_REAL *inp, const NB_REAL *g, const NB_REAL *b, int N,
-                                     int C, int S, int training, NB_REAL alpha,
-                                     const nb_norm_cfg *cfg);
-void NB_FN(nb_map_batchnorm_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
-                                      double *dbd, const NB_REAL *dout, const NB_REAL *out,
-                                      const NB_REAL *inp, const NB_REAL *g, const NB_REAL *mean,
-                                      const NB_REAL *rstd, int N, int C, int S, int training,
-                                      NB_REAL alpha, int acc);
+void nb_map_batchnorm_forward(NB_REAL *out, NB_REAL *mean, NB_REAL *rstd, NB_REAL *running_mean,
+                              NB_REAL *running_var, const NB_REAL *inp, const NB_REAL *g,
+                              const NB_REAL *b, int N, int C, int S, int training, NB_REAL alpha,
+                              const nb_norm_cfg *cfg);
+void nb_map_batchnorm_backward(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd, double *dbd,
+                               const NB_REAL *dout, const NB_REAL *out, const NB_REAL *inp,
+                               const NB_REAL *g, const NB_REAL *mean, const NB_REAL *rstd, int N,
+                               int C, int S, int training, NB_REAL alpha, int acc);
 /* Training backward over the global batch (cfg->bn_sum, data-parallel --bn-sync; the forward
  * took its statistics over it too): dg and db from these rows, the terms of dinp from the sums
  * over every process's rows (each image's sums in float, then over the images in double, as
  * nb_map_batchnorm_backward takes them). dinp may alias dout; written (not accumulated). */
-void NB_FN(nb_map_batchnorm_sync_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
-                                           double *dbd, const NB_REAL *dout, const NB_REAL *out,
-                                           const NB_REAL *inp, const NB_REAL *g,
-                                           const NB_REAL *mean, const NB_REAL *rstd, int N, int C,
-                                           int S, NB_REAL alpha, const nb_norm_cfg *cfg);
+void nb_map_batchnorm_sync_backward(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
+                                    double *dbd, const NB_REAL *dout, const NB_REAL *out,
+                                    const NB_REAL *inp, const NB_REAL *g, const NB_REAL *mean,
+                                    const NB_REAL *rstd, int N, int C, int S, NB_REAL alpha,
+                                    const nb_norm_cfg *cfg);
 
 /* No statistics: out = act(g[c] * x + b[c]) (g may be NULL: 1). For WeightNorm and the
  * baseline, whose scale lives in the weights. */
-void NB_FN(nb_map_affine_forward)(NB_REAL *out, const NB_REAL *inp, const NB_REAL *g,
-                                  const NB_REAL *b, int N, int C, int S, NB_REAL alpha);
-void NB_FN(nb_map_affine_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd,
-                                   double *dbd, const NB_REAL *dout, const NB_REAL *out,
-                                   const NB_REAL *inp, const NB_REAL *g, int N, int C, int S,
-                                   NB_REAL alpha, int acc);
+void nb_map_affine_forward(NB_REAL *out, const NB_REAL *inp, const NB_REAL *g, const NB_REAL *b,
+                           int N, int C, int S, NB_REAL alpha);
+void nb_map_affine_backward(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, double *dgd, double *dbd,
+                            const NB_REAL *dout, const NB_REAL *out, const NB_REAL *inp,
+                            const NB_REAL *g, int N, int C, int S, NB_REAL alpha, int acc);

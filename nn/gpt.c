@@ -37,7 +37,7 @@ typedef struct block {
     real *h, *a;     /* fc output before and after gelu (N, 4d) */
 } block;
 
-struct FN(nb_gpt) {
+struct nb_gpt {
     nb_gpt_cfg c;
     int d, H, dh, V, L, ctx, maxb;
     size_t wte, wpe;
@@ -58,7 +58,7 @@ struct FN(nb_gpt) {
     uint64_t seed;
 };
 
-typedef FN(nb_gpt) model;
+typedef nb_gpt model;
 
 static real *alloc_real(size_t n) {
     return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
@@ -152,8 +152,8 @@ static void norm_fwd(const model *m, const real *P, const nsite *ns, real *out, 
     const nb_norm_cfg *cfg = &m->c.norm;
     const nb_norm_def *nd = nb_norm_get(cfg->kind);
     if (nd->acts == NB_ON_ROWS) /* statistics st, st + n */
-        nd->FN(ops)->forward(out, st, st + n, NULL, NULL, in, OPT(P, ns->g), OPT(P, ns->b),
-                             OPT(P, ns->s), n, m->d, 1, cfg);
+        nd->REAL_OPS->forward(out, st, st + n, NULL, NULL, in, OPT(P, ns->g), OPT(P, ns->b),
+                              OPT(P, ns->s), n, m->d, 1, cfg);
     else if (out != in) /* none, weight */
         memcpy(out, in, sizeof(real) * (size_t)n * m->d);
 }
@@ -164,8 +164,8 @@ static void norm_bwd(const model *m, real *G, const real *P, const nsite *ns, re
     const nb_norm_cfg *cfg = &m->c.norm;
     const nb_norm_def *nd = nb_norm_get(cfg->kind);
     if (nd->acts == NB_ON_ROWS) {
-        nd->FN(ops)->backward(din, OPT(G, ns->g), OPT(G, ns->b), OPT(G, ns->s), dout, in,
-                              OPT(P, ns->g), OPT(P, ns->s), st, st + n, n, m->d, 1, cfg, 0);
+        nd->REAL_OPS->backward(din, OPT(G, ns->g), OPT(G, ns->b), OPT(G, ns->s), dout, in,
+                               OPT(P, ns->g), OPT(P, ns->s), st, st + n, n, m->d, 1, cfg, 0);
     } else {
         const size_t k = (size_t)n * m->d;
         for (size_t i = 0; i < k; i++)
@@ -358,7 +358,7 @@ static void shift_norm(nsite *s, size_t base) {
     if (s->s != NO_OFF) s->s += base;
 }
 
-void FN(nb_gpt_free)(model *m) {
+void nb_gpt_free(model *m) {
     if (!m) return;
     if (m->bl)
         for (int l = 0; l < m->L; l++) {
@@ -375,7 +375,7 @@ void FN(nb_gpt_free)(model *m) {
     free(m);
 }
 
-model *FN(nb_gpt_new)(const nb_gpt_cfg *cfg, nb_layout *layout, int max_batch, nb_err *err) {
+model *nb_gpt_new(const nb_gpt_cfg *cfg, nb_layout *layout, int max_batch, nb_err *err) {
     if (nb_norm_get(cfg->norm.kind)->acts == NB_ON_FEATURES) {
         nb_errf(err, "the language model cannot use --norm batch: statistics over a batch's "
                      "positions would carry later characters into earlier predictions");
@@ -466,12 +466,12 @@ model *FN(nb_gpt_new)(const nb_gpt_cfg *cfg, nb_layout *layout, int max_batch, n
     return m;
 full:
     nb_errf(err, "the model has too many tensors for one layout (%d layers)", L);
-    FN(nb_gpt_free)(m);
+    nb_gpt_free(m);
     return NULL;
 oom:
     nb_errf(err, "out of memory building the language model (batch %d, context %d, width %d)",
             max_batch, m->ctx, d);
-    FN(nb_gpt_free)(m);
+    nb_gpt_free(m);
     return NULL;
 }
 
@@ -501,7 +501,7 @@ static void init_norm(const model *m, real *P, const nsite *s) {
         P[s->s + (size_t)j] = (real)nd->scalar_init(&m->c.norm);
 }
 
-void FN(nb_gpt_init_params)(model *m, real *P, nb_rng *rng) {
+void nb_gpt_init_params(model *m, real *P, nb_rng *rng) {
     const int d = m->d;
     normal_fill(P + m->wte, (size_t)m->V * d, 0.02, rng);
     normal_fill(P + m->wpe, (size_t)m->ctx * d, 0.02, rng);
@@ -518,12 +518,12 @@ void FN(nb_gpt_init_params)(model *m, real *P, nb_rng *rng) {
     init_norm(m, P, &m->fin);
 }
 
-void FN(nb_gpt_set_shard)(model *m, int row0, int grad_rows) {
+void nb_gpt_set_shard(model *m, int row0, int grad_rows) {
     m->row0 = row0;
     m->grad_rows = grad_rows;
 }
 
-const real *FN(nb_gpt_logits)(const model *m) {
+const real *nb_gpt_logits(const model *m) {
     return m->logits;
 }
 
@@ -535,8 +535,8 @@ static void wn_all(model *m, const real *P) {
         const lin *ls[4] = {&m->bl[l].qkv, &m->bl[l].proj, &m->bl[l].fc, &m->bl[l].fc2};
         real *wn = m->wnorm + (size_t)l * 9 * m->d;
         for (int i = 0; i < 4; i++) {
-            FN(nb_weightnorm_forward)
-            (m->weff + ls[i]->we, wn, P + ls[i]->w, P + ls[i]->g, ls[i]->out, ls[i]->in);
+            nb_weightnorm_forward(m->weff + ls[i]->we, wn, P + ls[i]->w, P + ls[i]->g, ls[i]->out,
+                                  ls[i]->in);
             wn += ls[i]->out;
         }
     }
@@ -558,8 +558,8 @@ static void sub_fwd(model *m, const real *P, block *k, int l, int s, const real 
     }
 }
 
-double FN(nb_gpt_forward)(model *m, const real *P, const int *tok, const int *tgt, int B, int T,
-                          int training, int want_grad, uint64_t seed) {
+double nb_gpt_forward(model *m, const real *P, const int *tok, const int *tgt, int B, int T,
+                      int training, int want_grad, uint64_t seed) {
     const int d = m->d, V = m->V, N = B * T;
     m->tok = tok;
     m->B = B;
@@ -648,7 +648,7 @@ static void sub_bwd(model *m, real *G, const real *P, block *k, int l, int s, co
     }
 }
 
-void FN(nb_gpt_backward)(model *m, real *G, const real *P) {
+void nb_gpt_backward(model *m, real *G, const real *P) {
     if (!m->want_grad) return;
     const int d = m->d, V = m->V, B = m->B, T = m->T, N = B * T;
     const size_t nd = (size_t)N * d;
@@ -702,15 +702,14 @@ void FN(nb_gpt_backward)(model *m, real *G, const real *P) {
             const lin *ls[4] = {&m->bl[l].qkv, &m->bl[l].proj, &m->bl[l].fc, &m->bl[l].fc2};
             const real *wn = m->wnorm + (size_t)l * 9 * m->d;
             for (int i = 0; i < 4; i++) {
-                FN(nb_weightnorm_backward)
-                (G + ls[i]->w, G + ls[i]->g, m->dweff + ls[i]->we, P + ls[i]->w, P + ls[i]->g, wn,
-                 ls[i]->out, ls[i]->in);
+                nb_weightnorm_backward(G + ls[i]->w, G + ls[i]->g, m->dweff + ls[i]->we,
+                                       P + ls[i]->w, P + ls[i]->g, wn, ls[i]->out, ls[i]->in);
                 wn += ls[i]->out;
             }
         }
 }
 
-void FN(nb_gpt_decay)(const model *m, real *P, double factor) {
+void nb_gpt_decay(const model *m, real *P, double factor) {
     const real f = (real)factor;
     size_t n = (size_t)m->V * m->d;
     for (size_t i = 0; i < n; i++)
@@ -728,7 +727,7 @@ void FN(nb_gpt_decay)(const model *m, real *P, double factor) {
     }
 }
 
-double FN(nb_gpt_step_flops)(const model *m, int B, int T) {
+double nb_gpt_step_flops(const model *m, int B, int T) {
     const double N = (double)B * T, d = m->d;
     double f = 2 * N * d * (3 * d + d + 4 * d + 4 * d) * m->L; /* the maps */
     f += 2.0 * 2 * B * m->H * (double)T * T * m->dh * m->L;    /* scores and ·v */

@@ -36,34 +36,32 @@ typedef struct nb_gpt_cfg {
 
 #endif
 
-typedef struct NB_FN(nb_gpt) NB_FN(nb_gpt);
+typedef struct nb_gpt nb_gpt;
 
 /* Builds the model for batches of at most max_batch sequences of at most cfg->ctx positions,
  * appending its tensors to layout ("gpt.wte", "gpt.wpe", "gpt.lI" per block, "gpt.fin").
  * Allocations are counted (nn/mem.h). Returns NULL with err set (a batch norm, bad shapes,
  * memory). */
-NB_FN(nb_gpt) *
-    NB_FN(nb_gpt_new)(const nb_gpt_cfg *cfg, nb_layout *layout, int max_batch, nb_err *err);
-void NB_FN(nb_gpt_free)(NB_FN(nb_gpt) * m);
+nb_gpt *nb_gpt_new(const nb_gpt_cfg *cfg, nb_layout *layout, int max_batch, nb_err *err);
+void nb_gpt_free(nb_gpt *m);
 /* nanoGPT's initialisation (see above). */
-void NB_FN(nb_gpt_init_params)(NB_FN(nb_gpt) * m, NB_REAL *params, nb_rng *rng);
+void nb_gpt_init_params(nb_gpt *m, NB_REAL *params, nb_rng *rng);
 
 /* Forward of B sequences of T tokens tok (B, T) with next tokens tgt (B, T) (NULL: logits
  * only, loss 0). training: dropout on (masks from dropout_seed). want_grad: prepare backward
  * (needs tgt). Returns the mean loss over the rows (with a shard: the rows' sum over
  * grad_rows*T). Without want_grad nb_gpt_logits() holds the logits (N, V). */
-double NB_FN(nb_gpt_forward)(NB_FN(nb_gpt) * m, const NB_REAL *params, const int *tok,
-                             const int *tgt, int B, int T, int training, int want_grad,
-                             uint64_t dropout_seed);
+double nb_gpt_forward(nb_gpt *m, const NB_REAL *params, const int *tok, const int *tgt, int B,
+                      int T, int training, int want_grad, uint64_t dropout_seed);
 /* Backward of the last forward: ACCUMULATES into grads. */
-void NB_FN(nb_gpt_backward)(NB_FN(nb_gpt) * m, NB_REAL *grads, const NB_REAL *params);
-const NB_REAL *NB_FN(nb_gpt_logits)(const NB_FN(nb_gpt) * m);
+void nb_gpt_backward(nb_gpt *m, NB_REAL *grads, const NB_REAL *params);
+const NB_REAL *nb_gpt_logits(const nb_gpt *m);
 /* Data-parallel shards: the next forwards' B sequences are sequences row0.. of a batch of
  * grad_rows (0: B) sequences (dropout keyed by the global sequence; loss over grad_rows). */
-void NB_FN(nb_gpt_set_shard)(NB_FN(nb_gpt) * m, int row0, int grad_rows);
+void nb_gpt_set_shard(nb_gpt *m, int row0, int grad_rows);
 /* AdamW's decoupled weight decay: every matrix (maps, embeddings; not biases or gains)
  * multiplied by factor. */
-void NB_FN(nb_gpt_decay)(const NB_FN(nb_gpt) * m, NB_REAL *params, double factor);
+void nb_gpt_decay(const nb_gpt *m, NB_REAL *params, double factor);
 /* Floating-point operations of one training step of B sequences of T positions (forward and
  * backward: 3 × the forward's GEMMs). */
-double NB_FN(nb_gpt_step_flops)(const NB_FN(nb_gpt) * m, int B, int T);
+double nb_gpt_step_flops(const nb_gpt *m, int B, int T);

@@ -44,14 +44,13 @@ static int is_rowwise(int k) {
 /* ---- a row-wise norm without a fused form (DyT): its own kernels over each side's 3H rows -----
  */
 
-static const FN(nb_norm_ops) * unfused_ops(const FN(nb_gru) * g) {
-    return nb_norm_get(g->norm.kind)->FN(ops);
+static const nb_norm_ops *unfused_ops(const nb_gru *g) {
+    return nb_norm_get(g->norm.kind)->REAL_OPS;
 }
 
 /* rows [r0, r0 + rows) of one side: out from in, statistics st (the side's cache, or NULL) */
-static void unfused_fwd(const FN(nb_gru) * g, real *out, real *st, const real *in,
-                        const real *params, size_t gn, size_t bn, size_t sn, size_t r0,
-                        size_t rows) {
+static void unfused_fwd(const nb_gru *g, real *out, real *st, const real *in, const real *params,
+                        size_t gn, size_t bn, size_t sn, size_t r0, size_t rows) {
     const size_t H3 = 3 * (size_t)g->H, TB = (size_t)g->Tmax * g->Bmax;
     unfused_ops(g)->forward(out + r0 * H3, st ? st + r0 : NULL, st ? st + TB + r0 : NULL, NULL,
                             NULL, in + r0 * H3, params + gn, bn != NO_OFF ? params + bn : NULL,
@@ -60,9 +59,9 @@ static void unfused_fwd(const FN(nb_gru) * g, real *out, real *st, const real *i
 }
 
 /* its backward: din rows written (set), the gain, shift and scalar gradients accumulated */
-static void unfused_bwd(const FN(nb_gru) * g, real *din, real *grads, const real *dout,
-                        const real *in, const real *st, const real *params, size_t gn, size_t bn,
-                        size_t sn, size_t r0, size_t rows) {
+static void unfused_bwd(const nb_gru *g, real *din, real *grads, const real *dout, const real *in,
+                        const real *st, const real *params, size_t gn, size_t bn, size_t sn,
+                        size_t r0, size_t rows) {
     const size_t H3 = 3 * (size_t)g->H, TB = (size_t)g->Tmax * g->Bmax;
     unfused_ops(g)->backward(din + r0 * H3, grads + gn, bn != NO_OFF ? grads + bn : NULL,
                              sn != NO_OFF ? grads + sn : NULL, dout + r0 * H3, in + r0 * H3,
@@ -146,7 +145,7 @@ static inline void seg_bwd(int layer, real *dx, const real *dy, const real *x, c
 }
 
 /* Both segments of a 3H row: [0, 2H) and [2H, 3H). */
-static inline void row_fwd(const FN(nb_gru) * g, real *y, real *st, const real *x, const real *gn,
+static inline void row_fwd(const nb_gru *g, real *y, real *st, const real *x, const real *gn,
                            const real *bias) {
     const int H = g->H, layer = nb_fused_kind(g->norm.kind) == NB_FK_LAYER;
     seg_fwd(layer, y, st, x, gn, bias, 2 * H, g->k2, &g->norm);
@@ -154,8 +153,8 @@ static inline void row_fwd(const FN(nb_gru) * g, real *y, real *st, const real *
             &g->norm);
 }
 
-static inline void row_bwd(const FN(nb_gru) * g, real *dx, const real *dy, const real *x,
-                           const real *gn, const real *st) {
+static inline void row_bwd(const nb_gru *g, real *dx, const real *dy, const real *x, const real *gn,
+                           const real *st) {
     const int H = g->H, layer = nb_fused_kind(g->norm.kind) == NB_FK_LAYER;
     seg_bwd(layer, dx, dy, x, gn, st, 2 * H, g->k2, &g->norm);
     seg_bwd(layer, dx + 2 * H, dy + 2 * H, x + 2 * H, gn + 2 * H, st + 2, H, g->k1, &g->norm);
@@ -169,8 +168,8 @@ static inline void row_bwd(const FN(nb_gru) * g, real *dx, const real *dy, const
 /* Gain and bias gradients of a row-norm side over `rows` rows of 3H: dgain[c] += sum dy xhat,
  * dbias[c] += sum dy (dbias may be NULL). Column blocks per thread (each column's sum in the
  * same order whatever the thread count), groups of GG_GRP rows in float, double accumulators. */
-static void gain_grads(const FN(nb_gru) * g, real *dgain, real *dbias, const real *dy,
-                       const real *x, const real *st, int rows) {
+static void gain_grads(const nb_gru *g, real *dgain, real *dbias, const real *dy, const real *x,
+                       const real *st, int rows) {
     const int H3 = 3 * g->H, H2 = 2 * g->H, layer = nb_fused_kind(g->norm.kind) == NB_FK_LAYER;
     const int nblk = (H3 + 63) / 64;
 #pragma omp parallel for schedule(static) if ((size_t)rows * H3 >= GRU_PAR_MIN)
@@ -218,7 +217,7 @@ static void gain_grads(const FN(nb_gru) * g, real *dgain, real *dbias, const rea
 /* ---- setup ------------------------------------------------------------------------------------
  */
 
-void FN(nb_gru_free)(FN(nb_gru) * g) {
+void nb_gru_free(nb_gru *g) {
     real *own[] = {g->xp,  g->hp,  g->r,   g->u,    g->hc,   g->h,    g->sx,  g->sh,
                    g->bmx, g->brx, g->bmh, g->brh,  g->wce,  g->uce,  g->wnx, g->wnh,
                    g->dxp, g->dhp, g->dh,  g->dtmp, g->dwce, g->duce, g->ux,  g->uh};
@@ -240,8 +239,8 @@ static size_t add(nb_layout *l, const char *prefix, const char *name, size_t n, 
     return off;
 }
 
-int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int E, int H, int Tmax,
-                     int Bmax, const nb_norm_cfg *norm, nb_err *err) {
+int nb_gru_setup(nb_gru *g, nb_layout *layout, const char *prefix, int E, int H, int Tmax, int Bmax,
+                 const nb_norm_cfg *norm, nb_err *err) {
     memset(g, 0, sizeof *g);
     if (E < 1 || H < 1 || E > (1 << 16) || H > (1 << 14))
         return nb_errf(err, "GRU sizes out of range (inputs %d, hidden %d)", E, H);
@@ -342,7 +341,7 @@ int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int 
     }
 #undef ALLOC
     if (!ok) {
-        FN(nb_gru_free)(g);
+        nb_gru_free(g);
         return nb_errf(err, "out of memory for a GRU of %d units over %d steps of %d rows", H, Tmax,
                        Bmax);
     }
@@ -351,7 +350,7 @@ int FN(nb_gru_setup)(FN(nb_gru) * g, nb_layout *layout, const char *prefix, int 
 
 /* An n x n orthogonal matrix (Q of the QR factorization of a Gaussian matrix, columns signed by
  * R's diagonal) written into dst with row stride ld. */
-int FN(nb_orthogonal)(real *dst, size_t ld, int n, nb_rng *rng, nb_err *err) {
+int nb_orthogonal(real *dst, size_t ld, int n, nb_rng *rng, nb_err *err) {
     int rc = -1, info = 0, lwork = -1;
     double *a = malloc(sizeof(double) * (size_t)n * n), *tau = malloc(sizeof(double) * n);
     double *work = NULL, wq = 0;
@@ -401,7 +400,7 @@ out:
 
 /* Gains 1, post-norm biases 0, BN running mean 0 and variance 1, WN gains = the row norms of
  * the weights already drawn. */
-static void init_norm_params(FN(nb_gru) * g, real *params) {
+static void init_norm_params(nb_gru *g, real *params) {
     const int H = g->H, E = g->E;
     const size_t H3 = 3 * (size_t)H;
     const real *Wc = params + g->wc, *Uc = params + g->uc;
@@ -439,20 +438,20 @@ static void init_norm_params(FN(nb_gru) * g, real *params) {
     }
 }
 
-int FN(nb_gru_init_normal)(FN(nb_gru) * g, real *params, nb_rng *rng, double scale, double center,
-                           nb_err *err) {
+int nb_gru_init_normal(nb_gru *g, real *params, nb_rng *rng, double scale, double center,
+                       nb_err *err) {
     const int H = g->H, E = g->E;
     const size_t H3 = 3 * (size_t)H;
     real *Wc = params + g->wc, *Uc = params + g->uc;
     for (int blk = 0; blk < 3; blk++) {
         real *w = Wc + (size_t)blk * H * E;
         if (E == H) {
-            if (FN(nb_orthogonal)(w, (size_t)E, H, rng, err) != 0) return -1;
+            if (nb_orthogonal(w, (size_t)E, H, rng, err) != 0) return -1;
         } else {
             for (size_t i = 0; i < (size_t)H * E; i++)
                 w[i] = (real)(scale * nb_rng_normal(rng));
         }
-        if (FN(nb_orthogonal)(Uc + (size_t)blk * H * H, (size_t)H, H, rng, err) != 0) return -1;
+        if (nb_orthogonal(Uc + (size_t)blk * H * H, (size_t)H, H, rng, err) != 0) return -1;
     }
     for (size_t i = 0; i < H3 * E; i++)
         Wc[i] += (real)center;
@@ -463,7 +462,7 @@ int FN(nb_gru_init_normal)(FN(nb_gru) * g, real *params, nb_rng *rng, double sca
     return 0;
 }
 
-int FN(nb_gru_init_params)(FN(nb_gru) * g, real *params, nb_rng *rng, nb_err *err) {
+int nb_gru_init_params(nb_gru *g, real *params, nb_rng *rng, nb_err *err) {
     const int H = g->H, E = g->E;
     const size_t H3 = 3 * (size_t)H;
     real *Wc = params + g->wc, *Uc = params + g->uc;
@@ -473,7 +472,7 @@ int FN(nb_gru_init_params)(FN(nb_gru) * g, real *params, nb_rng *rng, nb_err *er
     /* Uc rows [0,H) = U_r^T, [H,2H) = U_u^T, [2H,3H) = Ux^T: each block an orthogonal H x H
      * matrix (the transpose of one is another). */
     for (int blk = 0; blk < 3; blk++)
-        if (FN(nb_orthogonal)(Uc + (size_t)blk * H * H, (size_t)H, H, rng, err) != 0) return -1;
+        if (nb_orthogonal(Uc + (size_t)blk * H * H, (size_t)H, H, rng, err) != 0) return -1;
     init_norm_params(g, params);
     return 0;
 }
@@ -483,16 +482,16 @@ int FN(nb_gru_init_params)(FN(nb_gru) * g, real *params, nb_rng *rng, nb_err *er
 
 /* Gate nonlinearities: nn/vmath.h (vectorizable in float, libm in double). */
 
-const real *FN(nb_gru_last)(const FN(nb_gru) * g) {
+const real *nb_gru_last(const nb_gru *g) {
     return g->h + (size_t)g->T * g->B * g->H;
 }
 
-static size_t bn_slot(const FN(nb_gru) * g, int t) {
+static size_t bn_slot(const nb_gru *g, int t) {
     int s = t + g->bn_offset;
     return (size_t)(s < g->bn_slots ? s : g->bn_slots - 1) * 3 * (size_t)g->H;
 }
 
-void FN(nb_gru_begin)(FN(nb_gru) * g, const real *params, int T, int B, int training) {
+void nb_gru_begin(nb_gru *g, const real *params, int T, int B, int training) {
     const int H = g->H, E = g->E, H3 = 3 * H;
     g->T = T;
     g->B = B;
@@ -501,12 +500,12 @@ void FN(nb_gru_begin)(FN(nb_gru) * g, const real *params, int T, int B, int trai
     g->mask = NULL;
     g->input_back_done = 0;
     if (nb_fused_kind(g->norm.kind) == NB_FK_WEIGHT) {
-        FN(nb_weightnorm_forward)(g->wce, g->wnx, params + g->wc, params + g->wgx, H3, E);
-        FN(nb_weightnorm_forward)(g->uce, g->wnh, params + g->uc, params + g->wgh, H3, H);
+        nb_weightnorm_forward(g->wce, g->wnx, params + g->wc, params + g->wgx, H3, E);
+        nb_weightnorm_forward(g->uce, g->wnh, params + g->uc, params + g->wgh, H3, H);
     }
 }
 
-void FN(nb_gru_input)(FN(nb_gru) * g, real *params, const real *x, int t0, int nt) {
+void nb_gru_input(nb_gru *g, real *params, const real *x, int t0, int nt) {
     const int H = g->H, E = g->E, H3 = 3 * H, B = g->B;
     const int kind = nb_fused_kind(g->norm.kind);
     g->x = x;
@@ -530,18 +529,17 @@ void FN(nb_gru_input)(FN(nb_gru) * g, real *params, const real *x, int t0, int n
     } else if (kind == NB_FK_BATCH) {
         for (int t = t0; t < t0 + nt; t++) {
             size_t slot = bn_slot(g, t);
-            FN(nb_batchnorm_forward)
-            (g->xn + (size_t)t * B * H3, g->bmx + (size_t)t * H3, g->brx + (size_t)t * H3,
-             params + g->rmx + slot, params + g->rvx + slot, g->xp + (size_t)t * B * H3, gx, bx, B,
-             H3, g->training, &g->norm);
+            nb_batchnorm_forward(g->xn + (size_t)t * B * H3, g->bmx + (size_t)t * H3,
+                                 g->brx + (size_t)t * H3, params + g->rmx + slot,
+                                 params + g->rvx + slot, g->xp + (size_t)t * B * H3, gx, bx, B, H3,
+                                 g->training, &g->norm);
         }
     } else if (kind == NB_FK_UNFUSED) {
         unfused_fwd(g, g->xn, g->ux, g->xp, params, g->gx, g->bx, g->ax, r0, rows);
     }
 }
 
-void FN(nb_gru_step)(FN(nb_gru) * g, real *params, int t, const real *hprev, real *hout,
-                     const real *mask) {
+void nb_gru_step(nb_gru *g, real *params, int t, const real *hprev, real *hout, const real *mask) {
     const int H = g->H, H3 = 3 * H, B = g->B;
     const int kind = nb_fused_kind(g->norm.kind);
     const int rowwise = is_rowwise(kind);
@@ -568,9 +566,9 @@ void FN(nb_gru_step)(FN(nb_gru) * g, real *params, int t, const real *hprev, rea
         memset(hp3, 0, sizeof(real) * (size_t)B * H3);
     if (kind == NB_FK_BATCH) {
         size_t slot = bn_slot(g, t);
-        FN(nb_batchnorm_forward)
-        (g->hn + o3, g->bmh + (size_t)t * H3, g->brh + (size_t)t * H3, params + g->rmh + slot,
-         params + g->rvh + slot, hp3, gh, bh, B, H3, g->training, &g->norm);
+        nb_batchnorm_forward(g->hn + o3, g->bmh + (size_t)t * H3, g->brh + (size_t)t * H3,
+                             params + g->rmh + slot, params + g->rvh + slot, hp3, gh, bh, B, H3,
+                             g->training, &g->norm);
     } else if (kind == NB_FK_UNFUSED) {
         unfused_fwd(g, g->hn, g->uh, g->hp, params, g->gh, g->bh, g->ah, (size_t)t * B, (size_t)B);
     }
@@ -595,25 +593,24 @@ void FN(nb_gru_step)(FN(nb_gru) * g, real *params, int t, const real *hprev, rea
     }
 }
 
-void FN(nb_gru_forward)(FN(nb_gru) * g, real *params, const real *x, const real *mask, int T, int B,
-                        int training) {
+void nb_gru_forward(nb_gru *g, real *params, const real *x, const real *mask, int T, int B,
+                    int training) {
     const int H = g->H;
-    FN(nb_gru_begin)(g, params, T, B, training);
-    FN(nb_gru_input)(g, params, x, 0, T);
+    nb_gru_begin(g, params, T, B, training);
+    nb_gru_input(g, params, x, 0, T);
     g->mask = mask;
     for (int t = 0; t < T; t++) {
         const size_t o1 = (size_t)t * B * H;
-        FN(nb_gru_step)
-        (g, params, t, t ? g->h + o1 : NULL, g->h + o1 + (size_t)B * H,
-         mask ? mask + (size_t)t * B : NULL);
+        nb_gru_step(g, params, t, t ? g->h + o1 : NULL, g->h + o1 + (size_t)B * H,
+                    mask ? mask + (size_t)t * B : NULL);
     }
 }
 
 /* ---- backward ---------------------------------------------------------------------------------
  */
 
-void FN(nb_gru_step_back)(FN(nb_gru) * g, real *grads, const real *params, int t, const real *dh,
-                          real *dhprev, const real *mask) {
+void nb_gru_step_back(nb_gru *g, real *grads, const real *params, int t, const real *dh,
+                      real *dhprev, const real *mask) {
     const int H = g->H, H3 = 3 * H, B = g->B;
     const int kind = nb_fused_kind(g->norm.kind);
     const int rowwise = is_rowwise(kind);
@@ -650,9 +647,9 @@ void FN(nb_gru_step_back)(FN(nb_gru) * g, real *grads, const real *params, int t
     }
     if (kind == NB_FK_BATCH) {
         memset(g->dhp + o3, 0, sizeof(real) * (size_t)B * H3);
-        FN(nb_batchnorm_backward)
-        (g->dhp + o3, dgh, dbh, g->dhn + o3, g->hp + o3, gh, g->bmh + (size_t)t * H3,
-         g->brh + (size_t)t * H3, B, H3, g->training, &g->norm);
+        nb_batchnorm_backward(g->dhp + o3, dgh, dbh, g->dhn + o3, g->hp + o3, gh,
+                              g->bmh + (size_t)t * H3, g->brh + (size_t)t * H3, B, H3, g->training,
+                              &g->norm);
     } else if (kind == NB_FK_UNFUSED) {
         unfused_bwd(g, g->dhp, grads, g->dhn, g->hp, g->uh, params, g->gh, g->bh, g->ah,
                     (size_t)t * B, (size_t)B);
@@ -662,7 +659,7 @@ void FN(nb_gru_step_back)(FN(nb_gru) * g, real *grads, const real *params, int t
                dhprev, H);
 }
 
-void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *params) {
+void nb_gru_finish_back(nb_gru *g, real *grads, real *dx, const real *params) {
     const int H = g->H, E = g->E, H3 = 3 * H, T = g->T, B = g->B, TB = T * B;
     const int kind = nb_fused_kind(g->norm.kind);
     const int rowwise = is_rowwise(kind);
@@ -676,8 +673,8 @@ void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *p
     if (kind == NB_FK_WEIGHT) {
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB, 1, g->dhp, H3, g->h, H, 0,
                    g->duce, H);
-        FN(nb_weightnorm_backward)
-        (grads + g->uc, grads + g->wgh, g->duce, params + g->uc, params + g->wgh, g->wnh, H3, H);
+        nb_weightnorm_backward(grads + g->uc, grads + g->wgh, g->duce, params + g->uc,
+                               params + g->wgh, g->wnh, H3, H);
     } else {
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, H, TB, 1, g->dhp, H3, g->h, H, 1,
                    grads + g->uc, H);
@@ -696,20 +693,20 @@ void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *p
         memset(g->dxp, 0, sizeof(real) * (size_t)TB * H3);
         for (int t = 0; t < T; t++) {
             size_t o3 = (size_t)t * B * H3;
-            FN(nb_batchnorm_backward)
-            (g->dxp + o3, dgx, dbx, g->dxn + o3, g->xp + o3, gx, g->bmx + (size_t)t * H3,
-             g->brx + (size_t)t * H3, B, H3, g->training, &g->norm);
+            nb_batchnorm_backward(g->dxp + o3, dgx, dbx, g->dxn + o3, g->xp + o3, gx,
+                                  g->bmx + (size_t)t * H3, g->brx + (size_t)t * H3, B, H3,
+                                  g->training, &g->norm);
         }
     } else if (kind == NB_FK_UNFUSED) {
         unfused_bwd(g, g->dxp, grads, g->dxn, g->xp, g->ux, params, g->gx, g->bx, g->ax, 0,
                     (size_t)TB);
     }
-    FN(nb_col_sums)(grads + g->bc, g->bias_state ? g->dhp : g->dxp, TB, H3);
+    nb_col_sums(grads + g->bc, g->bias_state ? g->dhp : g->dxp, TB, H3);
     if (kind == NB_FK_WEIGHT) {
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, E, TB, 1, g->dxp, H3, g->x, E, 0,
                    g->dwce, E);
-        FN(nb_weightnorm_backward)
-        (grads + g->wc, grads + g->wgx, g->dwce, params + g->wc, params + g->wgx, g->wnx, H3, E);
+        nb_weightnorm_backward(grads + g->wc, grads + g->wgx, g->dwce, params + g->wc,
+                               params + g->wgx, g->wnx, H3, E);
     } else {
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, H3, E, TB, 1, g->dxp, H3, g->x, E, 1,
                    grads + g->wc, E);
@@ -719,7 +716,7 @@ void FN(nb_gru_finish_back)(FN(nb_gru) * g, real *grads, real *dx, const real *p
                    dx, E);
 }
 
-void FN(nb_gru_input_back)(FN(nb_gru) * g, real *grads, const real *params, int t, real *dx) {
+void nb_gru_input_back(nb_gru *g, real *grads, const real *params, int t, real *dx) {
     const int H = g->H, E = g->E, H3 = 3 * H, B = g->B;
     const int kind = nb_fused_kind(g->norm.kind);
     const real *Wc = kind == NB_FK_WEIGHT ? g->wce : params + g->wc;
@@ -734,10 +731,10 @@ void FN(nb_gru_input_back)(FN(nb_gru) * g, real *grads, const real *params, int 
         }
     } else if (kind == NB_FK_BATCH) {
         memset(g->dxp + o3, 0, sizeof(real) * (size_t)B * H3);
-        FN(nb_batchnorm_backward)
-        (g->dxp + o3, g->gx != NO_OFF ? grads + g->gx : NULL,
-         g->bx != NO_OFF ? grads + g->bx : NULL, g->dxn + o3, g->xp + o3, gx,
-         g->bmx + (size_t)t * H3, g->brx + (size_t)t * H3, B, H3, g->training, &g->norm);
+        nb_batchnorm_backward(g->dxp + o3, g->gx != NO_OFF ? grads + g->gx : NULL,
+                              g->bx != NO_OFF ? grads + g->bx : NULL, g->dxn + o3, g->xp + o3, gx,
+                              g->bmx + (size_t)t * H3, g->brx + (size_t)t * H3, B, H3, g->training,
+                              &g->norm);
     } else if (kind == NB_FK_UNFUSED) {
         unfused_bwd(g, g->dxp, grads, g->dxn, g->xp, g->ux, params, g->gx, g->bx, g->ax,
                     (size_t)t * B, (size_t)B);
@@ -746,8 +743,8 @@ void FN(nb_gru_input_back)(FN(nb_gru) * g, real *grads, const real *params, int 
                dx + (size_t)t * B * E, E);
 }
 
-void FN(nb_gru_backward_seq)(FN(nb_gru) * g, real *grads, real *dx, const real *params,
-                             const real *dhT, const real *dhs) {
+void nb_gru_backward_seq(nb_gru *g, real *grads, real *dx, const real *params, const real *dhT,
+                         const real *dhs) {
     const int H = g->H, T = g->T, B = g->B;
     const size_t BH = (size_t)B * H;
     real *dh = g->dh, *dn = g->dtmp;
@@ -762,16 +759,14 @@ void FN(nb_gru_backward_seq)(FN(nb_gru) * g, real *grads, real *dx, const real *
                 dh[i] += d[i];
         }
         memset(dn, 0, sizeof(real) * BH);
-        FN(nb_gru_step_back)
-        (g, grads, params, t, dh, dn, g->mask ? g->mask + (size_t)t * B : NULL);
+        nb_gru_step_back(g, grads, params, t, dh, dn, g->mask ? g->mask + (size_t)t * B : NULL);
         real *tmp = dh;
         dh = dn;
         dn = tmp;
     }
-    FN(nb_gru_finish_back)(g, grads, dx, params);
+    nb_gru_finish_back(g, grads, dx, params);
 }
 
-void FN(nb_gru_backward)(FN(nb_gru) * g, real *grads, real *dx, const real *params,
-                         const real *dhT) {
-    FN(nb_gru_backward_seq)(g, grads, dx, params, dhT, NULL);
+void nb_gru_backward(nb_gru *g, real *grads, real *dx, const real *params, const real *dhT) {
+    nb_gru_backward_seq(g, grads, dx, params, dhT, NULL);
 }

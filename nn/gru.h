@@ -42,7 +42,7 @@
  * nb_gru_step_back for t = T-1..0, then nb_gru_finish_back. nb_gru_forward/backward are exactly
  * these calls over a plain sequence starting from h = 0. */
 
-typedef struct NB_FN(nb_gru) {
+typedef struct nb_gru {
     int E, H, Tmax, Bmax;
     nb_norm_cfg norm;
     int k2, k1; /* pRMSNorm k for the 2H and H parts (the norm's width otherwise) */
@@ -70,72 +70,70 @@ typedef struct NB_FN(nb_gru) {
                             side, inside Nh (Nematus' nematus_compat, its decoder's second GRU) */
     int input_back_done; /* set by nb_gru_input_back: finish_back leaves the input side's dx */
     int bn_offset; /* BN: step t uses running-statistics slot t + bn_offset (step-wise decoding) */
-} NB_FN(nb_gru);
+} nb_gru;
 
 /* Sizes the layer (E, H >= 1; Tmax, Bmax: the largest sequence length and batch a forward may
  * use) and appends its tensors to layout (names prefixed by prefix). Allocates the caches.
  * Returns 0, or -1 with err set. */
-int NB_FN(nb_gru_setup)(NB_FN(nb_gru) * g, nb_layout *layout, const char *prefix, int E, int H,
-                        int Tmax, int Bmax, const nb_norm_cfg *norm, nb_err *err);
-void NB_FN(nb_gru_free)(NB_FN(nb_gru) * g);
+int nb_gru_setup(nb_gru *g, nb_layout *layout, const char *prefix, int E, int H, int Tmax, int Bmax,
+                 const nb_norm_cfg *norm, nb_err *err);
+void nb_gru_free(nb_gru *g);
 
 /* Initialises the layer's tensors in params as the OE code does: Wc uniform ±0.1, Uc three
  * orthogonal H×H blocks (QR of a Gaussian matrix), biases 0, gains 1, BN running mean 0 and
  * variance 1, WN gains = the row norms. Returns 0, or -1 with err set (LAPACK failure). */
-int NB_FN(nb_gru_init_params)(NB_FN(nb_gru) * g, NB_REAL *params, nb_rng *rng, nb_err *err);
+int nb_gru_init_params(nb_gru *g, NB_REAL *params, nb_rng *rng, nb_err *err);
 
 /* Forward over T <= Tmax steps of B <= Bmax sequences: x (T, B, E), mask (T, B) with values 0
  * or 1 (NULL: all 1). training selects BN batch statistics (and updates the running averages
  * in params; nothing else in params is written).
  * The final states are g->h + T*B*H (B, H). x and mask must stay valid until backward. */
-void NB_FN(nb_gru_forward)(NB_FN(nb_gru) * g, NB_REAL *params, const NB_REAL *x,
-                           const NB_REAL *mask, int T, int B, int training);
+void nb_gru_forward(nb_gru *g, NB_REAL *params, const NB_REAL *x, const NB_REAL *mask, int T, int B,
+                    int training);
 
 /* The final states (B, H) of the last forward. */
-const NB_REAL *NB_FN(nb_gru_last)(const NB_FN(nb_gru) * g);
+const NB_REAL *nb_gru_last(const nb_gru *g);
 
 /* Backward of the last forward, from dhT (B, H), the gradient of the final states (no
  * gradient reaches intermediate states from outside). ACCUMULATES into grads (the layer's
  * tensors) and into dx (T, B, E) when dx is not NULL. */
-void NB_FN(nb_gru_backward)(NB_FN(nb_gru) * g, NB_REAL *grads, NB_REAL *dx, const NB_REAL *params,
-                            const NB_REAL *dhT);
+void nb_gru_backward(nb_gru *g, NB_REAL *grads, NB_REAL *dx, const NB_REAL *params,
+                     const NB_REAL *dhT);
 
 /* Backward with gradients reaching every state: dhs (T, B, H) the gradients of the states
  * h[1..T] (the step outputs; may be NULL), dhT an extra gradient of the final one (may be
  * NULL). ACCUMULATES into grads and dx (when not NULL). */
-void NB_FN(nb_gru_backward_seq)(NB_FN(nb_gru) * g, NB_REAL *grads, NB_REAL *dx,
-                                const NB_REAL *params, const NB_REAL *dhT, const NB_REAL *dhs);
+void nb_gru_backward_seq(nb_gru *g, NB_REAL *grads, NB_REAL *dx, const NB_REAL *params,
+                         const NB_REAL *dhT, const NB_REAL *dhs);
 
 /* Step-wise API (see the top). begin: T <= Tmax steps of B <= Bmax rows (WeightNorm's effective
  * weights are drawn here). input: the input side of steps [t0, t0+nt) from x (T, B, E), whose
  * rows of those steps must stay valid until finish_back (x is the whole (T, B, E) array: the
  * weight gradient reads all of it). step: step t from hprev (B, H; NULL: zero state) to hout
  * (B, H), which may not alias hprev; mask (B) or NULL; h[t] keeps a copy of hprev. */
-void NB_FN(nb_gru_begin)(NB_FN(nb_gru) * g, const NB_REAL *params, int T, int B, int training);
-void NB_FN(nb_gru_input)(NB_FN(nb_gru) * g, NB_REAL *params, const NB_REAL *x, int t0, int nt);
-void NB_FN(nb_gru_step)(NB_FN(nb_gru) * g, NB_REAL *params, int t, const NB_REAL *hprev,
-                        NB_REAL *hout, const NB_REAL *mask);
+void nb_gru_begin(nb_gru *g, const NB_REAL *params, int T, int B, int training);
+void nb_gru_input(nb_gru *g, NB_REAL *params, const NB_REAL *x, int t0, int nt);
+void nb_gru_step(nb_gru *g, NB_REAL *params, int t, const NB_REAL *hprev, NB_REAL *hout,
+                 const NB_REAL *mask);
 /* From dh (B, H), the gradient of step t's output, ACCUMULATES the gradient of its starting state
  * into dhprev (B, H; not aliasing dh) and BN gain/bias gradients into grads; mask as in step. */
-void NB_FN(nb_gru_step_back)(NB_FN(nb_gru) * g, NB_REAL *grads, const NB_REAL *params, int t,
-                             const NB_REAL *dh, NB_REAL *dhprev, const NB_REAL *mask);
+void nb_gru_step_back(nb_gru *g, NB_REAL *grads, const NB_REAL *params, int t, const NB_REAL *dh,
+                      NB_REAL *dhprev, const NB_REAL *mask);
 /* After the step_backs: the weight, gain and bias gradients, and dx (T, B, E) when not NULL
  * (all ACCUMULATED). */
-void NB_FN(nb_gru_finish_back)(NB_FN(nb_gru) * g, NB_REAL *grads, NB_REAL *dx,
-                               const NB_REAL *params);
+void nb_gru_finish_back(nb_gru *g, NB_REAL *grads, NB_REAL *dx, const NB_REAL *params);
 
 /* Nematus' initialization (initializers.py norm_weight / ortho_weight): each H x E input block
  * N(0, scale^2), or orthogonal when E == H; the three recurrent blocks orthogonal; then `center`
  * added to every weight (the RMS paper's Fig. 4 experiment; 0 normally). Biases 0, gains 1, BN
  * and WN as nb_gru_init_params. Returns 0, or -1 with err set. */
-int NB_FN(nb_gru_init_normal)(NB_FN(nb_gru) * g, NB_REAL *params, nb_rng *rng, double scale,
-                              double center, nb_err *err);
+int nb_gru_init_normal(nb_gru *g, NB_REAL *params, nb_rng *rng, double scale, double center,
+                       nb_err *err);
 
 /* An n x n orthogonal matrix (QR of a Gaussian matrix) into dst with row stride ld. */
-int NB_FN(nb_orthogonal)(NB_REAL *dst, size_t ld, int n, nb_rng *rng, nb_err *err);
+int nb_orthogonal(NB_REAL *dst, size_t ld, int n, nb_rng *rng, nb_err *err);
 
 /* The input side's backward of step t alone, after its step_back: ACCUMULATES dx rows of step t
  * (dx is the whole (T, B, E) array) and BN's input-side gains; finish_back then leaves dx (and
  * those) alone. For a conditional GRU, whose step t input depends on step t's own state. */
-void NB_FN(nb_gru_input_back)(NB_FN(nb_gru) * g, NB_REAL *grads, const NB_REAL *params, int t,
-                              NB_REAL *dx);
+void nb_gru_input_back(nb_gru *g, NB_REAL *grads, const NB_REAL *params, int t, NB_REAL *dx);

@@ -48,14 +48,14 @@ static inline int has_norm(int k) {
 }
 
 /* Threads for a step's row loop: the runtime's current setting, at most the partials' count. */
-static inline int nthreads(const FN(nb_lstm) * L) {
+static inline int nthreads(const nb_lstm *L) {
     const int n = omp_get_max_threads();
     return n < L->nthr ? n : L->nthr;
 }
 
 /* Threads for a whole-sequence region whose threads each own a slice of rows: 1 when the work
  * is too small to pay for a thread, never more than there are rows. */
-static inline int row_threads(const FN(nb_lstm) * L) {
+static inline int row_threads(const nb_lstm *L) {
     if ((size_t)L->B * (size_t)L->G * (size_t)L->T < PAR_MIN) return 1;
     const int n = nthreads(L);
     return n < L->B ? n : L->B;
@@ -76,8 +76,8 @@ static size_t add(nb_layout *l, const char *prefix, const char *name, size_t n, 
     return off;
 }
 
-int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb_norm_cfg *norm,
-                     nb_layout *l, const char *prefix, nb_err *err) {
+int nb_lstm_init(nb_lstm *L, int C, int H, int Bmax, int Tmax, const nb_norm_cfg *norm,
+                 nb_layout *l, const char *prefix, nb_err *err) {
     memset(L, 0, sizeof *L);
     if (C < 1 || H < 1 || Bmax < 1 || Tmax < 1 || C > (1 << 16) || H > (1 << 14) ||
         (size_t)Bmax * (size_t)Tmax > ((size_t)1 << 26)) {
@@ -184,14 +184,14 @@ int FN(nb_lstm_init)(FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax, const nb
         L->unorm = zalloc((size_t)G, &fail);
     }
     if (fail) {
-        FN(nb_lstm_free)(L);
+        nb_lstm_free(L);
         nb_errf(err, "lstm: out of memory (B %d, T %d, H %d)", Bmax, Tmax, H);
         return -1;
     }
     return 0;
 }
 
-void FN(nb_lstm_free)(FN(nb_lstm) * L) {
+void nb_lstm_free(nb_lstm *L) {
     real *bufs[] = {L->xw,    L->r,   L->g,   L->c,    L->h,    L->tc,    L->m1,    L->r1,
                     L->m2,    L->r2,  L->m3,  L->r3,   L->n1,   L->n3,    L->bnc,   L->dh,
                     L->dc,    L->dh2, L->dc2, L->weff, L->ueff, L->dweff, L->dueff, L->wnorm,
@@ -262,7 +262,7 @@ static void fill(real *p, size_t off, size_t n, real v) {
         p[off + i] = v;
 }
 
-void FN(nb_lstm_init_params)(FN(nb_lstm) * L, real *params, nb_rng *rng) {
+void nb_lstm_init_params(nb_lstm *L, real *params, nb_rng *rng) {
     const int C = L->C, H = L->H, G = L->G;
     for (int k = 0; k < 4; k++)
         gate_block(params + L->w + (size_t)k * H * C, H, C, rng);
@@ -302,13 +302,13 @@ void FN(nb_lstm_init_params)(FN(nb_lstm) * L, real *params, nb_rng *rng) {
  */
 
 /* Position step t of row b reads and writes. */
-static inline int pos_of(const FN(nb_lstm) * L, int b, int t) {
+static inline int pos_of(const nb_lstm *L, int b, int t) {
     const int n = L->len[b];
     return L->reverse && t < n ? n - 1 - t : t;
 }
 
 /* Row b of a at step t, read in place in xw (its gradient replaces it in backward). */
-static inline real *a_row(const FN(nb_lstm) * L, int t, int b) {
+static inline real *a_row(const nb_lstm *L, int t, int b) {
     return L->xw + ((size_t)b * L->T + pos_of(L, b, t)) * L->G;
 }
 
@@ -323,14 +323,14 @@ static inline void unit_slice(int n, int th, int nth, int *u0, int *u1) {
 /* ---- BatchNorm over the B rows of one step (nn/norm.c's arithmetic, value for value) -------- */
 
 /* Row b of a step's matrix: of base (row stride ld) or, when base is NULL, of a at step t. */
-static inline const real *bn_row(const FN(nb_lstm) * L, const real *base, size_t ld, int t, int b) {
+static inline const real *bn_row(const nb_lstm *L, const real *base, size_t ld, int t, int b) {
     return base ? base + (size_t)b * ld : a_row(L, t, b);
 }
 
 /* Statistics of columns [c0, c1): mean and r over the B rows, summed in double in row order,
  * two passes, biased variance (unbiased with cfg->bn_unbiased_batch). */
-static void bn_stats(const FN(nb_lstm) * L, real *mean, real *rstd, const real *base, size_t ld,
-                     int t, int c0, int c1) {
+static void bn_stats(const nb_lstm *L, real *mean, real *rstd, const real *base, size_t ld, int t,
+                     int c0, int c1) {
     const int B = L->B;
     const double nb = B, unb = B > 1 ? nb / (B - 1) : 1.0;
     for (int j0 = c0; j0 < c1; j0 += BN_CB) {
@@ -367,8 +367,8 @@ static void bn_stats(const FN(nb_lstm) * L, real *mean, real *rstd, const real *
  * gradient is dx = A dy + K (x - mu) + M per column. Sums in double over the B rows in row
  * order. Adds r sum(dy (x - mu)) to pg and sum(dy) to pb (pb may be NULL), indexed by column,
  * for the columns in [o0, o1) only (the ones the calling thread owns). */
-static void bn_coef(const FN(nb_lstm) * L, real *A, real *K, real *M, double *pg, double *pb,
-                    int o0, int o1, const real *dy, size_t ldy, const real *base, size_t ld, int t,
+static void bn_coef(const nb_lstm *L, real *A, real *K, real *M, double *pg, double *pb, int o0,
+                    int o1, const real *dy, size_t ldy, const real *base, size_t ld, int t,
                     const real *mean, const real *rstd, const real *g, int c0, int c1) {
     const int B = L->B;
     const nb_norm_cfg *cfg = &L->norm;
@@ -507,8 +507,8 @@ static inline void row_norm_bwd(real *dx, double *pg, double *pb, double *pd, co
 /* The h path of one row at step t for every kind but batch: tc = tanh(N3(c)), h = o*tc
  * (masked), and the output at the position read. nc is the cell row; N3 is the row norm of
  * layer/rms/prms when fused, else the identity. */
-static inline void cell_out(FN(nb_lstm) * L, real *out, int t, int b, const real *nc,
-                            const real *gg, const real *h0, real *tcb, real *h1, int fused, int ln,
+static inline void cell_out(nb_lstm *L, real *out, int t, int b, const real *nc, const real *gg,
+                            const real *h0, real *tcb, real *h1, int fused, int ln,
                             const real *params) {
     const int H = L->H, B = L->B;
     const real m = t < L->len[b] ? 1 : 0;
@@ -543,7 +543,7 @@ static inline void cell_out(FN(nb_lstm) * L, real *out, int t, int b, const real
  * row): pre = N1(a) + N2(r) + b with the row norms of layer/rms/prms computed here (statistics
  * kept for backward), or no norm (none, weight); the activations into g, the new cell (masked)
  * into c. */
-static inline void gate_row(FN(nb_lstm) * L, int t, int b, const real *pa, const real *pr,
+static inline void gate_row(nb_lstm *L, int t, int b, const real *pa, const real *pr,
                             const real *params) {
     const int B = L->B, H = L->H, G = L->G;
     const int kind = nb_fused_kind(L->norm.kind);
@@ -595,7 +595,7 @@ static inline void gate_row(FN(nb_lstm) * L, int t, int b, const real *pa, const
 /* Gates and cell of row b at step t on the units [u0, u1) for batch: pre = BN(a; s1) + BN(r; s2)
  * + b on those units' four gate columns, with the step's column statistics (already computed);
  * the activations into g, the new cell (masked) into c. The arithmetic of gate_row. */
-static inline void bn_gates(FN(nb_lstm) * L, int t, int b, int u0, int u1, const real *params) {
+static inline void bn_gates(nb_lstm *L, int t, int b, int u0, int u1, const real *params) {
     const int B = L->B, H = L->H, G = L->G;
     const size_t sr = (size_t)t * B + b;
     const real *pa = a_row(L, t, b), *pr = L->r + sr * G, *bias = params + L->b;
@@ -632,7 +632,7 @@ static inline void bn_gates(FN(nb_lstm) * L, int t, int b, int u0, int u1, const
 /* The h path of row b at step t on the units [u0, u1) for batch: tc = tanh(BN(c; s3, b3)) with
  * the step's column statistics, h = o*tc (masked), and the output at the position read. The
  * arithmetic of cell_out. */
-static inline void bn_cell(FN(nb_lstm) * L, real *out, int t, int b, int u0, int u1,
+static inline void bn_cell(nb_lstm *L, real *out, int t, int b, int u0, int u1,
                            const real *params) {
     const int B = L->B, H = L->H, G = L->G;
     const size_t sr = (size_t)t * B + b;
@@ -656,7 +656,7 @@ static inline void bn_cell(FN(nb_lstm) * L, real *out, int t, int b, int u0, int
  * (four GEMMs on its own, reading all of h), the statistics of those columns of a and r, the
  * gates, the cells, the statistics of its cell columns and its columns of h. The only data
  * another thread wrote is h, read by the next step's GEMM: one barrier a step. */
-static void sweep_fwd_batch(FN(nb_lstm) * L, real *out, const real *U, int nt, const real *params) {
+static void sweep_fwd_batch(nb_lstm *L, real *out, const real *U, int nt, const real *params) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
@@ -687,12 +687,12 @@ static void sweep_fwd_batch(FN(nb_lstm) * L, real *out, const real *U, int nt, c
 
 /* ---- a row-wise norm without a fused form (DyT): its kernels over a step's rows ------------- */
 
-static const FN(nb_norm_ops) * uops(const FN(nb_lstm) * L) {
-    return nb_norm_get(L->norm.kind)->FN(ops);
+static const nb_norm_ops *uops(const nb_lstm *L) {
+    return nb_norm_get(L->norm.kind)->REAL_OPS;
 }
 
 /* The statistics of site i (0..2) at step t, st0 or st1 (j), or NULL when the norm keeps none. */
-static real *ust(const FN(nb_lstm) * L, int i, int j, int t) {
+static real *ust(const nb_lstm *L, int i, int j, int t) {
     const size_t BT = (size_t)L->Bmax * L->Tmax;
     return L->us ? L->us + (size_t)(2 * i + j) * BT + (size_t)t * L->B : NULL;
 }
@@ -707,9 +707,9 @@ static real *gopt(real *p, size_t off) {
 
 /* The forward sweep for an unfused norm: step by step over all rows (the norm's kernels take
  * their own threads), the arithmetic of gate_row and cell_out with N1, N2, N3 the kernels'. */
-static void sweep_fwd_unfused(FN(nb_lstm) * L, real *out, const real *U, const real *params) {
+static void sweep_fwd_unfused(nb_lstm *L, real *out, const real *U, const real *params) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
-    const FN(nb_norm_ops) *op = uops(L);
+    const nb_norm_ops *op = uops(L);
     const real *bias = params + L->b;
     for (int t = 0; t < T; t++) {
         const size_t st = (size_t)t * B;
@@ -755,8 +755,8 @@ static void sweep_fwd_unfused(FN(nb_lstm) * L, real *out, const real *U, const r
     }
 }
 
-void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *len, int B, int T,
-                         int reverse, const real *params) {
+void nb_lstm_forward(nb_lstm *L, real *out, const real *x, const int *len, int B, int T,
+                     int reverse, const real *params) {
     const int C = L->C, H = L->H, G = L->G;
     const int kind = nb_fused_kind(L->norm.kind);
     L->B = B;
@@ -768,8 +768,8 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
 
     const real *W = params + L->w, *U = params + L->u;
     if (kind == NB_FK_WEIGHT) {
-        FN(nb_weightnorm_forward)(L->weff, L->wnorm, params + L->w, params + L->gw, G, C);
-        FN(nb_weightnorm_forward)(L->ueff, L->unorm, params + L->u, params + L->gu, G, H);
+        nb_weightnorm_forward(L->weff, L->wnorm, params + L->w, params + L->gw, G, C);
+        nb_weightnorm_forward(L->ueff, L->unorm, params + L->u, params + L->gu, G, H);
         W = L->weff;
         U = L->ueff;
     }
@@ -816,7 +816,7 @@ void FN(nb_lstm_forward)(FN(nb_lstm) * L, real *out, const real *x, const int *l
     }
 }
 
-const real *FN(nb_lstm_final)(const FN(nb_lstm) * L) {
+const real *nb_lstm_final(const nb_lstm *L) {
     return L->h + (size_t)L->T * L->B * L->H;
 }
 
@@ -826,7 +826,7 @@ const real *FN(nb_lstm_final)(const FN(nb_lstm) * L) {
 /* The gate gradients of row b at step t from dh (with this step's dout added) and dc2 (the cell
  * gradient with the h path's added): dp (G) the pre-activation gradient, and the carries to
  * step t-1: dc (H) and dh2 (H, before the recurrent GEMM adds dr·U). */
-static inline void gates_bwd(const FN(nb_lstm) * L, real *dp, real *dcp, real *dhp, const real *dhb,
+static inline void gates_bwd(const nb_lstm *L, real *dp, real *dcp, real *dhp, const real *dhb,
                              const real *dcb, const real *gg, const real *tcb, const real *c0,
                              real m, int u0, int u1) {
     const int H = L->H;
@@ -845,8 +845,8 @@ static inline void gates_bwd(const FN(nb_lstm) * L, real *dp, real *dcp, real *d
 }
 
 /* dh += dout at the positions step t reads; dn = the gradient into N3's output (pre-tanh). */
-static inline void hpath_bwd(const FN(nb_lstm) * L, real *dhb, real *dn, const real *dout, int t,
-                             int b, const real *gg, const real *tcb, int u0, int u1) {
+static inline void hpath_bwd(const nb_lstm *L, real *dhb, real *dn, const real *dout, int t, int b,
+                             const real *gg, const real *tcb, int u0, int u1) {
     const int H = L->H;
     if (dout) {
         const real *d = dout + ((size_t)b * L->T + pos_of(L, b, t)) * H;
@@ -870,7 +870,7 @@ static inline void acc(double *p, const real *v, int n) {
  * buffers (B,H). The step's gain/bias gradients go into P, the calling thread's double
  * partials (s1 b1 s2 b2 b, G each; s3 b3, H each). a's gradient replaces a in xw (same
  * position) and r's replaces r in r's slot, for the weight GEMMs after the sweep. */
-static inline void bwd_row(FN(nb_lstm) * L, double *P, real *dh, real *dh2, const real *dout, int t,
+static inline void bwd_row(nb_lstm *L, double *P, real *dh, real *dh2, const real *dout, int t,
                            int b, const real *params) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
     const int kind = nb_fused_kind(L->norm.kind);
@@ -913,7 +913,7 @@ static inline void bwd_row(FN(nb_lstm) * L, double *P, real *dh, real *dh2, cons
  * one parallel region, no barrier; inside it, each thread's recurrent GEMM on its rows runs on
  * that thread alone (OpenBLAS does not fork inside a parallel region). Returns the buffer that
  * holds dh of the initial state. */
-static real *sweep_bwd_rows(FN(nb_lstm) * L, const real *dout, const real *U, int nt,
+static real *sweep_bwd_rows(nb_lstm *L, const real *dout, const real *U, int nt,
                             const real *params) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
     const size_t PS = L->part_stride;
@@ -945,7 +945,7 @@ static real *sweep_bwd_rows(FN(nb_lstm) * L, const real *dout, const real *U, in
  * go into the thread's partials, each column's from the thread that owns it. The only data
  * another thread wrote is dr, read by the GEMM: one barrier a step. Returns the buffer that
  * holds dh of the initial state. */
-static real *sweep_bwd_batch(FN(nb_lstm) * L, const real *dout, const real *U, int nt,
+static real *sweep_bwd_batch(nb_lstm *L, const real *dout, const real *U, int nt,
                              const real *params) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
     real *A1 = L->bnc, *K1 = A1 + G, *M1 = K1 + G, *A2 = M1 + G, *K2 = A2 + G, *M2 = K2 + G;
@@ -1020,10 +1020,10 @@ static real *sweep_bwd_batch(FN(nb_lstm) * L, const real *dout, const real *U, i
 /* The backward sweep for an unfused norm, step by step over all rows, the arithmetic of bwd_row
  * with N1, N2, N3 the kernels' (their gain, shift and scalar gradients straight into grads, the
  * bias's into thread 0's partials). Returns the buffer that holds dh of the initial state. */
-static real *sweep_bwd_unfused(FN(nb_lstm) * L, real *grads, const real *dout, const real *U,
+static real *sweep_bwd_unfused(nb_lstm *L, real *grads, const real *dout, const real *U,
                                const real *params) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
-    const FN(nb_norm_ops) *op = uops(L);
+    const nb_norm_ops *op = uops(L);
     double *pbias = L->part + 4 * (size_t)G;
     real *dh = L->dh, *dh2 = L->dh2;
     for (int t = T - 1; t >= 0; t--) {
@@ -1064,8 +1064,8 @@ static real *sweep_bwd_unfused(FN(nb_lstm) * L, real *grads, const real *dout, c
     return T % 2 ? L->dh2 : L->dh;
 }
 
-void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *dout,
-                          const real *dfinal, const real *params) {
+void nb_lstm_backward(nb_lstm *L, real *dx, real *grads, const real *dout, const real *dfinal,
+                      const real *params) {
     const int B = L->B, T = L->T, C = L->C, H = L->H, G = L->G;
     const int kind = nb_fused_kind(L->norm.kind);
     const real *W = kind == NB_FK_WEIGHT ? L->weff : params + L->w;
@@ -1130,9 +1130,9 @@ void FN(nb_lstm_backward)(FN(nb_lstm) * L, real *dx, real *grads, const real *do
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, C, G, 1, dxw, G, W, C, 1, dx,
                    C);
     if (kind == NB_FK_WEIGHT) {
-        FN(nb_weightnorm_backward)
-        (grads + L->w, grads + L->gw, L->dweff, params + L->w, params + L->gw, L->wnorm, G, C);
-        FN(nb_weightnorm_backward)
-        (grads + L->u, grads + L->gu, L->dueff, params + L->u, params + L->gu, L->unorm, G, H);
+        nb_weightnorm_backward(grads + L->w, grads + L->gw, L->dweff, params + L->w, params + L->gw,
+                               L->wnorm, G, C);
+        nb_weightnorm_backward(grads + L->u, grads + L->gu, L->dueff, params + L->u, params + L->gu,
+                               L->unorm, G, H);
     }
 }

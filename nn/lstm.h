@@ -31,7 +31,7 @@
  * Parameters and gradients live in the caller's flat buffers: nb_lstm_init appends this
  * layer's tensors to a layout under a name prefix and remembers their offsets. */
 
-typedef struct NB_FN(nb_lstm) {
+typedef struct nb_lstm {
     int C, H, G, Bmax, Tmax;
     nb_norm_cfg norm;
     int k1, k3; /* pRMSNorm k for the G-wide and H-wide norms */
@@ -58,33 +58,33 @@ typedef struct NB_FN(nb_lstm) {
     int nthr;           /* threads a step's row loop may use (omp_get_max_threads() at init) */
     double *part;       /* (nthr, part_stride) per-thread gain/bias gradient partials */
     size_t part_stride; /* 5G + 2H: s1 b1 s2 b2 b (G each), s3 b3 (H each) */
-} NB_FN(nb_lstm);
+} nb_lstm;
 
 /* Appends the tensors of an LSTM mapping C inputs to H units to l, their names prefixed by
  * prefix ("enc_d." ...), and allocates the buffers for sequences of up to Bmax rows and Tmax
  * steps. Returns 0, or -1 with err set (sizes out of range, layout full, out of memory). */
-int NB_FN(nb_lstm_init)(NB_FN(nb_lstm) * L, int C, int H, int Bmax, int Tmax,
-                        const nb_norm_cfg *norm, nb_layout *l, const char *prefix, nb_err *err);
-void NB_FN(nb_lstm_free)(NB_FN(nb_lstm) * L);
+int nb_lstm_init(nb_lstm *L, int C, int H, int Bmax, int Tmax, const nb_norm_cfg *norm,
+                 nb_layout *l, const char *prefix, nb_err *err);
+void nb_lstm_free(nb_lstm *L);
 
 /* Initial values as the code draws them (AR-repo utils.py): each of the four H-wide gate blocks
  * of W is 0.05 x orthogonal when C == H, else uniform +-sqrt(6/(C+H+1)); each block of U is
  * 0.05 x orthogonal; biases and h0 0; norm gains 1 (BatchNorm 0.1), norm biases 0; WeightNorm
  * gains set so that the effective matrices start equal to those draws. */
-void NB_FN(nb_lstm_init_params)(NB_FN(nb_lstm) * L, NB_REAL *params, nb_rng *rng);
+void nb_lstm_init_params(nb_lstm *L, NB_REAL *params, nb_rng *rng);
 
 /* Runs the layer over x (B,T,C) with per-row lengths len (B), reading rows backwards when
  * reverse. Writes out (B,T,H) when out is not NULL. Keeps what backward needs (x is not
  * copied: it must stay unchanged until backward). B <= Bmax, T <= Tmax, B >= 2 for batch. */
-void NB_FN(nb_lstm_forward)(NB_FN(nb_lstm) * L, NB_REAL *out, const NB_REAL *x, const int *len,
-                            int B, int T, int reverse, const NB_REAL *params);
+void nb_lstm_forward(nb_lstm *L, NB_REAL *out, const NB_REAL *x, const int *len, int B, int T,
+                     int reverse, const NB_REAL *params);
 
 /* The final hidden state (B,H) of the last forward (after all T steps; padding carries the
  * state of the last real step). */
-const NB_REAL *NB_FN(nb_lstm_final)(const NB_FN(nb_lstm) * L);
+const NB_REAL *nb_lstm_final(const nb_lstm *L);
 
 /* Backward of the last forward: dout (B,T,H) the gradient of out (may be NULL), dfinal (B,H)
  * that of the final state (may be NULL). ACCUMULATES into grads and into dx (B,T,C) (may be
  * NULL: not wanted). */
-void NB_FN(nb_lstm_backward)(NB_FN(nb_lstm) * L, NB_REAL *dx, NB_REAL *grads, const NB_REAL *dout,
-                             const NB_REAL *dfinal, const NB_REAL *params);
+void nb_lstm_backward(nb_lstm *L, NB_REAL *dx, NB_REAL *grads, const NB_REAL *dout,
+                      const NB_REAL *dfinal, const NB_REAL *params);

@@ -16,8 +16,8 @@ static real *alloc_real(size_t n) {
     return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
 }
 
-int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_cfg *norm,
-                    nb_act_kind act, int Bmax, nb_rng *rng, nb_err *err) {
+int nb_mlp_init(nb_mlp *m, int nlayers, const int *dims, const nb_norm_cfg *norm, nb_act_kind act,
+                int Bmax, nb_rng *rng, nb_err *err) {
     memset(m, 0, sizeof *m);
     if (nlayers < 1 || nlayers > NB_MLP_MAX_LAYERS)
         return nb_errf(err, "an MLP needs 1 to %d layers, not %d", NB_MLP_MAX_LAYERS, nlayers);
@@ -95,7 +95,7 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
         }
     }
     if (!ok) {
-        FN(nb_mlp_free)(m);
+        nb_mlp_free(m);
         return nb_errf(err, "out of memory for an MLP of %zu parameters", P);
     }
 
@@ -142,7 +142,7 @@ int FN(nb_mlp_init)(FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_
     return 0;
 }
 
-void FN(nb_mlp_free)(FN(nb_mlp) * m) {
+void nb_mlp_free(nb_mlp *m) {
     free(m->params);
     free(m->grads);
     free(m->adam_m);
@@ -161,43 +161,42 @@ void FN(nb_mlp_free)(FN(nb_mlp) * m) {
     memset(m, 0, sizeof *m);
 }
 
-void FN(nb_mlp_zero_grad)(FN(nb_mlp) * m) {
+void nb_mlp_zero_grad(nb_mlp *m) {
     memset(m->grads, 0, m->layout.total * sizeof(real));
 }
 
-static void activate(FN(nb_mlp) * m, real *z, size_t n) {
+static void activate(nb_mlp *m, real *z, size_t n) {
     switch (m->act) {
     case NB_ACT_RELU:
-        FN(nb_relu_forward)(z, z, n);
+        nb_relu_forward(z, z, n);
         break;
     case NB_ACT_LEAKY_RELU:
-        FN(nb_leaky_relu_forward)(z, z, n, m->leaky_alpha);
+        nb_leaky_relu_forward(z, z, n, m->leaky_alpha);
         break;
     case NB_ACT_TANH:
-        FN(nb_tanh_forward)(z, z, n);
+        nb_tanh_forward(z, z, n);
         break;
     case NB_ACT_SIGMOID:
-        FN(nb_sigmoid_forward)(z, z, n);
+        nb_sigmoid_forward(z, z, n);
         break;
     case NB_ACT_COUNT:
         break;
     }
 }
 
-static void activate_backward(FN(nb_mlp) * m, real *dz, const real *dout, const real *out,
-                              size_t n) {
+static void activate_backward(nb_mlp *m, real *dz, const real *dout, const real *out, size_t n) {
     switch (m->act) {
     case NB_ACT_RELU:
-        FN(nb_relu_backward)(dz, dout, out, n);
+        nb_relu_backward(dz, dout, out, n);
         break;
     case NB_ACT_LEAKY_RELU:
-        FN(nb_leaky_relu_backward)(dz, dout, out, n, m->leaky_alpha);
+        nb_leaky_relu_backward(dz, dout, out, n, m->leaky_alpha);
         break;
     case NB_ACT_TANH:
-        FN(nb_tanh_backward)(dz, dout, out, n);
+        nb_tanh_backward(dz, dout, out, n);
         break;
     case NB_ACT_SIGMOID:
-        FN(nb_sigmoid_backward)(dz, dout, out, n);
+        nb_sigmoid_backward(dz, dout, out, n);
         break;
     case NB_ACT_COUNT:
         break;
@@ -208,7 +207,7 @@ static void activate_backward(FN(nb_mlp) * m, real *dz, const real *dout, const 
  * its weight (Salimans & Kingma's own formulation): x·w^T = (x·v^T)·s with s = g/||v|| per unit,
  * so the GEMMs run on v itself and no effective weight matrix is written or read. This sets
  * wn_norm[l] (||v||, floored as nb_weightnorm_forward does) and wn_scale[l] (s). */
-static void wn_scale(FN(nb_mlp) * m, int l) {
+static void wn_scale(nb_mlp *m, int l) {
     int C = m->dims[l], OC = m->dims[l + 1];
     const real *V = m->params + m->L[l].w, *g = m->params + m->L[l].g;
     real *nrm = m->wn_norm[l], *s = m->wn_scale[l];
@@ -263,7 +262,7 @@ static void wn_backward_out(real *dpre, real *dg, real *db, real *coef, const re
 }
 
 /* Layer l's forward from inp (B, C) into m->out[l] (B, OC). */
-static void layer_forward(FN(nb_mlp) * m, int l, const real *inp, int B, int training) {
+static void layer_forward(nb_mlp *m, int l, const real *inp, int B, int training) {
     int C = m->dims[l], OC = m->dims[l + 1];
     const real *P = m->params;
     const real *W = P + m->L[l].w;
@@ -273,21 +272,21 @@ static void layer_forward(FN(nb_mlp) * m, int l, const real *inp, int B, int tra
     m->inp[l] = (real *)inp;
     const nb_norm_def *nd = m->L[l].def;
     if (nd->acts == NB_ON_NOTHING) {
-        FN(nb_dense_forward)(out, inp, W, b, B, C, OC);
+        nb_dense_forward(out, inp, W, b, B, C, OC);
     } else if (nd->acts == NB_ON_WEIGHTS) {
         wn_scale(m, l);
-        FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
+        nb_dense_forward(pre, inp, W, NULL, B, C, OC);
         scale_bias(out, pre, m->wn_scale[l], b, B, OC);
     } else {
-        FN(nb_dense_forward)(pre, inp, W, NULL, B, C, OC);
-        nd->FN(ops)->forward(out, m->mean[l], m->rstd[l], RUN(m, l, rmean), RUN(m, l, rvar), pre, g,
-                             b, m->L[l].alpha != NO_OFF ? P + m->L[l].alpha : NULL, B, OC, training,
-                             &m->norm);
+        nb_dense_forward(pre, inp, W, NULL, B, C, OC);
+        nd->REAL_OPS->forward(out, m->mean[l], m->rstd[l], RUN(m, l, rmean), RUN(m, l, rvar), pre,
+                              g, b, m->L[l].alpha != NO_OFF ? P + m->L[l].alpha : NULL, B, OC,
+                              training, &m->norm);
     }
     if (l < m->nlayers - 1) activate(m, out, (size_t)B * OC);
 }
 
-double FN(nb_mlp_forward)(FN(nb_mlp) * m, const real *x, const int *y, int B, int training) {
+double nb_mlp_forward(nb_mlp *m, const real *x, const int *y, int B, int training) {
     const real *inp = x;
     for (int l = 0; l < m->nlayers; l++) {
         layer_forward(m, l, inp, B, training);
@@ -296,17 +295,17 @@ double FN(nb_mlp_forward)(FN(nb_mlp) * m, const real *x, const int *y, int B, in
     m->last_B = B;
     m->last_training = training;
     if (!y) return 0;
-    return FN(nb_softmax_xent_forward)(m->probs, NULL, m->out[m->nlayers - 1], y, B,
-                                       m->dims[m->nlayers]);
+    return nb_softmax_xent_forward(m->probs, NULL, m->out[m->nlayers - 1], y, B,
+                                   m->dims[m->nlayers]);
 }
 
-void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
+void nb_mlp_backward(nb_mlp *m, const int *y) {
     int B = m->last_B, L = m->nlayers;
     real *G = m->dbuf0;  /* gradient w.r.t. the current layer's output */
     real *G2 = m->dbuf1; /* gradient w.r.t. its input (the previous layer's output) */
     real *grads = m->grads;
     memset(G, 0, sizeof(real) * (size_t)B * m->dims[L]);
-    FN(nb_softmax_xent_backward)(G, m->probs, y, B, m->dims[L]);
+    nb_softmax_xent_backward(G, m->probs, y, B, m->dims[L]);
     if (m->grad_rows > 0 && m->grad_rows != B) { /* a shard of a larger batch: its mean loss */
         const real k = (real)B / (real)m->grad_rows;
         for (size_t i = 0; i < (size_t)B * m->dims[L]; i++)
@@ -338,16 +337,15 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
             dpre = (dz == G) ? G2 : G;
             /* dpre is written whole by the set passes (not zeroed, not read) */
             const size_t ao = m->L[l].alpha;
-            nd->FN(ops)->backward(dpre, dg, db, ao != NO_OFF ? grads + ao : NULL, dz, m->pre[l], g,
-                                  ao != NO_OFF ? P + ao : NULL, m->mean[l], m->rstd[l], B, OC,
-                                  m->last_training, &m->norm, 1);
+            nd->REAL_OPS->backward(dpre, dg, db, ao != NO_OFF ? grads + ao : NULL, dz, m->pre[l], g,
+                                   ao != NO_OFF ? P + ao : NULL, m->mean[l], m->rstd[l], B, OC,
+                                   m->last_training, &m->norm, 1);
         }
         /* The layer's input gradient goes into whichever buffer dpre is not. */
         real *dinp = (l > 0) ? (dpre == G ? G2 : G) : NULL;
         if (dinp) memset(dinp, 0, sizeof(real) * (size_t)B * C);
         real *dbias = nd->acts == NB_ON_NOTHING ? db : NULL;
-        FN(nb_dense_backward)
-        (dinp, grads + m->L[l].w, dbias, dpre, m->inp[l], P + m->L[l].w, B, C, OC);
+        nb_dense_backward(dinp, grads + m->L[l].w, dbias, dpre, m->inp[l], P + m->L[l].w, B, C, OC);
         if (nd->acts == NB_ON_WEIGHTS) {
             /* dv_o -= coef_o · v_o (coef was left in mean[l] by wn_backward_out) */
             const real *coef = m->mean[l], *V = P + m->L[l].w;
@@ -369,7 +367,7 @@ void FN(nb_mlp_backward)(FN(nb_mlp) * m, const int *y) {
     }
 }
 
-void FN(nb_mlp_data_init)(FN(nb_mlp) * m, const real *x, int B) {
+void nb_mlp_data_init(nb_mlp *m, const real *x, int B) {
     if (nb_norm_get(m->norm.kind)->acts != NB_ON_WEIGHTS || !m->norm.wn_data_init) return;
     if (B > m->Bmax) B = m->Bmax;
     const real *inp = x;
@@ -383,7 +381,7 @@ void FN(nb_mlp_data_init)(FN(nb_mlp) * m, const real *x, int B) {
             }
             /* Pre-activations with the unit-norm weights V/||V|| (g = 1, b = 0). */
             wn_scale(m, l);
-            FN(nb_dense_forward)(m->pre[l], inp, m->params + m->L[l].w, NULL, B, m->dims[l], OC);
+            nb_dense_forward(m->pre[l], inp, m->params + m->L[l].w, NULL, B, m->dims[l], OC);
             scale_bias(m->pre[l], m->pre[l], m->wn_scale[l], b, B, OC);
             for (int o = 0; o < OC; o++) {
                 double s = 0, ss = 0;

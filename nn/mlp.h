@@ -14,7 +14,7 @@
 
 #define NB_MLP_MAX_LAYERS 8
 
-typedef struct NB_FN(nb_mlp) {
+typedef struct nb_mlp {
     int nlayers;                     /* number of weight layers */
     int dims[NB_MLP_MAX_LAYERS + 1]; /* dims[0] inputs ... dims[nlayers] classes */
     nb_norm_cfg norm;                /* the variant and its knobs */
@@ -42,27 +42,26 @@ typedef struct NB_FN(nb_mlp) {
     /* > 0: the backward takes the gradient of the loss summed over its rows divided by this
      * many (the rows of a batch split over processes, data-parallel); 0: the mean loss */
     int grad_rows;
-} NB_FN(nb_mlp);
+} nb_mlp;
 
 /* Allocates and initializes (weights ~ N(0, 1/fan_in)·sqrt(2) for relu-like activations,
  * Glorot otherwise; gains 1, biases 0, running mean 0 / var 1), drawing from rng.
  * Returns 0, or -1 with a message in err (sizes out of range, out of memory). */
-int NB_FN(nb_mlp_init)(NB_FN(nb_mlp) * m, int nlayers, const int *dims, const nb_norm_cfg *norm,
-                       nb_act_kind act, int Bmax, nb_rng *rng, nb_err *err);
-void NB_FN(nb_mlp_free)(NB_FN(nb_mlp) * m);
+int nb_mlp_init(nb_mlp *m, int nlayers, const int *dims, const nb_norm_cfg *norm, nb_act_kind act,
+                int Bmax, nb_rng *rng, nb_err *err);
+void nb_mlp_free(nb_mlp *m);
 
 /* Forward over B <= Bmax rows of x (B, dims[0]); training selects batch statistics and
  * running-average updates for BN. Returns the mean cross-entropy against y (B) and leaves the
  * softmax in m->probs. y may be NULL (returns 0). */
-double NB_FN(nb_mlp_forward)(NB_FN(nb_mlp) * m, const NB_REAL *x, const int *y, int B,
-                             int training);
+double nb_mlp_forward(nb_mlp *m, const NB_REAL *x, const int *y, int B, int training);
 
 /* Backward of the last forward (its mean loss); ACCUMULATES into m->grads (zero them first
  * with nb_mlp_zero_grad). */
-void NB_FN(nb_mlp_backward)(NB_FN(nb_mlp) * m, const int *y);
-void NB_FN(nb_mlp_zero_grad)(NB_FN(nb_mlp) * m);
+void nb_mlp_backward(nb_mlp *m, const int *y);
+void nb_mlp_zero_grad(nb_mlp *m);
 
 /* WeightNorm's data-dependent initialization (Salimans & Kingma): runs x (B rows) through the
  * network layer by layer and sets each layer's g and b so that its pre-activations have zero
  * mean and unit variance per unit. Only for norm kind weight; a no-op otherwise. */
-void NB_FN(nb_mlp_data_init)(NB_FN(nb_mlp) * m, const NB_REAL *x, int B);
+void nb_mlp_data_init(nb_mlp *m, const NB_REAL *x, int B);

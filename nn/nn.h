@@ -4,13 +4,15 @@
  * N element count.
  *
  * Precision. Every kernel is written once, over the type `real`, in a "generic" source file
- * (nn/norm.c, nn/ops.c, nn/optim.c, nn/mlp.c); the Makefile compiles each generic file twice:
- * as float (the names as written, used for training) and with -DNB_F64 as double (every name
- * with the suffix _f64, used by the finite-difference tests). So the code checked in double
- * is the very code that trains. The generic headers (nn/norm.h, nn/ops.h, nn/optim.h,
- * nn/mlp.h) have no include guard: this header includes each of them twice, once per precision,
- * with NB_REAL and NB_FN(name) defined. Every declaration in them that involves NB_REAL,
- * function or type, is spelled NB_FN(name).
+ * (one that includes nn/real.h first: nn/norm.c, nn/ops.c, nn/optim.c, the models); the Makefile
+ * compiles each generic file twice: as float (the names as written, used for training) and with
+ * -DNB_F64 as double (every name with the suffix _f64, used by the finite-difference tests),
+ * the names renamed by nn/f64names.h. So the code checked in double is the very code that
+ * trains. The generic headers (nn/norm.h, nn/ops.h, nn/optim.h, nn/mlp.h, ...) declare the float
+ * names plainly, over NB_REAL, and have no include guard: this header includes each of them
+ * twice, once with NB_REAL float, then with NB_REAL double under nn/f64names.h's renames, which
+ * it removes again afterwards. A generic function, type or table is written under its own name
+ * in both (`void nb_layernorm_forward(NB_REAL *out, ...)`) and gets a line in nn/f64names.h.
  *
  * Non-generic declarations (enums, configurations, the RNG, the parameter layout) live in
  * nn/types.h and nn/rng.h.
@@ -24,7 +26,6 @@
 #include "vtanh.h"
 
 #define NB_REAL float
-#define NB_FN(name) name
 #include "norm.h"
 #include "norms/dyt.h"
 #include "norms/ops.h"
@@ -41,10 +42,9 @@
 #include "transformer.h"
 #include "gpt.h"
 #undef NB_REAL
-#undef NB_FN
 
 #define NB_REAL double
-#define NB_FN(name) name##_f64
+#include "f64names.h"
 #include "norm.h"
 #include "norms/dyt.h"
 #include "norms/ops.h"
@@ -60,8 +60,10 @@
 #include "rnnsearch.h"
 #include "transformer.h"
 #include "gpt.h"
+#define NB_F64_NAMES_UNDO
+#include "f64names.h"
+#undef NB_F64_NAMES_UNDO
 #undef NB_REAL
-#undef NB_FN
 
 #include "norms/norms.h"
 

@@ -319,8 +319,8 @@ static inline void ln_fwd_row(real *out, real *mean, real *rstd, const real *x, 
     affine_row(out, x, g, b, mu, r, C, nt, next);
 }
 
-void FN(nb_layernorm_forward)(real *out, real *mean, real *rstd, const real *inp, const real *g,
-                              const real *b, int B, int C, const nb_norm_cfg *cfg) {
+void nb_layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *g,
+                          const real *b, int B, int C, const nb_norm_cfg *cfg) {
     const int nt = use_nt(B, C);
 #pragma omp parallel if (par_ok(B, C))
     {
@@ -454,15 +454,15 @@ static void ln_backward(real *dinp, real *dg, real *db, const real *dout, const 
     partials_free(&p);
 }
 
-void FN(nb_layernorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
-                               const real *g, const real *mean, const real *rstd, int B, int C,
-                               const nb_norm_cfg *cfg) {
+void nb_layernorm_backward(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                           const real *g, const real *mean, const real *rstd, int B, int C,
+                           const nb_norm_cfg *cfg) {
     ln_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, cfg, 0);
 }
 
-void FN(nb_layernorm_backward_set)(real *dinp, real *dg, real *db, const real *dout,
-                                   const real *inp, const real *g, const real *mean,
-                                   const real *rstd, int B, int C, const nb_norm_cfg *cfg) {
+void nb_layernorm_backward_set(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                               const real *g, const real *mean, const real *rstd, int B, int C,
+                               const nb_norm_cfg *cfg) {
     ln_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, cfg, 1);
 }
 
@@ -481,8 +481,8 @@ static inline int clamp_k(int k, int C) {
     return k < 1 ? 1 : (k > C ? C : k);
 }
 
-void FN(nb_rmsnorm_forward)(real *out, real *rstd, const real *inp, const real *g, const real *b,
-                            int B, int C, int k, const nb_norm_cfg *cfg) {
+void nb_rmsnorm_forward(real *out, real *rstd, const real *inp, const real *g, const real *b, int B,
+                        int C, int k, const nb_norm_cfg *cfg) {
     const int nt = use_nt(B, C);
     k = clamp_k(k, C);
 #pragma omp parallel if (par_ok(B, C))
@@ -583,15 +583,15 @@ static void rms_backward(real *dinp, real *dg, real *db, const real *dout, const
     partials_free(&p);
 }
 
-void FN(nb_rmsnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
-                             const real *g, const real *rstd, int B, int C, int k,
-                             const nb_norm_cfg *cfg) {
+void nb_rmsnorm_backward(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                         const real *g, const real *rstd, int B, int C, int k,
+                         const nb_norm_cfg *cfg) {
     rms_backward(dinp, dg, db, dout, inp, g, rstd, B, C, k, cfg, 0);
 }
 
-void FN(nb_rmsnorm_backward_set)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
-                                 const real *g, const real *rstd, int B, int C, int k,
-                                 const nb_norm_cfg *cfg) {
+void nb_rmsnorm_backward_set(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                             const real *g, const real *rstd, int B, int C, int k,
+                             const nb_norm_cfg *cfg) {
     rms_backward(dinp, dg, db, dout, inp, g, rstd, B, C, k, cfg, 1);
 }
 
@@ -1388,9 +1388,9 @@ static void bn_bwd_exact(real *dinp, real *dg, real *db, const real *dout, const
     }
 }
 
-void FN(nb_batchnorm_forward)(real *out, real *mean, real *rstd, real *running_mean,
-                              real *running_var, const real *inp, const real *g, const real *b,
-                              int B, int C, int training, const nb_norm_cfg *cfg) {
+void nb_batchnorm_forward(real *out, real *mean, real *rstd, real *running_mean, real *running_var,
+                          const real *inp, const real *g, const real *b, int B, int C, int training,
+                          const nb_norm_cfg *cfg) {
     if (training && cfg->bn_sum) { /* statistics over every process's rows (--bn-sync) */
         bn_sync_stats(mean, rstd, running_mean, running_var, inp, B, C, cfg);
         bn_normalize(out, inp, g, b, mean, rstd, B, C);
@@ -1464,22 +1464,21 @@ static void bn_backward(real *dinp, real *dg, real *db, const real *dout, const 
     bn_bwd_cols(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg, set);
 }
 
-void FN(nb_batchnorm_backward)(real *dinp, real *dg, real *db, const real *dout, const real *inp,
-                               const real *g, const real *mean, const real *rstd, int B, int C,
-                               int training, const nb_norm_cfg *cfg) {
+void nb_batchnorm_backward(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                           const real *g, const real *mean, const real *rstd, int B, int C,
+                           int training, const nb_norm_cfg *cfg) {
     bn_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg, 0);
 }
 
-void FN(nb_batchnorm_backward_set)(real *dinp, real *dg, real *db, const real *dout,
-                                   const real *inp, const real *g, const real *mean,
-                                   const real *rstd, int B, int C, int training,
-                                   const nb_norm_cfg *cfg) {
+void nb_batchnorm_backward_set(real *dinp, real *dg, real *db, const real *dout, const real *inp,
+                               const real *g, const real *mean, const real *rstd, int B, int C,
+                               int training, const nb_norm_cfg *cfg) {
     bn_backward(dinp, dg, db, dout, inp, g, mean, rstd, B, C, training, cfg, 1);
 }
 
 /* ---- WeightNorm ----------------------------------------------------------------------------- */
 
-void FN(nb_weightnorm_forward)(real *w, real *vnorm, const real *v, const real *g, int OC, int C) {
+void nb_weightnorm_forward(real *w, real *vnorm, const real *v, const real *g, int OC, int C) {
 #pragma omp parallel for schedule(static) if (par_ok(OC, C))
     for (int o = 0; o < OC; o++) {
         const real *vo = v + (size_t)o * C;
@@ -1498,8 +1497,8 @@ void FN(nb_weightnorm_forward)(real *w, real *vnorm, const real *v, const real *
     }
 }
 
-void FN(nb_weightnorm_backward)(real *dv, real *dg, const real *dw, const real *v, const real *g,
-                                const real *vnorm, int OC, int C) {
+void nb_weightnorm_backward(real *dv, real *dg, const real *dw, const real *v, const real *g,
+                            const real *vnorm, int OC, int C) {
 #pragma omp parallel for schedule(static) if (par_ok(OC, C))
     for (int o = 0; o < OC; o++) {
         const real *vo = v + (size_t)o * C, *dwo = dw + (size_t)o * C;

@@ -15,7 +15,7 @@ static real *alloc_real(size_t n) {
     return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
 }
 
-void FN(nb_l2abs_forward)(real *out, real *nrm, const real *inp, int B, int n) {
+void nb_l2abs_forward(real *out, real *nrm, const real *inp, int B, int n) {
     for (int b = 0; b < B; b++) {
         const real *x = inp + (size_t)b * n;
         real *y = out + (size_t)b * n;
@@ -34,8 +34,8 @@ void FN(nb_l2abs_forward)(real *out, real *nrm, const real *inp, int B, int n) {
 }
 
 /* y = x/||x||, s = |y|: dy = sign(y) ds; dx = (dy - y (y·dy)) / ||x||. */
-void FN(nb_l2abs_backward)(real *dinp, const real *dout, const real *inp, const real *nrm, int B,
-                           int n) {
+void nb_l2abs_backward(real *dinp, const real *dout, const real *inp, const real *nrm, int B,
+                       int n) {
     for (int b = 0; b < B; b++) {
         const real *x = inp + (size_t)b * n, *ds = dout + (size_t)b * n;
         real *dx = dinp + (size_t)b * n;
@@ -66,14 +66,14 @@ static inline real viol(const real *s, const real *c, int n) {
     return e;
 }
 
-void FN(nb_order_errors)(real *E, const real *s, const real *c, int Bs, int Bc, int n) {
+void nb_order_errors(real *E, const real *s, const real *c, int Bs, int Bc, int n) {
 #pragma omp parallel for schedule(static) if ((size_t)Bs * Bc * n >= OE_PAR_MIN)
     for (int i = 0; i < Bs; i++)
         for (int j = 0; j < Bc; j++)
             E[(size_t)i * Bc + j] = viol(s + (size_t)i * n, c + (size_t)j * n, n);
 }
 
-double FN(nb_order_loss)(real *G, const real *E, int B, double alpha) {
+double nb_order_loss(real *G, const real *E, int B, double alpha) {
     double loss = 0;
     memset(G, 0, sizeof(real) * (size_t)B * B);
     for (int i = 0; i < B; i++) {
@@ -98,8 +98,8 @@ double FN(nb_order_loss)(real *G, const real *E, int B, double alpha) {
     return loss;
 }
 
-void FN(nb_order_loss_backward)(real *ds, real *dc, const real *G, const real *s, const real *c,
-                                int B, int n) {
+void nb_order_loss_backward(real *ds, real *dc, const real *G, const real *s, const real *c, int B,
+                            int n) {
     const int par = (size_t)B * B * n >= OE_PAR_MIN;
 #pragma omp parallel if (par)
     {
@@ -138,8 +138,8 @@ void FN(nb_order_loss_backward)(real *ds, real *dc, const real *G, const real *s
 
 /* ---- the model ------------------------------------------------------------------------------ */
 
-void FN(nb_oe_free)(FN(nb_oe) * m) {
-    FN(nb_gru_free)(&m->gru);
+void nb_oe_free(nb_oe *m) {
+    nb_gru_free(&m->gru);
     real *own[] = {m->params, m->grads, m->adam_m, m->adam_v, m->x,   m->dx,   m->mask,
                    m->s,      m->snrm,  m->ds,     m->dh,     m->img, m->ipre, m->c,
                    m->cnrm,   m->dc,    m->dpre,   m->E,      m->G};
@@ -149,8 +149,8 @@ void FN(nb_oe_free)(FN(nb_oe) * m) {
     memset(m, 0, sizeof *m);
 }
 
-int FN(nb_oe_init)(FN(nb_oe) * m, int V, int W, int H, int F, int Tmax, int Bmax, double margin,
-                   const nb_norm_cfg *norm, nb_rng *rng, nb_err *err) {
+int nb_oe_init(nb_oe *m, int V, int W, int H, int F, int Tmax, int Bmax, double margin,
+               const nb_norm_cfg *norm, nb_rng *rng, nb_err *err) {
     memset(m, 0, sizeof *m);
     if (V < 2 || W < 1 || H < 1 || F < 1 || V > (1 << 24) || F > (1 << 20))
         return nb_errf(err,
@@ -167,11 +167,11 @@ int FN(nb_oe_init)(FN(nb_oe) * m, int V, int W, int H, int F, int Tmax, int Bmax
     m->Bmax = Bmax;
     m->margin = margin;
     m->emb = nb_layout_add(&m->layout, "Wemb", (size_t)V * W, 1);
-    if (FN(nb_gru_setup)(&m->gru, &m->layout, "gru.", W, H, Tmax, Bmax, norm, err) != 0) return -1;
+    if (nb_gru_setup(&m->gru, &m->layout, "gru.", W, H, Tmax, Bmax, norm, err) != 0) return -1;
     m->wimg = nb_layout_add(&m->layout, "img.W", (size_t)H * F, 1);
     m->bimg = nb_layout_add(&m->layout, "img.b", (size_t)H, 1);
     if (m->wimg == (size_t)-1 || m->bimg == (size_t)-1) {
-        FN(nb_oe_free)(m);
+        nb_oe_free(m);
         return nb_errf(err, "too many parameter tensors");
     }
     const size_t P = m->layout.total, TB = (size_t)Tmax * Bmax, BH = (size_t)Bmax * H;
@@ -199,14 +199,14 @@ int FN(nb_oe_init)(FN(nb_oe) * m, int V, int W, int H, int F, int Tmax, int Bmax
 #undef ALLOC
     m->tok = ok ? malloc(sizeof(int) * TB) : NULL;
     if (!ok || !m->tok) {
-        FN(nb_oe_free)(m);
+        nb_oe_free(m);
         return nb_errf(err, "out of memory for the order-embedding model");
     }
     real *p = m->params;
     for (size_t i = 0; i < (size_t)V * W; i++)
         p[m->emb + i] = (real)(0.2 * nb_rng_uniform(rng) - 0.1);
-    if (FN(nb_gru_init_params)(&m->gru, p, rng, err) != 0) {
-        FN(nb_oe_free)(m);
+    if (nb_gru_init_params(&m->gru, p, rng, err) != 0) {
+        nb_oe_free(m);
         return -1;
     }
     const double a = sqrt(6.0 / (F + H));
@@ -215,8 +215,7 @@ int FN(nb_oe_init)(FN(nb_oe) * m, int V, int W, int H, int F, int Tmax, int Bmax
     return 0;
 }
 
-void FN(nb_oe_encode_captions)(FN(nb_oe) * m, const int *tok, const int *steps, int T, int B,
-                               int training) {
+void nb_oe_encode_captions(nb_oe *m, const int *tok, const int *steps, int T, int B, int training) {
     const int W = m->W;
     const real *emb = m->params + m->emb;
     m->T = T;
@@ -231,46 +230,44 @@ void FN(nb_oe_encode_captions)(FN(nb_oe) * m, const int *tok, const int *steps, 
             memcpy(m->x + o * W, emb + (size_t)w * W, sizeof(real) * W);
             m->mask[o] = t < steps[b] ? 1 : 0;
         }
-    FN(nb_gru_forward)(&m->gru, m->params, m->x, m->mask, T, B, training);
-    FN(nb_l2abs_forward)(m->s, m->snrm, FN(nb_gru_last)(&m->gru), B, m->H);
+    nb_gru_forward(&m->gru, m->params, m->x, m->mask, T, B, training);
+    nb_l2abs_forward(m->s, m->snrm, nb_gru_last(&m->gru), B, m->H);
 }
 
-void FN(nb_oe_encode_images)(FN(nb_oe) * m, const real *img, int B) {
-    FN(nb_dense_forward)(m->ipre, img, m->params + m->wimg, m->params + m->bimg, B, m->F, m->H);
-    FN(nb_l2abs_forward)(m->c, m->cnrm, m->ipre, B, m->H);
+void nb_oe_encode_images(nb_oe *m, const real *img, int B) {
+    nb_dense_forward(m->ipre, img, m->params + m->wimg, m->params + m->bimg, B, m->F, m->H);
+    nb_l2abs_forward(m->c, m->cnrm, m->ipre, B, m->H);
 }
 
-double FN(nb_oe_forward)(FN(nb_oe) * m, const int *tok, const int *steps, int T, const real *img,
-                         int B) {
+double nb_oe_forward(nb_oe *m, const int *tok, const int *steps, int T, const real *img, int B) {
     memcpy(m->img, img, sizeof(real) * (size_t)B * m->F);
-    FN(nb_oe_encode_captions)(m, tok, steps, T, B, 1);
-    FN(nb_oe_encode_images)(m, m->img, B);
-    FN(nb_order_errors)(m->E, m->s, m->c, B, B, m->H);
-    return FN(nb_order_loss)(m->G, m->E, B, m->margin);
+    nb_oe_encode_captions(m, tok, steps, T, B, 1);
+    nb_oe_encode_images(m, m->img, B);
+    nb_order_errors(m->E, m->s, m->c, B, B, m->H);
+    return nb_order_loss(m->G, m->E, B, m->margin);
 }
 
-void FN(nb_oe_backward)(FN(nb_oe) * m) {
+void nb_oe_backward(nb_oe *m) {
     const size_t BH = (size_t)m->B * m->H;
     memset(m->ds, 0, sizeof(real) * BH);
     memset(m->dc, 0, sizeof(real) * BH);
-    FN(nb_order_loss_backward)(m->ds, m->dc, m->G, m->s, m->c, m->B, m->H);
-    FN(nb_oe_backward_embeddings)(m);
+    nb_order_loss_backward(m->ds, m->dc, m->G, m->s, m->c, m->B, m->H);
+    nb_oe_backward_embeddings(m);
 }
 
-void FN(nb_oe_backward_embeddings)(FN(nb_oe) * m) {
+void nb_oe_backward_embeddings(nb_oe *m) {
     const int B = m->B, H = m->H, W = m->W, T = m->T;
     const size_t BH = (size_t)B * H;
     /* image side */
     memset(m->dpre, 0, sizeof(real) * BH);
-    FN(nb_l2abs_backward)(m->dpre, m->dc, m->ipre, m->cnrm, B, H);
-    FN(nb_dense_backward)
-    (NULL, m->grads + m->wimg, m->grads + m->bimg, m->dpre, m->img, m->params + m->wimg, B, m->F,
-     H);
+    nb_l2abs_backward(m->dpre, m->dc, m->ipre, m->cnrm, B, H);
+    nb_dense_backward(NULL, m->grads + m->wimg, m->grads + m->bimg, m->dpre, m->img,
+                      m->params + m->wimg, B, m->F, H);
     /* caption side */
     memset(m->dh, 0, sizeof(real) * BH);
-    FN(nb_l2abs_backward)(m->dh, m->ds, FN(nb_gru_last)(&m->gru), m->snrm, B, H);
+    nb_l2abs_backward(m->dh, m->ds, nb_gru_last(&m->gru), m->snrm, B, H);
     memset(m->dx, 0, sizeof(real) * (size_t)T * B * W);
-    FN(nb_gru_backward)(&m->gru, m->grads, m->dx, m->params, m->dh);
+    nb_gru_backward(&m->gru, m->grads, m->dx, m->params, m->dh);
     real *demb = m->grads + m->emb;
     for (size_t o = 0; o < (size_t)T * B; o++) {
         real *d = demb + (size_t)m->tok[o] * W;

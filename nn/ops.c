@@ -20,8 +20,8 @@
 
 /* ---- dense ------------------------------------------------------------------------------ */
 
-void FN(nb_dense_forward)(real *out, const real *inp, const real *w, const real *bias, int B, int C,
-                          int OC) {
+void nb_dense_forward(real *out, const real *inp, const real *w, const real *bias, int B, int C,
+                      int OC) {
     /* out (B,OC), inp (B,C), w (OC,C), bias (OC) */
     if (B <= 0 || OC <= 0) return;
     real beta = 0;
@@ -38,8 +38,8 @@ void FN(nb_dense_forward)(real *out, const real *inp, const real *w, const real 
                OC);
 }
 
-void FN(nb_dense_backward)(real *dinp, real *dw, real *dbias, const real *dout, const real *inp,
-                           const real *w, int B, int C, int OC) {
+void nb_dense_backward(real *dinp, real *dw, real *dbias, const real *dout, const real *inp,
+                       const real *w, int B, int C, int OC) {
     /* dinp (B,C), dw (OC,C), dbias (OC), dout (B,OC), inp (B,C), w (OC,C) */
     if (B <= 0 || OC <= 0) return;
     if (C > 0) {
@@ -74,7 +74,7 @@ void FN(nb_dense_backward)(real *dinp, real *dw, real *dbias, const real *dout, 
 #define CS_GRP 8
 #define CS_PAR_MIN 16384
 
-void FN(nb_col_sums)(real *db, const real *dy, int rows, int C) {
+void nb_col_sums(real *db, const real *dy, int rows, int C) {
     const int nblk = (C + 63) / 64;
 #pragma omp parallel for schedule(static) if ((size_t)rows * (size_t)C >= CS_PAR_MIN)
     for (int blk = 0; blk < nblk; blk++) {
@@ -104,7 +104,7 @@ void FN(nb_col_sums)(real *db, const real *dy, int rows, int C) {
 /* ---- activations ------------------------------------------------------------------------ */
 
 /* relu: x < 0 ? 0 : x, written so that NaN propagates (NaN < 0 is false). */
-void FN(nb_relu_forward)(real *out, const real *inp, size_t N) {
+void nb_relu_forward(real *out, const real *inp, size_t N) {
 #pragma omp parallel for simd schedule(static) if (N >= PAR_CHEAP)
     for (size_t i = 0; i < N; i++) {
         real x = inp[i];
@@ -113,13 +113,13 @@ void FN(nb_relu_forward)(real *out, const real *inp, size_t N) {
 }
 
 /* d/dx relu = [out > 0]; at the kink (x == 0, out == 0) the gradient is taken as 0. */
-void FN(nb_relu_backward)(real *dinp, const real *dout, const real *out, size_t N) {
+void nb_relu_backward(real *dinp, const real *dout, const real *out, size_t N) {
 #pragma omp parallel for simd schedule(static) if (N >= PAR_CHEAP)
     for (size_t i = 0; i < N; i++)
         dinp[i] += out[i] > 0 ? dout[i] : (real)0;
 }
 
-void FN(nb_leaky_relu_forward)(real *out, const real *inp, size_t N, real alpha) {
+void nb_leaky_relu_forward(real *out, const real *inp, size_t N, real alpha) {
 #pragma omp parallel for simd schedule(static) if (N >= PAR_CHEAP)
     for (size_t i = 0; i < N; i++) {
         real x = inp[i];
@@ -129,20 +129,19 @@ void FN(nb_leaky_relu_forward)(real *out, const real *inp, size_t N, real alpha)
 
 /* From the output: for alpha > 0, out > 0 exactly when x > 0. At x == 0 the slope alpha is
  * used (the left derivative). */
-void FN(nb_leaky_relu_backward)(real *dinp, const real *dout, const real *out, size_t N,
-                                real alpha) {
+void nb_leaky_relu_backward(real *dinp, const real *dout, const real *out, size_t N, real alpha) {
 #pragma omp parallel for simd schedule(static) if (N >= PAR_CHEAP)
     for (size_t i = 0; i < N; i++)
         dinp[i] += out[i] > 0 ? dout[i] : alpha * dout[i];
 }
 
-void FN(nb_tanh_forward)(real *out, const real *inp, size_t N) {
+void nb_tanh_forward(real *out, const real *inp, size_t N) {
 #pragma omp parallel for simd schedule(static) if (N >= PAR_TRANSC)
     for (size_t i = 0; i < N; i++)
         out[i] = REAL_TANH(inp[i]);
 }
 
-void FN(nb_tanh_backward)(real *dinp, const real *dout, const real *out, size_t N) {
+void nb_tanh_backward(real *dinp, const real *dout, const real *out, size_t N) {
 #pragma omp parallel for simd schedule(static) if (N >= PAR_CHEAP)
     for (size_t i = 0; i < N; i++) {
         real y = out[i];
@@ -152,13 +151,13 @@ void FN(nb_tanh_backward)(real *dinp, const real *dout, const real *out, size_t 
 
 /* 1/(1+exp(-x)) needs no branch to be safe: exp(-x) overflows to inf for x << 0, giving 0, and
  * underflows to 0 for x >> 0, giving 1; no NaN either way. */
-void FN(nb_sigmoid_forward)(real *out, const real *inp, size_t N) {
+void nb_sigmoid_forward(real *out, const real *inp, size_t N) {
 #pragma omp parallel for simd schedule(static) if (N >= PAR_TRANSC)
     for (size_t i = 0; i < N; i++)
         out[i] = (real)1 / ((real)1 + REAL_EXP(-inp[i]));
 }
 
-void FN(nb_sigmoid_backward)(real *dinp, const real *dout, const real *out, size_t N) {
+void nb_sigmoid_backward(real *dinp, const real *dout, const real *out, size_t N) {
 #pragma omp parallel for simd schedule(static) if (N >= PAR_CHEAP)
     for (size_t i = 0; i < N; i++) {
         real y = out[i];
@@ -194,8 +193,8 @@ static double xent_row(real *probs, const real *x, int t, int V) {
  * sums are added in chunk order, so the mean does not depend on the thread count. */
 #define XENT_MAX_CHUNKS 256
 
-double FN(nb_softmax_xent_forward)(real *probs, real *losses, const real *logits,
-                                   const int *targets, int B, int V) {
+double nb_softmax_xent_forward(real *probs, real *losses, const real *logits, const int *targets,
+                               int B, int V) {
     /* probs (B,V), losses (B), logits (B,V), targets (B) */
     if (B <= 0) return NAN;
     if (V <= 0) return NAN;
@@ -221,13 +220,12 @@ double FN(nb_softmax_xent_forward)(real *probs, real *losses, const real *logits
     return total / B;
 }
 
-void FN(nb_softmax_xent_backward)(real *dlogits, const real *probs, const int *targets, int B,
-                                  int V) {
-    FN(nb_softmax_xent_backward_over)(dlogits, probs, targets, B, V, B);
+void nb_softmax_xent_backward(real *dlogits, const real *probs, const int *targets, int B, int V) {
+    nb_softmax_xent_backward_over(dlogits, probs, targets, B, V, B);
 }
 
-void FN(nb_softmax_xent_backward_over)(real *dlogits, const real *probs, const int *targets, int B,
-                                       int V, int N) {
+void nb_softmax_xent_backward_over(real *dlogits, const real *probs, const int *targets, int B,
+                                   int V, int N) {
     /* dlogits (B,V), probs (B,V), targets (B) */
     if (B <= 0 || V <= 0 || N <= 0) return;
     real invB = (real)(1.0 / N);

@@ -141,8 +141,8 @@ static void thread_share(size_t n, size_t *lo, size_t *hi) {
     *hi = b < n ? b : n;
 }
 
-void FN(nb_adam_step)(real *p, const real *g, real *m, real *v, size_t n, long t,
-                      const nb_adam_cfg *cfg) {
+void nb_adam_step(real *p, const real *g, real *m, real *v, size_t n, long t,
+                  const nb_adam_cfg *cfg) {
     /* p, g, m, v (N) */
     adam_k k = adam_consts(t, cfg);
     if (n < PAR_MIN) {
@@ -157,8 +157,8 @@ void FN(nb_adam_step)(real *p, const real *g, real *m, real *v, size_t n, long t
     }
 }
 
-void FN(nb_adam_step_layout)(real *p, const real *g, real *m, real *v, const nb_layout *l, long t,
-                             const nb_adam_cfg *cfg) {
+void nb_adam_step_layout(real *p, const real *g, real *m, real *v, const nb_layout *l, long t,
+                         const nb_adam_cfg *cfg) {
     /* p, g, m, v (l->total) */
     adam_k k = adam_consts(t, cfg);
     size_t work = 0;
@@ -220,7 +220,7 @@ static double sumsq(const real *x, size_t n) {
     return s;
 }
 
-double FN(nb_l2norm)(const real *x, size_t n) {
+double nb_l2norm(const real *x, size_t n) {
     return sqrt(sumsq(x, n));
 }
 
@@ -230,7 +230,7 @@ static void scale(real *x, size_t n, real s) {
         x[i] *= s;
 }
 
-double FN(nb_clip_global)(real *g, const nb_layout *l, double maxnorm) {
+double nb_clip_global(real *g, const nb_layout *l, double maxnorm) {
     double ss = 0;
     for (int i = 0; i < l->count; i++)
         if (l->t[i].trainable) ss += sumsq(g + l->t[i].off, l->t[i].n);
@@ -245,7 +245,7 @@ double FN(nb_clip_global)(real *g, const nb_layout *l, double maxnorm) {
     return norm;
 }
 
-double FN(nb_clip_per_tensor)(real *g, const nb_layout *l, double maxnorm) {
+double nb_clip_per_tensor(real *g, const nb_layout *l, double maxnorm) {
     double largest = 0;
     for (int i = 0; i < l->count; i++) {
         const nb_tensor *te = &l->t[i];

@@ -100,7 +100,7 @@ static void norm_vec(real *w, int d, nb_rng *rng) {
         w[i] = (real)((2 * nb_rng_uniform(rng) - 1) * lim);
 }
 
-int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng, nb_err *err) {
+int nb_reader_init(nb_reader *m, const nb_reader_cfg *cfg, nb_rng *rng, nb_err *err) {
     memset(m, 0, sizeof *m);
     if (cfg->V < 2 || cfg->D < 1 || cfg->Bmax < 1 || cfg->TDmax < 1 || cfg->TQmax < 1 ||
         cfg->V > (1 << 24) || !(cfg->keep > 0 && cfg->keep <= 1)) {
@@ -124,11 +124,11 @@ int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng,
     nb_layout *l = &m->layout;
     int fail = 0;
     m->emb = nb_layout_add(l, "emb", (size_t)V * D, 1);
-    if (FN(nb_lstm_init)(&m->ld, D, D, Bm, TD, &cfg->norm, l, "enc_d.", err) != 0) return -1;
-    if (FN(nb_lstm_init)(&m->lq, D, D, Bm, TQ, &cfg->norm, l, "enc_q.", err) != 0) goto fail;
+    if (nb_lstm_init(&m->ld, D, D, Bm, TD, &cfg->norm, l, "enc_d.", err) != 0) return -1;
+    if (nb_lstm_init(&m->lq, D, D, Bm, TQ, &cfg->norm, l, "enc_q.", err) != 0) goto fail;
     if (cfg->bidir) {
-        if (FN(nb_lstm_init)(&m->ldr, D, D, Bm, TD, &cfg->norm, l, "enc_d_r.", err) != 0) goto fail;
-        if (FN(nb_lstm_init)(&m->lqr, D, D, Bm, TQ, &cfg->norm, l, "enc_q_r.", err) != 0) goto fail;
+        if (nb_lstm_init(&m->ldr, D, D, Bm, TD, &cfg->norm, l, "enc_d_r.", err) != 0) goto fail;
+        if (nb_lstm_init(&m->lqr, D, D, Bm, TQ, &cfg->norm, l, "enc_q_r.", err) != 0) goto fail;
     }
     const int bnev = cfg->bn_everywhere;
     for (int k = 0; k < NB_RD_BN_COUNT; k++)
@@ -226,11 +226,11 @@ int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng,
      * ff_logit are uniform even when square, as they are in the unidirectional model) */
     real *p = m->params;
     norm_weight(p + m->emb, V, D, 1, rng);
-    FN(nb_lstm_init_params)(&m->ld, p, rng);
-    FN(nb_lstm_init_params)(&m->lq, p, rng);
+    nb_lstm_init_params(&m->ld, p, rng);
+    nb_lstm_init_params(&m->lq, p, rng);
     if (cfg->bidir) {
-        FN(nb_lstm_init_params)(&m->ldr, p, rng);
-        FN(nb_lstm_init_params)(&m->lqr, p, rng);
+        nb_lstm_init_params(&m->ldr, p, rng);
+        nb_lstm_init_params(&m->lqr, p, rng);
     }
     norm_weight(p + m->bm, X, X, 1, rng);  /* ff_att_bi_dq */
     norm_weight(p + m->wac, D, X, 1, rng); /* ff_att_ctx */
@@ -247,15 +247,15 @@ int FN(nb_reader_init)(FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng,
                 p[m->bng[k] + j] = (real)0.1;
     return 0;
 fail:
-    FN(nb_reader_free)(m);
+    nb_reader_free(m);
     return -1;
 }
 
-void FN(nb_reader_free)(FN(nb_reader) * m) {
-    FN(nb_lstm_free)(&m->ld);
-    FN(nb_lstm_free)(&m->lq);
-    FN(nb_lstm_free)(&m->ldr);
-    FN(nb_lstm_free)(&m->lqr);
+void nb_reader_free(nb_reader *m) {
+    nb_lstm_free(&m->ld);
+    nb_lstm_free(&m->lq);
+    nb_lstm_free(&m->ldr);
+    nb_lstm_free(&m->lqr);
     if (m->P != m->hf) free(m->P);
     real *bufs[] = {
         m->params, m->grads, m->adam_m, m->adam_v, m->ed,      m->eq,    m->kd,   m->kq,    m->hf,
@@ -275,36 +275,35 @@ void FN(nb_reader_free)(FN(nb_reader) * m) {
 }
 
 /* bn_everywhere: the buffer of layer k's linear output (before its BN). */
-static real *bn_z(const FN(nb_reader) * m, int k) {
+static real *bn_z(const nb_reader *m, int k) {
     return k == NB_RD_BN_AC ? m->zac : m->zo + (size_t)(k - 1) * m->cfg.Bmax * m->cfg.D;
 }
 
 /* One bnff layer over n rows (layers.py bnfflayer, activ Linear): z = x·W^T (n,D) from x (n,X)
  * and W at offset w, then out = BN(z; gain k, beta) (n,D) with the statistics of these n rows
  * (beta may be NULL: the layer has no bias). */
-static void bnff_forward(FN(nb_reader) * m, real *out, int k, const real *x, size_t w,
-                         const real *beta, int n) {
+static void bnff_forward(nb_reader *m, real *out, int k, const real *x, size_t w, const real *beta,
+                         int n) {
     const int D = m->cfg.D, X = m->X;
     const real *p = m->params;
     real *z = bn_z(m, k);
     CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n, D, X, 1, x, X, p + w, X, 0, z, D);
-    FN(nb_batchnorm_forward)
-    (out, m->bnmean + (size_t)k * D, m->bnrstd + (size_t)k * D, NULL, NULL, z, p + m->bng[k], beta,
-     n, D, 1, &m->cfg.norm);
+    nb_batchnorm_forward(out, m->bnmean + (size_t)k * D, m->bnrstd + (size_t)k * D, NULL, NULL, z,
+                         p + m->bng[k], beta, n, D, 1, &m->cfg.norm);
 }
 
 /* Backward of bnff_forward from dout (n,D): accumulates the gain's gradient, beta's when dbeta
  * is not NULL, and W's; dx (n,X) becomes dx_beta·dx + the gradient of x (dx_beta 0 or 1). The
  * batch statistics depend on every row, so the full BN gradient is used, as in training. */
-static void bnff_backward(FN(nb_reader) * m, real *dx, real dx_beta, int k, const real *dout,
+static void bnff_backward(nb_reader *m, real *dx, real dx_beta, int k, const real *dout,
                           const real *x, size_t w, real *dbeta, int n) {
     const int D = m->cfg.D, X = m->X;
     const real *p = m->params;
     real *g = m->grads, *dz = k == NB_RD_BN_AC ? m->dzac : m->dzo;
     memset(dz, 0, sizeof(real) * (size_t)n * D);
-    FN(nb_batchnorm_backward)
-    (dz, g + m->bng[k], dbeta, dout, bn_z(m, k), p + m->bng[k], m->bnmean + (size_t)k * D,
-     m->bnrstd + (size_t)k * D, n, D, 1, &m->cfg.norm);
+    nb_batchnorm_backward(dz, g + m->bng[k], dbeta, dout, bn_z(m, k), p + m->bng[k],
+                          m->bnmean + (size_t)k * D, m->bnrstd + (size_t)k * D, n, D, 1,
+                          &m->cfg.norm);
     CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, D, X, n, 1, dz, D, x, X, 1, g + w, X);
     CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, X, D, 1, dz, D, p + w, X, dx_beta, dx,
                X);
@@ -347,9 +346,9 @@ static void scatter(real *demb, const int *tok, const real *de, const real *k, s
     }
 }
 
-double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend, int TD,
-                             const int *tokq, const int *lenq, int TQ, const int *y, int B,
-                             int training, nb_rng *noise) {
+double nb_reader_forward(nb_reader *m, const int *tokd, const int *lend, int TD, const int *tokq,
+                         const int *lenq, int TQ, const int *y, int B, int training,
+                         nb_rng *noise) {
     const int D = m->cfg.D, X = m->X, V = m->cfg.V;
     const real *p = m->params;
     m->B = B;
@@ -378,22 +377,22 @@ double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend
     }
 
     /* encoders */
-    FN(nb_lstm_forward)(&m->ld, m->hf, m->ed, m->lend, B, TD, 0, p);
-    FN(nb_lstm_forward)(&m->lq, NULL, m->eq, m->lenq, B, TQ, 0, p);
+    nb_lstm_forward(&m->ld, m->hf, m->ed, m->lend, B, TD, 0, p);
+    nb_lstm_forward(&m->lq, NULL, m->eq, m->lenq, B, TQ, 0, p);
     if (m->cfg.bidir) {
-        FN(nb_lstm_forward)(&m->ldr, m->hb, m->edr, m->lend, B, TD, 1, p);
-        FN(nb_lstm_forward)(&m->lqr, NULL, m->eqr, m->lenq, B, TQ, 1, p);
+        nb_lstm_forward(&m->ldr, m->hb, m->edr, m->lend, B, TD, 1, p);
+        nb_lstm_forward(&m->lqr, NULL, m->eqr, m->lenq, B, TQ, 1, p);
         for (size_t i = 0; i < BD; i++) {
             memcpy(m->P + i * X, m->hf + i * D, sizeof(real) * D);
             memcpy(m->P + i * X + D, m->hb + i * D, sizeof(real) * D);
         }
-        const real *f1 = FN(nb_lstm_final)(&m->lq), *f2 = FN(nb_lstm_final)(&m->lqr);
+        const real *f1 = nb_lstm_final(&m->lq), *f2 = nb_lstm_final(&m->lqr);
         for (int b = 0; b < B; b++) {
             memcpy(m->q + (size_t)b * X, f1 + (size_t)b * D, sizeof(real) * D);
             memcpy(m->q + (size_t)b * X + D, f2 + (size_t)b * D, sizeof(real) * D);
         }
     } else {
-        memcpy(m->q, FN(nb_lstm_final)(&m->lq), sizeof(real) * B * D);
+        memcpy(m->q, nb_lstm_final(&m->lq), sizeof(real) * B * D);
     }
     const real *P = m->P;
 
@@ -494,7 +493,7 @@ double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend
         memcpy(m->dlogits + (size_t)b * V, p + m->bl, sizeof(real) * V);
     CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, V, D, 1, m->gd, D, p + m->wl, D, 1,
                m->dlogits, V);
-    double loss = FN(nb_softmax_xent_forward)(m->probs, NULL, m->dlogits, m->y, B, V);
+    double loss = nb_softmax_xent_forward(m->probs, NULL, m->dlogits, m->y, B, V);
     long wrong = 0;
     for (int b = 0; b < B; b++) {
         const real *pr = m->probs + (size_t)b * V;
@@ -507,7 +506,7 @@ double FN(nb_reader_forward)(FN(nb_reader) * m, const int *tokd, const int *lend
     return y ? loss : 0;
 }
 
-void FN(nb_reader_backward)(FN(nb_reader) * m) {
+void nb_reader_backward(nb_reader *m) {
     const int B = m->B, TD = m->TD, TQ = m->TQ, D = m->cfg.D, X = m->X, V = m->cfg.V;
     const real *p = m->params;
     real *g = m->grads;
@@ -517,8 +516,8 @@ void FN(nb_reader_backward)(FN(nb_reader) * m) {
     /* logits */
     memset(m->dlogits, 0, sizeof(real) * B * V);
     /* a shard of a larger batch: (p - onehot)/grad_rows, as the whole batch's rows get it */
-    FN(nb_softmax_xent_backward_over)
-    (m->dlogits, m->probs, m->y, B, V, m->grad_rows > 0 ? m->grad_rows : B);
+    nb_softmax_xent_backward_over(m->dlogits, m->probs, m->y, B, V,
+                                  m->grad_rows > 0 ? m->grad_rows : B);
     CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, V, D, B, 1, m->dlogits, V, m->gd, D, 1,
                g + m->wl, D);
     for (int b = 0; b < B; b++)
@@ -642,13 +641,13 @@ void FN(nb_reader_backward)(FN(nb_reader) * m) {
         }
         memset(m->dedr, 0, sizeof(real) * BD * D);
         memset(m->deqr, 0, sizeof(real) * B * TQ * D);
-        FN(nb_lstm_backward)(&m->ld, m->ded, g, m->dhf, NULL, p);
-        FN(nb_lstm_backward)(&m->ldr, m->dedr, g, m->dhb, NULL, p);
-        FN(nb_lstm_backward)(&m->lq, m->deq, g, NULL, f1, p);
-        FN(nb_lstm_backward)(&m->lqr, m->deqr, g, NULL, f2, p);
+        nb_lstm_backward(&m->ld, m->ded, g, m->dhf, NULL, p);
+        nb_lstm_backward(&m->ldr, m->dedr, g, m->dhb, NULL, p);
+        nb_lstm_backward(&m->lq, m->deq, g, NULL, f1, p);
+        nb_lstm_backward(&m->lqr, m->deqr, g, NULL, f2, p);
     } else {
-        FN(nb_lstm_backward)(&m->ld, m->ded, g, m->dP, NULL, p);
-        FN(nb_lstm_backward)(&m->lq, m->deq, g, NULL, m->dq, p);
+        nb_lstm_backward(&m->ld, m->ded, g, m->dP, NULL, p);
+        nb_lstm_backward(&m->lq, m->deq, g, NULL, m->dq, p);
     }
     /* embeddings (dropout masks, then scatter-add into the shared table) */
     real *demb = g + m->emb;

@@ -54,12 +54,12 @@ typedef struct nb_reader_cfg {
 enum { NB_RD_BN_AC, NB_RD_BN_AQ, NB_RD_BN_OC, NB_RD_BN_OQ, NB_RD_BN_OM, NB_RD_BN_COUNT };
 #endif
 
-typedef struct NB_FN(nb_reader) {
+typedef struct nb_reader {
     nb_reader_cfg cfg;
     int X;
     nb_layout layout;
     NB_REAL *params, *grads, *adam_m, *adam_v;
-    NB_FN(nb_lstm) ld, ldr, lq, lqr;
+    nb_lstm ld, ldr, lq, lqr;
     size_t emb, bm, wac, bac, waq, watt, woc, woq, boq, wom, wl, bl; /* offsets */
     size_t bng[NB_RD_BN_COUNT]; /* bn_everywhere: offsets of the gains; (size_t)-1 otherwise */
     /* last forward */
@@ -84,20 +84,19 @@ typedef struct NB_FN(nb_reader) {
     NB_REAL *dgd, *dr, *dpbar, *dq, *du, *dv, *dqa, *dM, *dP, *dhf, *dhb, *ded, *deq, *dfq;
     NB_REAL *dedr, *deqr; /* bidirectional: gradients of edr, eqr (else NULL) */
     long nwrong;          /* rows of the last forward whose argmax is not y */
-} NB_FN(nb_reader);
+} nb_reader;
 
 /* Builds the model and draws its initial values (AR-repo utils.py: norm_weight, ortho_weight;
  * the LSTMs per nn/lstm.h). Returns 0, or -1 with err set. */
-int NB_FN(nb_reader_init)(NB_FN(nb_reader) * m, const nb_reader_cfg *cfg, nb_rng *rng, nb_err *err);
-void NB_FN(nb_reader_free)(NB_FN(nb_reader) * m);
+int nb_reader_init(nb_reader *m, const nb_reader_cfg *cfg, nb_rng *rng, nb_err *err);
+void nb_reader_free(nb_reader *m);
 
 /* Forward over B rows: passages tokd (B,TD) with real lengths lend (B), questions tokq (B,TQ)
  * with lenq (B), answers y (B) (may be NULL: loss 0); token ids in [0, V). training: dropout
  * masks drawn from noise (which may be NULL when not training). Returns the mean loss; leaves
  * the softmax in m->probs and the count of wrong argmaxes in m->nwrong. */
-double NB_FN(nb_reader_forward)(NB_FN(nb_reader) * m, const int *tokd, const int *lend, int TD,
-                                const int *tokq, const int *lenq, int TQ, const int *y, int B,
-                                int training, nb_rng *noise);
+double nb_reader_forward(nb_reader *m, const int *tokd, const int *lend, int TD, const int *tokq,
+                         const int *lenq, int TQ, const int *y, int B, int training, nb_rng *noise);
 
 /* Backward of the last forward's mean loss; ACCUMULATES into m->grads. */
-void NB_FN(nb_reader_backward)(NB_FN(nb_reader) * m);
+void nb_reader_backward(nb_reader *m);

@@ -52,17 +52,17 @@ void nb_rnnsearch_cfg_default(nb_rnnsearch_cfg *cfg, int Vs, int Vt, int eos, nb
 
 /* ---- dense layers and their norms ---------------------------------------------------------- */
 
-static const real *wmat(const FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d) {
+static const real *wmat(const nb_rnnsearch *m, const nb_rs_dense *d) {
     return d->weff ? d->weff : m->params + d->w;
 }
 
-static void dense_begin(FN(nb_rnnsearch) * m, FN(nb_rs_dense) * d) {
-    if (d->weff) FN(nb_weightnorm_forward)
-    (d->weff, d->vn, m->params + d->w, m->params + d->wg, d->out, d->in);
+static void dense_begin(nb_rnnsearch *m, nb_rs_dense *d) {
+    if (d->weff)
+        nb_weightnorm_forward(d->weff, d->vn, m->params + d->w, m->params + d->wg, d->out, d->in);
 }
 
 /* y (rows, out) = x (rows, in) W^T (+ b) */
-static void dense_fwd(const FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d, real *y, const real *x,
+static void dense_fwd(const nb_rnnsearch *m, const nb_rs_dense *d, real *y, const real *x,
                       int rows) {
     if (d->b != NO_OFF)
         for (int r = 0; r < rows; r++)
@@ -72,19 +72,18 @@ static void dense_fwd(const FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d, rea
 }
 
 /* From dy (rows, out): ACCUMULATES dW, db and (dx not NULL) dx (rows, in) += dy W. */
-static void dense_bwd(FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d, const real *dy,
-                      const real *x, int rows, real *dx) {
+static void dense_bwd(nb_rnnsearch *m, const nb_rs_dense *d, const real *dy, const real *x,
+                      int rows, real *dx) {
     if (d->weff) {
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d->out, d->in, rows, 1, dy, d->out, x,
                    d->in, 0, d->dweff, d->in);
-        FN(nb_weightnorm_backward)
-        (m->grads + d->w, m->grads + d->wg, d->dweff, m->params + d->w, m->params + d->wg, d->vn,
-         d->out, d->in);
+        nb_weightnorm_backward(m->grads + d->w, m->grads + d->wg, d->dweff, m->params + d->w,
+                               m->params + d->wg, d->vn, d->out, d->in);
     } else {
         CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d->out, d->in, rows, 1, dy, d->out, x,
                    d->in, 1, m->grads + d->w, d->in);
     }
-    if (d->b != NO_OFF) FN(nb_col_sums)(m->grads + d->b, dy, rows, d->out);
+    if (d->b != NO_OFF) nb_col_sums(m->grads + d->b, dy, rows, d->out);
     if (dx)
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d->in, d->out, 1, dy, d->out,
                    wmat(m, d), d->in, 1, dx, d->in);
@@ -95,45 +94,45 @@ static void dense_bwd(FN(nb_rnnsearch) * m, const FN(nb_rs_dense) * d, const rea
 
 /* The norm of the configured kind (its row of the norm table) over rows of n: out = N(in); st
  * caches 2*max(rows, n) values (st0 = st, st1 = st + half). none/weight copy. */
-static void norm_fwd(FN(nb_rnnsearch) * m, const FN(nb_rs_norm) * f, real *out, real *st,
-                     const real *in, int rows, int training) {
+static void norm_fwd(nb_rnnsearch *m, const nb_rs_norm *f, real *out, real *st, const real *in,
+                     int rows, int training) {
     const nb_norm_cfg *cfg = &m->cfg.norm;
     const nb_norm_def *nd = nb_norm_get(cfg->kind);
     const int n = f->n;
     const size_t half = (size_t)(rows > n ? rows : n);
     real *P = m->params;
-    if (nd->FN(ops))
-        nd->FN(ops)->forward(out, st, st + half, OPT(P, f->rm), OPT(P, f->rv), in, OPT(P, f->g),
-                             OPT(P, f->b), OPT(P, f->s), rows, n, training, cfg);
+    if (nd->REAL_OPS)
+        nd->REAL_OPS->forward(out, st, st + half, OPT(P, f->rm), OPT(P, f->rv), in, OPT(P, f->g),
+                              OPT(P, f->b), OPT(P, f->s), rows, n, training, cfg);
     else if (out != in)
         memcpy(out, in, sizeof(real) * (size_t)rows * n);
 }
 
 /* din (rows, n) = N'(in)^T dout (WRITES din), gains and biases ACCUMULATED. */
-static void norm_bwd(FN(nb_rnnsearch) * m, const FN(nb_rs_norm) * f, real *din, const real *dout,
+static void norm_bwd(nb_rnnsearch *m, const nb_rs_norm *f, real *din, const real *dout,
                      const real *in, const real *st, int rows, int training) {
     const nb_norm_cfg *cfg = &m->cfg.norm;
     const nb_norm_def *nd = nb_norm_get(cfg->kind);
     const int n = f->n;
     const size_t half = (size_t)(rows > n ? rows : n);
     real *P = m->params, *G = m->grads;
-    if (!nd->FN(ops)) { /* none, weight */
+    if (!nd->REAL_OPS) { /* none, weight */
         if (din != dout) memcpy(din, dout, sizeof(real) * (size_t)rows * n);
         return;
     }
     memset(din, 0, sizeof(real) * (size_t)rows * n);
-    nd->FN(ops)->backward(din, OPT(G, f->g), OPT(G, f->b), OPT(G, f->s), dout, in, OPT(P, f->g),
-                          OPT(P, f->s), st, st + half, rows, n, training, cfg, 0);
+    nd->REAL_OPS->backward(din, OPT(G, f->g), OPT(G, f->b), OPT(G, f->s), dout, in, OPT(P, f->g),
+                           OPT(P, f->s), st, st + half, rows, n, training, cfg, 0);
 }
 
 /* ---- setup --------------------------------------------------------------------------------- */
 
-void FN(nb_rnnsearch_free)(FN(nb_rnnsearch) * m) {
-    FN(nb_gru_free)(&m->encf);
-    FN(nb_gru_free)(&m->encb);
-    FN(nb_gru_free)(&m->dec1);
-    FN(nb_gru_free)(&m->dec2);
-    FN(nb_rs_dense) * ds[] = {&m->init, &m->ac, &m->as, &m->pe, &m->ps, &m->pc, &m->out};
+void nb_rnnsearch_free(nb_rnnsearch *m) {
+    nb_gru_free(&m->encf);
+    nb_gru_free(&m->encb);
+    nb_gru_free(&m->dec1);
+    nb_gru_free(&m->dec2);
+    nb_rs_dense *ds[] = {&m->init, &m->ac, &m->as, &m->pe, &m->ps, &m->pc, &m->out};
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
         free(ds[i]->weff);
         free(ds[i]->vn);
@@ -157,8 +156,8 @@ void FN(nb_rnnsearch_free)(FN(nb_rnnsearch) * m) {
     memset(m, 0, sizeof *m);
 }
 
-static void add_dense(FN(nb_rnnsearch) * m, FN(nb_rs_dense) * d, const char *name, int out, int in,
-                      int bias, int wn, int *bad) {
+static void add_dense(nb_rnnsearch *m, nb_rs_dense *d, const char *name, int out, int in, int bias,
+                      int wn, int *bad) {
     char full[32];
     d->out = out;
     d->in = in;
@@ -176,7 +175,7 @@ static void add_dense(FN(nb_rnnsearch) * m, FN(nb_rs_dense) * d, const char *nam
     if (d->w == NO_OFF || (bias && d->b == NO_OFF) || (wn && d->wg == NO_OFF)) *bad = 1;
 }
 
-static void add_norm(FN(nb_rnnsearch) * m, FN(nb_rs_norm) * f, const char *name, int n, int *bad) {
+static void add_norm(nb_rnnsearch *m, nb_rs_norm *f, const char *name, int n, int *bad) {
     const nb_norm_cfg *cfg = &m->cfg.norm;
     const nb_norm_def *nd = nb_norm_get(cfg->kind);
     char full[32];
@@ -210,7 +209,7 @@ static void add_norm(FN(nb_rnnsearch) * m, FN(nb_rs_norm) * f, const char *name,
 static int init_matrix(real *w, int rows, int cols, nb_rng *rng, double scale, double center,
                        nb_err *err) {
     if (rows == cols) {
-        if (FN(nb_orthogonal)(w, (size_t)cols, rows, rng, err) != 0) return -1;
+        if (nb_orthogonal(w, (size_t)cols, rows, rng, err) != 0) return -1;
     } else {
         for (size_t i = 0; i < (size_t)rows * cols; i++)
             w[i] = (real)(scale * nb_rng_normal(rng));
@@ -220,8 +219,7 @@ static int init_matrix(real *w, int rows, int cols, nb_rng *rng, double scale, d
     return 0;
 }
 
-int FN(nb_rnnsearch_init)(FN(nb_rnnsearch) * m, const nb_rnnsearch_cfg *cfg, nb_rng *rng,
-                          nb_err *err) {
+int nb_rnnsearch_init(nb_rnnsearch *m, const nb_rnnsearch_cfg *cfg, nb_rng *rng, nb_err *err) {
     memset(m, 0, sizeof *m);
     if (cfg->Vs < 2 || cfg->Vt < 2 || cfg->E < 1 || cfg->H < 1 || cfg->Bmax < 1 || cfg->Txmax < 1 ||
         cfg->Tymax < 1 || cfg->beam_max < 1 || cfg->eos < 0 || cfg->eos >= cfg->Vt ||
@@ -247,17 +245,17 @@ int FN(nb_rnnsearch_init)(FN(nb_rnnsearch) * m, const nb_rnnsearch_cfg *cfg, nb_
     int bad = 0;
     m->emb_s = nb_layout_add(l, "emb_src", (size_t)cfg->Vs * E, 1);
     m->emb_t = nb_layout_add(l, "emb_tgt", (size_t)cfg->Vt * E, 1);
-    if (FN(nb_gru_setup)(&m->encf, l, "enc_f.", E, H, Tx, Bm, nc, err) != 0) goto fail;
-    if (FN(nb_gru_setup)(&m->encb, l, "enc_b.", E, H, Tx, Bm, nc, err) != 0) goto fail;
+    if (nb_gru_setup(&m->encf, l, "enc_f.", E, H, Tx, Bm, nc, err) != 0) goto fail;
+    if (nb_gru_setup(&m->encb, l, "enc_b.", E, H, Tx, Bm, nc, err) != 0) goto fail;
     add_dense(m, &m->init, "init", H, C, 1, wn, &bad);
     add_norm(m, &m->ninit, "init", H, &bad);
-    if (FN(nb_gru_setup)(&m->dec1, l, "dec1.", E, H, Td, Bm, nc, err) != 0) goto fail;
+    if (nb_gru_setup(&m->dec1, l, "dec1.", E, H, Td, Bm, nc, err) != 0) goto fail;
     add_dense(m, &m->ac, "att_ctx", A, C, 1, wn, &bad);
     add_norm(m, &m->nac, "att_ctx", A, &bad);
     add_dense(m, &m->as, "att_st", A, H, 0, wn, &bad);
     add_norm(m, &m->nas, "att_st", A, &bad);
     m->att_v = nb_layout_add(l, "att_v", (size_t)A, 1);
-    if (FN(nb_gru_setup)(&m->dec2, l, "dec2.", C, H, Td, Bm, nc, err) != 0) goto fail;
+    if (nb_gru_setup(&m->dec2, l, "dec2.", C, H, Td, Bm, nc, err) != 0) goto fail;
     m->dec2.bias_state = 1;
     add_dense(m, &m->pe, "out_emb", E, E, 1, wn, &bad);
     add_norm(m, &m->npe, "out_emb", E, &bad);
@@ -337,7 +335,7 @@ int FN(nb_rnnsearch_init)(FN(nb_rnnsearch) * m, const nb_rnnsearch_cfg *cfg, nb_
     m->st[1] = zalloc((size_t)m->Rmax * H, &fail);
     m->logp = zalloc((size_t)m->Rmax * cfg->Vt, &fail);
     if (wn) {
-        FN(nb_rs_dense) * ds[] = {&m->init, &m->ac, &m->as, &m->pe, &m->ps, &m->pc};
+        nb_rs_dense *ds[] = {&m->init, &m->ac, &m->as, &m->pe, &m->ps, &m->pc};
         for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
             ds[i]->weff = zalloc((size_t)ds[i]->out * ds[i]->in, &fail);
             ds[i]->dweff = zalloc((size_t)ds[i]->out * ds[i]->in, &fail);
@@ -355,12 +353,12 @@ int FN(nb_rnnsearch_init)(FN(nb_rnnsearch) * m, const nb_rnnsearch_cfg *cfg, nb_
     if (init_matrix(P + m->emb_s, cfg->Vs, E, rng, sc, ce, err) != 0 ||
         init_matrix(P + m->emb_t, cfg->Vt, E, rng, sc, ce, err) != 0)
         goto fail;
-    FN(nb_gru) * gs[] = {&m->encf, &m->encb, &m->dec1, &m->dec2};
+    nb_gru *gs[] = {&m->encf, &m->encb, &m->dec1, &m->dec2};
     for (int i = 0; i < 4; i++)
-        if (FN(nb_gru_init_normal)(gs[i], P, rng, sc, ce, err) != 0) goto fail;
-    FN(nb_rs_dense) * ds[] = {&m->init, &m->ac, &m->as, &m->pe, &m->ps, &m->pc, &m->out};
+        if (nb_gru_init_normal(gs[i], P, rng, sc, ce, err) != 0) goto fail;
+    nb_rs_dense *ds[] = {&m->init, &m->ac, &m->as, &m->pe, &m->ps, &m->pc, &m->out};
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
-        FN(nb_rs_dense) *d = ds[i];
+        nb_rs_dense *d = ds[i];
         if (init_matrix(P + d->w, d->out, d->in, rng, sc, ce, err) != 0) goto fail;
         if (d->wg != NO_OFF)
             for (int o = 0; o < d->out; o++) {
@@ -372,7 +370,7 @@ int FN(nb_rnnsearch_init)(FN(nb_rnnsearch) * m, const nb_rnnsearch_cfg *cfg, nb_
     }
     for (int i = 0; i < A; i++)
         P[m->att_v + i] = (real)(sc * nb_rng_normal(rng) + ce);
-    FN(nb_rs_norm) * ns[] = {&m->ninit, &m->nac, &m->nas, &m->npe, &m->nps, &m->npc};
+    nb_rs_norm *ns[] = {&m->ninit, &m->nac, &m->nas, &m->npe, &m->nps, &m->npc};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
         if (ns[i]->g != NO_OFF)
             for (int c = 0; c < ns[i]->n; c++)
@@ -387,20 +385,20 @@ int FN(nb_rnnsearch_init)(FN(nb_rnnsearch) * m, const nb_rnnsearch_cfg *cfg, nb_
     }
     return 0;
 fail:
-    FN(nb_rnnsearch_free)(m);
+    nb_rnnsearch_free(m);
     return -1;
 }
 
 /* ---- shared pieces ------------------------------------------------------------------------- */
 
-static void begin_dense(FN(nb_rnnsearch) * m) {
-    FN(nb_rs_dense) * ds[] = {&m->init, &m->ac, &m->as, &m->pe, &m->ps, &m->pc};
+static void begin_dense(nb_rnnsearch *m) {
+    nb_rs_dense *ds[] = {&m->init, &m->ac, &m->as, &m->pe, &m->ps, &m->pc};
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++)
         dense_begin(m, ds[i]);
 }
 
 /* The encoder over m->src/m->xm (already set, m->B, m->Tx): context, s0, Hc. */
-static void encode(FN(nb_rnnsearch) * m, int training) {
+static void encode(nb_rnnsearch *m, int training) {
     const int E = m->cfg.E, H = m->cfg.H, C = m->C, A = m->A, B = m->B, Tx = m->Tx;
     const size_t BE = (size_t)B * E, BH = (size_t)B * H;
     real *P = m->params;
@@ -416,9 +414,9 @@ static void encode(FN(nb_rnnsearch) * m, int training) {
         }
     for (int t = 0; t < Tx; t++)
         memcpy(m->xsr + (size_t)t * BE, m->xs + (size_t)(Tx - 1 - t) * BE, sizeof(real) * BE);
-    FN(nb_gru_forward)(&m->encf, P, m->xs, m->xm, Tx, B, training);
-    FN(nb_gru_forward)
-    (&m->encb, P, m->xsr, m->xm + (size_t)m->cfg.Txmax * m->cfg.Bmax, Tx, B, training);
+    nb_gru_forward(&m->encf, P, m->xs, m->xm, Tx, B, training);
+    nb_gru_forward(&m->encb, P, m->xsr, m->xm + (size_t)m->cfg.Txmax * m->cfg.Bmax, Tx, B,
+                   training);
     for (int t = 0; t < Tx; t++)
         for (int b = 0; b < B; b++) {
             const size_t row = (size_t)t * B + b;
@@ -454,8 +452,7 @@ static void encode(FN(nb_rnnsearch) * m, int training) {
 
 /* Attention for R rows: row r reads source sentence srow[r] (NULL: r), hs (R, A); writes the
  * weights al (R, Tx) and contexts ct (R, C). */
-static void attend(FN(nb_rnnsearch) * m, int R, const int *srow, const real *hs, real *al,
-                   real *ct) {
+static void attend(nb_rnnsearch *m, int R, const int *srow, const real *hs, real *al, real *ct) {
     const int A = m->A, C = m->C, B = m->B, Tx = m->Tx;
     const real *v = m->params + m->att_v;
 #pragma omp parallel for schedule(static) if ((size_t)R * Tx * A >= PAR_MIN)
@@ -510,7 +507,7 @@ static void xent_grad_row(real *p, real s, int Vt, int y, double ls, int GB) {
 }
 
 /* Deep output for rows: o = tanh(Npe(ye) + Nps(s) + Npc(ct)), logits into lg (rows, Vt). */
-static void deep_out(FN(nb_rnnsearch) * m, int rows, const real *ye, const real *s, const real *ct,
+static void deep_out(nb_rnnsearch *m, int rows, const real *ye, const real *s, const real *ct,
                      real *lg, int training) {
     const int E = m->cfg.E;
     const size_t half = 2 * ((size_t)rows + E);
@@ -527,7 +524,7 @@ static void deep_out(FN(nb_rnnsearch) * m, int rows, const real *ye, const real 
     dense_fwd(m, &m->out, lg, m->o, rows);
 }
 
-static void set_batch(FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx, int B) {
+static void set_batch(nb_rnnsearch *m, const int *src, const int *src_len, int Tx, int B) {
     const size_t off = (size_t)m->cfg.Txmax * m->cfg.Bmax;
     m->B = B;
     m->Tx = Tx;
@@ -545,9 +542,9 @@ static void set_batch(FN(nb_rnnsearch) * m, const int *src, const int *src_len, 
 
 /* ---- forward ------------------------------------------------------------------------------- */
 
-double FN(nb_rnnsearch_forward)(FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx,
-                                const int *tgt, const int *tgt_len, int Ty, int B, int training,
-                                nb_rng *noise, nb_rnnsearch_stats *stats) {
+double nb_rnnsearch_forward(nb_rnnsearch *m, const int *src, const int *src_len, int Tx,
+                            const int *tgt, const int *tgt_len, int Ty, int B, int training,
+                            nb_rng *noise, nb_rnnsearch_stats *stats) {
     const int E = m->cfg.E, H = m->cfg.H, C = m->C, A = m->A, Vt = m->cfg.Vt;
     real *P = m->params;
     m->Ty = Ty;
@@ -596,15 +593,15 @@ double FN(nb_rnnsearch_forward)(FN(nb_rnnsearch) * m, const int *src, const int 
             for (int i = 0; i < E; i++)
                 y[i] = f * e[i];
         }
-    FN(nb_gru_begin)(&m->dec1, P, Ty, B, training);
-    FN(nb_gru_begin)(&m->dec2, P, Ty, B, training);
+    nb_gru_begin(&m->dec1, P, Ty, B, training);
+    nb_gru_begin(&m->dec2, P, Ty, B, training);
     m->dec1.bn_offset = m->dec2.bn_offset = 0;
-    FN(nb_gru_input)(&m->dec1, P, m->ye, 0, Ty);
+    nb_gru_input(&m->dec1, P, m->ye, 0, Ty);
     const size_t BH = (size_t)B * H, BA = (size_t)B * A, H3 = 3 * (size_t)H;
     const size_t hsh = 2 * ((size_t)B + A);
     for (int t = 0; t < Ty; t++) {
         real *s1 = m->s1 + (size_t)t * BH;
-        FN(nb_gru_step)(&m->dec1, P, t, t ? m->s + (size_t)(t - 1) * BH : m->s0, s1, NULL);
+        nb_gru_step(&m->dec1, P, t, t ? m->s + (size_t)(t - 1) * BH : m->s0, s1, NULL);
         if (stats) {
             const real *hn = m->dec1.hn + (size_t)t * B * H3;
             for (int b = 0; b < B; b++) {
@@ -630,8 +627,8 @@ double FN(nb_rnnsearch_forward)(FN(nb_rnnsearch) * m, const int *src, const int 
                  m->hsp + (size_t)t * BA, B, training);
         attend(m, B, NULL, m->hs + (size_t)t * BA, m->al + (size_t)t * B * Tx,
                m->ct + (size_t)t * B * C);
-        FN(nb_gru_input)(&m->dec2, P, m->ct, t, 1);
-        FN(nb_gru_step)(&m->dec2, P, t, s1, m->s + (size_t)t * BH, NULL);
+        nb_gru_input(&m->dec2, P, m->ct, t, 1);
+        nb_gru_step(&m->dec2, P, t, s1, m->s + (size_t)t * BH, NULL);
     }
     const int rows = Ty * B;
     deep_out(m, rows, m->ye, m->s, m->ct, m->probs, training);
@@ -699,7 +696,7 @@ double FN(nb_rnnsearch_forward)(FN(nb_rnnsearch) * m, const int *src, const int 
 
 /* Attention backward of target step t from dct_t (B, C): ACCUMULATES into m->dctx, m->dhc and
  * m->dvacc, WRITES dhs (B, A). */
-static void attend_back(FN(nb_rnnsearch) * m, int t, const real *dct_t, real *dhs) {
+static void attend_back(nb_rnnsearch *m, int t, const real *dct_t, real *dhs) {
     const int A = m->A, C = m->C, B = m->B, Tx = m->Tx;
     const real *v = m->params + m->att_v;
     const real *hs_t = m->hs + (size_t)t * B * A;
@@ -765,7 +762,7 @@ static void attend_back(FN(nb_rnnsearch) * m, int t, const real *dct_t, real *dh
     }
 }
 
-void FN(nb_rnnsearch_backward)(FN(nb_rnnsearch) * m) {
+void nb_rnnsearch_backward(nb_rnnsearch *m) {
     const int E = m->cfg.E, H = m->cfg.H, C = m->C, A = m->A, Vt = m->cfg.Vt;
     const int B = m->B, Tx = m->Tx, Ty = m->Ty, rows = Ty * B, tr = m->training;
     const int GB = m->grad_rows > 0 ? m->grad_rows : B; /* the loss's divisor */
@@ -811,19 +808,19 @@ void FN(nb_rnnsearch_backward)(FN(nb_rnnsearch) * m) {
         for (size_t i = 0; i < BH; i++)
             dst[i] += m->ds[i];
         memset(m->ds1, 0, sizeof(real) * BH);
-        FN(nb_gru_step_back)(&m->dec2, G, P, t, dst, m->ds1, NULL);
-        FN(nb_gru_input_back)(&m->dec2, G, P, t, m->dct);
+        nb_gru_step_back(&m->dec2, G, P, t, dst, m->ds1, NULL);
+        nb_gru_input_back(&m->dec2, G, P, t, m->dct);
         attend_back(m, t, m->dct + (size_t)t * B * C, m->drow);
         norm_bwd(m, &m->nas, m->dhsp + (size_t)t * BA, m->drow, m->hsp + (size_t)t * BA,
                  m->sths + (size_t)t * hsh, B, tr);
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, A, 1, m->dhsp + (size_t)t * BA,
                    A, wmat(m, &m->as), H, 1, m->ds1, H);
         memset(m->ds, 0, sizeof(real) * BH);
-        FN(nb_gru_step_back)(&m->dec1, G, P, t, m->ds1, m->ds, NULL);
+        nb_gru_step_back(&m->dec1, G, P, t, m->ds1, m->ds, NULL);
     }
     dense_bwd(m, &m->as, m->dhsp, m->s1, rows, NULL);
-    FN(nb_gru_finish_back)(&m->dec2, G, NULL, P);
-    FN(nb_gru_finish_back)(&m->dec1, G, m->dye, P);
+    nb_gru_finish_back(&m->dec2, G, NULL, P);
+    nb_gru_finish_back(&m->dec1, G, m->dye, P);
     for (int i = 0; i < A; i++) {
         double a = 0;
         for (int b = 0; b < B; b++)
@@ -860,8 +857,8 @@ void FN(nb_rnnsearch_backward)(FN(nb_rnnsearch) * m) {
     const size_t XE = (size_t)Tx * B * E;
     memset(m->dxs, 0, sizeof(real) * XE);
     memset(m->dxsr, 0, sizeof(real) * XE);
-    FN(nb_gru_backward_seq)(&m->encf, G, m->dxs, P, NULL, m->dhf);
-    FN(nb_gru_backward_seq)(&m->encb, G, m->dxsr, P, NULL, m->dhb);
+    nb_gru_backward_seq(&m->encf, G, m->dxs, P, NULL, m->dhf);
+    nb_gru_backward_seq(&m->encb, G, m->dxsr, P, NULL, m->dhb);
     real *ges = G + m->emb_s, *get = G + m->emb_t;
     for (int t = 0; t < Tx; t++)
         for (int b = 0; b < B; b++) {
@@ -885,22 +882,21 @@ void FN(nb_rnnsearch_backward)(FN(nb_rnnsearch) * m) {
 
 /* ---- decoding ------------------------------------------------------------------------------ */
 
-void FN(nb_rnnsearch_encode)(FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx,
-                             int B) {
+void nb_rnnsearch_encode(nb_rnnsearch *m, const int *src, const int *src_len, int Tx, int B) {
     m->training = 0;
     set_batch(m, src, src_len, Tx, B);
     begin_dense(m);
     encode(m, 0);
 }
 
-void FN(nb_rnnsearch_dec_init)(FN(nb_rnnsearch) * m, int R, const int *srow, real *s) {
+void nb_rnnsearch_dec_init(nb_rnnsearch *m, int R, const int *srow, real *s) {
     const int H = m->cfg.H;
     for (int r = 0; r < R; r++)
         memcpy(s + (size_t)r * H, m->s0 + (size_t)srow[r] * H, sizeof(real) * H);
 }
 
-void FN(nb_rnnsearch_dec_step)(FN(nb_rnnsearch) * m, int R, const int *srow, const int *prev,
-                               const real *sin, real *sout, real *logp, int step) {
+void nb_rnnsearch_dec_step(nb_rnnsearch *m, int R, const int *srow, const int *prev,
+                           const real *sin, real *sout, real *logp, int step) {
     const int E = m->cfg.E, Vt = m->cfg.Vt;
     real *P = m->params;
     const real *Et = P + m->emb_t;
@@ -911,17 +907,17 @@ void FN(nb_rnnsearch_dec_step)(FN(nb_rnnsearch) * m, int R, const int *srow, con
         else
             memcpy(y, Et + (size_t)prev[r] * E, sizeof(real) * E);
     }
-    FN(nb_gru_begin)(&m->dec1, P, 1, R, 0);
+    nb_gru_begin(&m->dec1, P, 1, R, 0);
     m->dec1.bn_offset = step;
-    FN(nb_gru_input)(&m->dec1, P, m->ye, 0, 1);
-    FN(nb_gru_step)(&m->dec1, P, 0, sin, m->s1, NULL);
+    nb_gru_input(&m->dec1, P, m->ye, 0, 1);
+    nb_gru_step(&m->dec1, P, 0, sin, m->s1, NULL);
     dense_fwd(m, &m->as, m->hsp, m->s1, R);
     norm_fwd(m, &m->nas, m->hs, m->sths, m->hsp, R, 0);
     attend(m, R, srow, m->hs, m->al, m->ct);
-    FN(nb_gru_begin)(&m->dec2, P, 1, R, 0);
+    nb_gru_begin(&m->dec2, P, 1, R, 0);
     m->dec2.bn_offset = step;
-    FN(nb_gru_input)(&m->dec2, P, m->ct, 0, 1);
-    FN(nb_gru_step)(&m->dec2, P, 0, m->s1, sout, NULL);
+    nb_gru_input(&m->dec2, P, m->ct, 0, 1);
+    nb_gru_step(&m->dec2, P, 0, m->s1, sout, NULL);
     m->dec1.bn_offset = m->dec2.bn_offset = 0;
     deep_out(m, R, m->ye, sout, m->ct, logp, 0);
     for (int r = 0; r < R; r++) {
@@ -939,23 +935,23 @@ void FN(nb_rnnsearch_dec_step)(FN(nb_rnnsearch) * m, int R, const int *srow, con
     }
 }
 
-void FN(nb_rnnsearch_greedy)(FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx,
-                             int B, int maxlen, int *out, int *out_len) {
+void nb_rnnsearch_greedy(nb_rnnsearch *m, const int *src, const int *src_len, int Tx, int B,
+                         int maxlen, int *out, int *out_len) {
     const int H = m->cfg.H, Vt = m->cfg.Vt, eos = m->cfg.eos;
     if (B < 1) return;
-    FN(nb_rnnsearch_encode)(m, src, src_len, Tx, B);
+    nb_rnnsearch_encode(m, src, src_len, Tx, B);
     int *srow = m->srow, *prev = m->srow + m->Rmax;
     for (int b = 0; b < B; b++) {
         srow[b] = b;
         prev[b] = -1;
         out_len[b] = 0;
     }
-    FN(nb_rnnsearch_dec_init)(m, B, srow, m->st[0]);
+    nb_rnnsearch_dec_init(m, B, srow, m->st[0]);
     int live = B;
     unsigned char *done = (unsigned char *)m->wdt; /* B bytes of scratch */
     memset(done, 0, (size_t)B);
     for (int i = 0; i < maxlen && live > 0; i++) {
-        FN(nb_rnnsearch_dec_step)(m, B, srow, prev, m->st[0], m->st[1], m->logp, i);
+        nb_rnnsearch_dec_step(m, B, srow, prev, m->st[0], m->st[1], m->logp, i);
         memcpy(m->st[0], m->st[1], sizeof(real) * (size_t)B * H);
         for (int b = 0; b < B; b++) {
             if (done[b]) continue;
@@ -974,8 +970,8 @@ void FN(nb_rnnsearch_greedy)(FN(nb_rnnsearch) * m, const int *src, const int *sr
     }
 }
 
-int FN(nb_rnnsearch_beam)(FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx, int B,
-                          int K, int maxlen, int *out, int *out_len, double *score, nb_err *err) {
+int nb_rnnsearch_beam(nb_rnnsearch *m, const int *src, const int *src_len, int Tx, int B, int K,
+                      int maxlen, int *out, int *out_len, double *score, nb_err *err) {
     const int H = m->cfg.H, Vt = m->cfg.Vt, eos = m->cfg.eos, R = B * K;
     const int nematus = !m->cfg.beam_simple;
     if (K < 1 || K > m->cfg.beam_max || maxlen < 1)
@@ -990,7 +986,7 @@ int FN(nb_rnnsearch_beam)(FN(nb_rnnsearch) * m, const int *src, const int *src_l
         free(cost), free(len), free(fin), free(toks), free(back), free(ck), free(cw), free(cc);
         return nb_errf(err, "rnnsearch: out of memory for a beam of %d over %d sentences", K, B);
     }
-    FN(nb_rnnsearch_encode)(m, src, src_len, Tx, B);
+    nb_rnnsearch_encode(m, src, src_len, Tx, B);
     int *srow = m->srow, *prev = m->srow + m->Rmax;
     for (int r = 0; r < R; r++) {
         srow[r] = r / K;
@@ -999,10 +995,10 @@ int FN(nb_rnnsearch_beam)(FN(nb_rnnsearch) * m, const int *src, const int *src_l
         len[r] = 0;
         fin[r] = 0;
     }
-    FN(nb_rnnsearch_dec_init)(m, R, srow, m->st[0]);
+    nb_rnnsearch_dec_init(m, R, srow, m->st[0]);
     int steps = 0;
     for (int i = 0; i < maxlen; i++) {
-        FN(nb_rnnsearch_dec_step)(m, R, srow, prev, m->st[0], m->st[1], m->logp, i);
+        nb_rnnsearch_dec_step(m, R, srow, prev, m->st[0], m->st[1], m->logp, i);
         double *ncost = cost + R;
         int *nlen = len + R, *nfin = fin + R;
         int alldone = 1;

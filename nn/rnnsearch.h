@@ -70,27 +70,27 @@ void nb_rnnsearch_cfg_default(nb_rnnsearch_cfg *cfg, int Vs, int Vt, int eos, nb
 double nb_rnnsearch_mem_bytes(const nb_rnnsearch_cfg *cfg, double *params);
 #endif
 
-typedef struct NB_FN(nb_rs_dense) {
+typedef struct nb_rs_dense {
     int out, in;
     size_t w, b, wg;            /* offsets; b, wg (size_t)-1 when absent */
     NB_REAL *weff, *vn, *dweff; /* WeightNorm: effective weight, row norms, its gradient */
-} NB_FN(nb_rs_dense);
+} nb_rs_dense;
 
-typedef struct NB_FN(nb_rs_norm) {
+typedef struct nb_rs_norm {
     int n, k;            /* width, pRMS k */
     size_t g, b, rm, rv; /* gain, bias (layer, batch), running mean/var (batch) */
     size_t s;            /* the norm's scalars (DyT's alpha) */
-} NB_FN(nb_rs_norm);
+} nb_rs_norm;
 
-typedef struct NB_FN(nb_rnnsearch) {
+typedef struct nb_rnnsearch {
     nb_rnnsearch_cfg cfg;
     int C, A, Rmax, Tdmax;
     nb_layout layout;
     NB_REAL *params, *grads;
     size_t emb_s, emb_t, att_v;
-    NB_FN(nb_gru) encf, encb, dec1, dec2;
-    NB_FN(nb_rs_dense) init, ac, as, pe, ps, pc, out;
-    NB_FN(nb_rs_norm) ninit, nac, nas, npe, nps, npc;
+    nb_gru encf, encb, dec1, dec2;
+    nb_rs_dense init, ac, as, pe, ps, pc, out;
+    nb_rs_norm ninit, nac, nas, npe, nps, npc;
     /* Data-parallel shards: the forward's sentences are sentences row0.. of the batch (their
      * word-dropout streams), and with grad_rows > 0 the loss (and so its gradient) is the sum
      * of the sentences' losses divided by grad_rows (the whole batch's sentences), not by B. */
@@ -118,23 +118,22 @@ typedef struct NB_FN(nb_rnnsearch) {
     /* decoding scratch */
     NB_REAL *st[2], *logp;
     int *srow;
-} NB_FN(nb_rnnsearch);
+} nb_rnnsearch;
 
 /* Builds the model and draws its initial values. Returns 0, or -1 with err set. */
-int NB_FN(nb_rnnsearch_init)(NB_FN(nb_rnnsearch) * m, const nb_rnnsearch_cfg *cfg, nb_rng *rng,
-                             nb_err *err);
-void NB_FN(nb_rnnsearch_free)(NB_FN(nb_rnnsearch) * m);
+int nb_rnnsearch_init(nb_rnnsearch *m, const nb_rnnsearch_cfg *cfg, nb_rng *rng, nb_err *err);
+void nb_rnnsearch_free(nb_rnnsearch *m);
 
 /* Forward over B <= Bmax sentence pairs: src (Tx, B) token ids with lengths src_len (B, 1..Tx),
  * tgt (Ty, B) with tgt_len (B, 1..Ty; each target ends with its eos); ids at padding positions are
  * ignored. training: word dropout from noise (NULL: none) and BN batch statistics. stats: when not
  * NULL, Table 5's sums are ADDED to it. Returns the loss (above); sets m->nll and m->ntok. */
-double NB_FN(nb_rnnsearch_forward)(NB_FN(nb_rnnsearch) * m, const int *src, const int *src_len,
-                                   int Tx, const int *tgt, const int *tgt_len, int Ty, int B,
-                                   int training, nb_rng *noise, nb_rnnsearch_stats *stats);
+double nb_rnnsearch_forward(nb_rnnsearch *m, const int *src, const int *src_len, int Tx,
+                            const int *tgt, const int *tgt_len, int Ty, int B, int training,
+                            nb_rng *noise, nb_rnnsearch_stats *stats);
 
 /* Backward of the last forward's loss; ACCUMULATES into m->grads. */
-void NB_FN(nb_rnnsearch_backward)(NB_FN(nb_rnnsearch) * m);
+void nb_rnnsearch_backward(nb_rnnsearch *m);
 
 /* ---- decoding (evaluation mode; overwrites the forward caches) ----
  * encode: runs the encoder over B <= Bmax source sentences and keeps what the decoder needs.
@@ -143,16 +142,15 @@ void NB_FN(nb_rnnsearch_backward)(NB_FN(nb_rnnsearch) * m);
  * previous token prev[r] (-1: the start, a zero embedding) and state sin (R, H); writes the new
  * state sout (R, H) (not aliasing sin) and the log-probabilities logp (R, Vt). step is the
  * position (0 first; BatchNorm's running statistics slot). */
-void NB_FN(nb_rnnsearch_encode)(NB_FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx,
-                                int B);
-void NB_FN(nb_rnnsearch_dec_init)(NB_FN(nb_rnnsearch) * m, int R, const int *srow, NB_REAL *s);
-void NB_FN(nb_rnnsearch_dec_step)(NB_FN(nb_rnnsearch) * m, int R, const int *srow, const int *prev,
-                                  const NB_REAL *sin, NB_REAL *sout, NB_REAL *logp, int step);
+void nb_rnnsearch_encode(nb_rnnsearch *m, const int *src, const int *src_len, int Tx, int B);
+void nb_rnnsearch_dec_init(nb_rnnsearch *m, int R, const int *srow, NB_REAL *s);
+void nb_rnnsearch_dec_step(nb_rnnsearch *m, int R, const int *srow, const int *prev,
+                           const NB_REAL *sin, NB_REAL *sout, NB_REAL *logp, int step);
 
 /* Greedy decoding of B source sentences, at most maxlen target tokens each (eos included): out
  * (B, maxlen) row-major receives the tokens without the eos, out_len (B) their count. */
-void NB_FN(nb_rnnsearch_greedy)(NB_FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx,
-                                int B, int maxlen, int *out, int *out_len);
+void nb_rnnsearch_greedy(nb_rnnsearch *m, const int *src, const int *src_len, int Tx, int B,
+                         int maxlen, int *out, int *out_len);
 
 /* Beam search, K <= beam_max hypotheses per sentence ranked by their summed -log p (the cost),
  * at most maxlen tokens each (eos included); stops when all are finished or after maxlen steps.
@@ -166,6 +164,5 @@ void NB_FN(nb_rnnsearch_greedy)(NB_FN(nb_rnnsearch) * m, const int *src, const i
  * continuations on its cost and can be pushed out, and an open one at maxlen has length maxlen.
  * out, out_len as greedy; score (B, may be NULL) receives -cost/length of the pick. Returns 0, or
  * -1 with err set (out of memory). */
-int NB_FN(nb_rnnsearch_beam)(NB_FN(nb_rnnsearch) * m, const int *src, const int *src_len, int Tx,
-                             int B, int K, int maxlen, int *out, int *out_len, double *score,
-                             nb_err *err);
+int nb_rnnsearch_beam(nb_rnnsearch *m, const int *src, const int *src_len, int Tx, int B, int K,
+                      int maxlen, int *out, int *out_len, double *score, nb_err *err);

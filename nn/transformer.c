@@ -103,7 +103,7 @@ typedef struct stack {
     real *fin_out, *fin_st;
 } stack;
 
-struct FN(nb_tf) {
+struct nb_tf {
     nb_tf_cfg c;
     int d, H, dh, F, V, maxr, maxl;
     size_t emb_src, emb_tgt, emb_b, out_w;
@@ -129,7 +129,7 @@ struct FN(nb_tf) {
     int nthr;
 };
 
-typedef FN(nb_tf) model;
+typedef nb_tf model;
 
 static real *alloc_real(size_t n) {
     return nb_mem_alloc(n * sizeof(real)); /* aligned, zeroed, noted (nn/mem.h) */
@@ -240,7 +240,7 @@ static void norm_fwd(model *m, real *P, const nsite *ns, real *out, real *st, co
     const int d = m->d;
     const nb_norm_cfg *cfg = &m->c.norm;
     const nb_norm_def *nd = ndef(cfg);
-    const FN(nb_norm_ops) *ops = nd->FN(ops);
+    const nb_norm_ops *ops = nd->REAL_OPS;
     const real *g = ns->g != NO_OFF ? P + ns->g : NULL, *b = ns->b != NO_OFF ? P + ns->b : NULL;
     const real *s = ns->alpha != NO_OFF ? P + ns->alpha : NULL;
     if (nd->acts == NB_ON_ROWS) { /* statistics per row: st, st + rows */
@@ -269,7 +269,7 @@ static void norm_bwd(model *m, real *G, const real *P, const nsite *ns, real *di
     const nb_norm_cfg *cfg = &m->c.norm;
     const size_t n = (size_t)rows * d;
     const nb_norm_def *nd = ndef(cfg);
-    const FN(nb_norm_ops) *ops = nd->FN(ops);
+    const nb_norm_ops *ops = nd->REAL_OPS;
     const real *g = ns->g != NO_OFF ? P + ns->g : NULL;
     real *dg = ns->g != NO_OFF ? G + ns->g : NULL, *db = ns->b != NO_OFF ? G + ns->b : NULL;
     const real *s = ns->alpha != NO_OFF ? P + ns->alpha : NULL;
@@ -307,22 +307,21 @@ static inline const real *lin_w(const model *m, const real *P, const lin *l) {
 
 static void lin_fwd(const model *m, const real *P, const lin *l, real *out, const real *in,
                     int rows) {
-    FN(nb_dense_forward)(out, in, lin_w(m, P, l), P + l->b, rows, l->in, l->out);
+    nb_dense_forward(out, in, lin_w(m, P, l), P + l->b, rows, l->in, l->out);
 }
 
 /* Accumulates din (may be NULL), the weight's and the bias's gradients. */
 static void lin_bwd(const model *m, real *G, const real *P, const lin *l, real *din,
                     const real *dout, const real *in, int rows) {
-    FN(nb_dense_backward)
-    (din, m->dweff ? m->dweff + l->w : G + l->w, G + l->b, dout, in, lin_w(m, P, l), rows, l->in,
-     l->out);
+    nb_dense_backward(din, m->dweff ? m->dweff + l->w : G + l->w, G + l->b, dout, in,
+                      lin_w(m, P, l), rows, l->in, l->out);
 }
 
 static void wn_prepare(model *m, const real *P) {
     if (!m->weff) return;
     for (int i = 0; i < m->nlins; i++) {
         const lin *l = m->lins[i];
-        FN(nb_weightnorm_forward)(m->weff + l->w, m->wn + l->g, P + l->w, P + l->g, l->out, l->in);
+        nb_weightnorm_forward(m->weff + l->w, m->wn + l->g, P + l->w, P + l->g, l->out, l->in);
     }
 }
 
@@ -465,7 +464,7 @@ static void sub_fwd(model *m, real *P, sub *s, const real *x, real *xo, const ge
         lin_fwd(m, P, &s->o, s->y, s->ctx, rows);
     } else {
         lin_fwd(m, P, &s->a, s->a_out, u, rows);
-        FN(nb_relu_forward)(s->a_out, s->a_out, (size_t)rows * m->F);
+        nb_relu_forward(s->a_out, s->a_out, (size_t)rows * m->F);
         drop_apply(m, m->hd, s->a_out, g->B, g->Tq, m->F, rrelu,
                    site_key(m->seed, s->site + SITE_RELU));
         lin_fwd(m, P, &s->o, s->y, m->hd, rows);
@@ -713,7 +712,7 @@ static void stack_free(stack *st) {
     free(st->fin_st);
 }
 
-void FN(nb_tf_free)(model *m) {
+void nb_tf_free(model *m) {
     if (!m) return;
     stack_free(&m->enc);
     stack_free(&m->dec);
@@ -730,7 +729,7 @@ void FN(nb_tf_free)(model *m) {
     free(m);
 }
 
-const nb_tf_cfg *FN(nb_tf_config)(const model *m) {
+const nb_tf_cfg *nb_tf_config(const model *m) {
     return &m->c;
 }
 
@@ -746,7 +745,7 @@ static void collect_lins(model *m, stack *st, int count_only) {
     }
 }
 
-model *FN(nb_tf_new)(const nb_tf_cfg *cfg, nb_layout *layout, int max_rows, nb_err *err) {
+model *nb_tf_new(const nb_tf_cfg *cfg, nb_layout *layout, int max_rows, nb_err *err) {
     if (cfg->enc_layers < 1 || cfg->dec_layers < 1 || cfg->dim < 2 || cfg->heads < 1 ||
         cfg->dim % cfg->heads || cfg->dim % 2 || cfg->ffn < 1 || cfg->vocab < 2 ||
         cfg->max_pos < 1 || max_rows < 1) {
@@ -795,7 +794,7 @@ model *FN(nb_tf_new)(const nb_tf_cfg *cfg, nb_layout *layout, int max_rows, nb_e
             free(a.p);
             free(a.grp);
             nb_errf(err, "transformer: the parameter table is full");
-            FN(nb_tf_free)(m);
+            nb_tf_free(m);
             return NULL;
         }
     }
@@ -849,7 +848,7 @@ model *FN(nb_tf_new)(const nb_tf_cfg *cfg, nb_layout *layout, int max_rows, nb_e
 oom:
     nb_errf(err, "transformer: out of memory for a model of %d rows of %d", max_rows, cfg->dim);
     nb_hintf(err, "use a smaller --batch-tokens or --dim");
-    FN(nb_tf_free)(m);
+    nb_tf_free(m);
     return NULL;
 }
 
@@ -871,7 +870,7 @@ static void init_norm(const model *m, real *P, const nsite *ns) {
             P[ns->alpha + (size_t)i] = (real)nd->scalar_init(&m->c.norm);
 }
 
-void FN(nb_tf_init_params)(model *m, real *P, nb_rng *rng) {
+void nb_tf_init_params(model *m, real *P, nb_rng *rng) {
     const int d = m->d;
     const double sd = 1.0 / sqrt((double)d);
     const size_t VD = (size_t)m->V * d;
@@ -943,8 +942,8 @@ static void encode(model *m, real *P, const int *src, int B, int S, int training
 /* Words of the output layer whose exponentials are summed in float before the double sum. */
 #define LOSS_GRP 128
 
-double FN(nb_tf_forward)(model *m, real *P, const int *src, const int *tgt, int B, int S, int T,
-                         int training, int want_grad, uint64_t dropout_seed, nb_tf_stats *st) {
+double nb_tf_forward(model *m, real *P, const int *src, const int *tgt, int B, int S, int T,
+                     int training, int want_grad, uint64_t dropout_seed, nb_tf_stats *st) {
     const int d = m->d, V = m->V;
     m->src = src;
     m->tgt = tgt;
@@ -1064,16 +1063,16 @@ double FN(nb_tf_forward)(model *m, real *P, const int *src, const int *tgt, int 
     return loss;
 }
 
-void FN(nb_tf_set_shard)(model *m, int row0, int grad_rows) {
+void nb_tf_set_shard(model *m, int row0, int grad_rows) {
     m->row0 = row0;
     m->grad_rows = grad_rows;
 }
 
-const real *FN(nb_tf_logits)(const model *m) {
+const real *nb_tf_logits(const model *m) {
     return m->logits;
 }
 
-void FN(nb_tf_backward)(model *m, real *G, const real *Pc) {
+void nb_tf_backward(model *m, real *G, const real *Pc) {
     real *P = (real *)Pc; /* BatchNorm's kernels take the running averages non-const */
     const int d = m->d, V = m->V, B = m->B, S = m->S, T = m->T, M = B * T, N = B * S;
     if (m->dweff) memset(m->dweff, 0, sizeof(real) * m->ptotal);
@@ -1109,8 +1108,8 @@ void FN(nb_tf_backward)(model *m, real *G, const real *Pc) {
     if (m->dweff)
         for (int i = 0; i < m->nlins; i++) {
             const lin *l = m->lins[i];
-            FN(nb_weightnorm_backward)
-            (G + l->w, G + l->g, m->dweff + l->w, P + l->w, P + l->g, m->wn + l->g, l->out, l->in);
+            nb_weightnorm_backward(G + l->w, G + l->g, m->dweff + l->w, P + l->w, P + l->g,
+                                   m->wn + l->g, l->out, l->in);
         }
 }
 
@@ -1199,7 +1198,7 @@ static void dec_step(model *m, real *P, dstate *s, const int *tok, int t) {
             }
             lin_fwd(m, P, &sb->a, s->a, u, R);
             if (j == 2) {
-                FN(nb_relu_forward)(s->a, s->a, (size_t)R * m->F);
+                nb_relu_forward(s->a, s->a, (size_t)R * m->F);
                 lin_fwd(m, P, &sb->o, s->y, s->a, R);
             } else {
                 const int lda = j == 0 ? 3 * d : d;
@@ -1303,8 +1302,8 @@ static void dec_reorder(dstate *s, const int *par, int t, int d) {
     }
 }
 
-int FN(nb_tf_incremental_logprobs)(model *m, const real *Pc, const int *src, const int *tgt, int B,
-                                   int S, int T, real *logp, nb_err *err) {
+int nb_tf_incremental_logprobs(model *m, const real *Pc, const int *src, const int *tgt, int B,
+                               int S, int T, real *logp, nb_err *err) {
     real *P = (real *)Pc;
     dstate s;
     if (dec_begin(m, P, src, B, S, &s, B, err)) return -1;
@@ -1340,9 +1339,8 @@ typedef struct cand {
     int j, v;
 } cand;
 
-int FN(nb_tf_translate)(model *m, const real *Pc, const int *src, int B, int S, int beam,
-                        double alpha, int extra, int max_out, int *out, int *out_len,
-                        double *scores, nb_err *err) {
+int nb_tf_translate(model *m, const real *Pc, const int *src, int B, int S, int beam, double alpha,
+                    int extra, int max_out, int *out, int *out_len, double *scores, nb_err *err) {
     real *P = (real *)Pc;
     const int K = beam < 1 ? 1 : beam, V = m->V, eos = m->c.eos;
     const int greedy = beam <= 1;
@@ -1502,7 +1500,7 @@ out:
 
 /* ---- cost ----------------------------------------------------------------------------------- */
 
-int FN(nb_tf_gemm_shapes)(const model *m, int *o, int max) {
+int nb_tf_gemm_shapes(const model *m, int *o, int max) {
     const int d = m->d, F = m->F, V = m->V, dh = m->dh, H = m->H, B = m->B, S = m->S, T = m->T;
     const int N = B * S, M = B * T, Le = m->c.enc_layers, Ld = m->c.dec_layers;
     /* each map: forward, and backward's two (input and weight gradients) of the same size */
@@ -1522,9 +1520,9 @@ int FN(nb_tf_gemm_shapes)(const model *m, int *o, int max) {
     return n;
 }
 
-double FN(nb_tf_step_flops)(const model *m) {
+double nb_tf_step_flops(const model *m) {
     int sh[64];
-    int n = FN(nb_tf_gemm_shapes)(m, sh, 16);
+    int n = nb_tf_gemm_shapes(m, sh, 16);
     double f = 0;
     for (int i = 0; i < n; i++)
         f += 2.0 * sh[4 * i] * sh[4 * i + 1] * (double)sh[4 * i + 2] * sh[4 * i + 3];
@@ -1678,7 +1676,7 @@ static void tl_norm(tlist *t, const char *pfx, const nsite *ns, size_t d) {
     tl_add(t, pfx, "norm.alpha", ns->alpha, 1);
 }
 
-int FN(nb_tf_tensors)(const model *m, nb_tf_tensor_info *out, int max) {
+int nb_tf_tensors(const model *m, nb_tf_tensor_info *out, int max) {
     tlist t = {out, 0, max};
     const size_t d = (size_t)m->d, VD = (size_t)m->V * d;
     tl_add(&t, "", "emb", m->emb_src, VD);

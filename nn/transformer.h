@@ -122,18 +122,18 @@ int nb_tf_bench_gemms(const nb_tf_bench *b, int *mnk_count, int max);
 
 #endif
 
-typedef struct NB_FN(nb_tf) NB_FN(nb_tf);
+typedef struct nb_tf nb_tf;
 
 /* Builds the model for batches of at most max_rows tokens per side (B*S and B*T, padding
  * included) and sequences of at most cfg->max_pos, appending its tensors to layout as a few
  * contiguous groups ("tf.emb", "tf.out", "tf.enc", "tf.dec", and "tf.bn" for BatchNorm's
  * running averages, not trainable). Returns the model, or NULL with err set. */
-NB_FN(nb_tf) * NB_FN(nb_tf_new)(const nb_tf_cfg *cfg, nb_layout *layout, int max_rows, nb_err *err);
-void NB_FN(nb_tf_free)(NB_FN(nb_tf) * m);
-const nb_tf_cfg *NB_FN(nb_tf_config)(const NB_FN(nb_tf) * m);
+nb_tf *nb_tf_new(const nb_tf_cfg *cfg, nb_layout *layout, int max_rows, nb_err *err);
+void nb_tf_free(nb_tf *m);
+const nb_tf_cfg *nb_tf_config(const nb_tf *m);
 
 /* Initialises every tensor of the model in params (see the header comment). */
-void NB_FN(nb_tf_init_params)(NB_FN(nb_tf) * m, NB_REAL *params, nb_rng *rng);
+void nb_tf_init_params(nb_tf *m, NB_REAL *params, nb_rng *rng);
 
 /* Forward over src (B, S) and tgt (B, T) (every sentence at least one token; S, T <= max_pos,
  * B*S and B*T <= max_rows). training: dropout on (mask from dropout_seed: the same seed gives
@@ -141,19 +141,18 @@ void NB_FN(nb_tf_init_params)(NB_FN(nb_tf) * m, NB_REAL *params, nb_rng *rng);
  * params updated). want_grad: prepare backward (the logits are turned into their gradient);
  * otherwise nb_tf_logits() gives the logits (M, V). Fills *st (may be NULL); returns st->loss.
  * src and tgt must stay valid until backward. */
-double NB_FN(nb_tf_forward)(NB_FN(nb_tf) * m, NB_REAL *params, const int *src, const int *tgt,
-                            int B, int S, int T, int training, int want_grad, uint64_t dropout_seed,
-                            nb_tf_stats *st);
+double nb_tf_forward(nb_tf *m, NB_REAL *params, const int *src, const int *tgt, int B, int S, int T,
+                     int training, int want_grad, uint64_t dropout_seed, nb_tf_stats *st);
 /* Data-parallel shards: the next forwards' B sentences are sentences row0.. of a batch of
  * grad_rows (> 0; 0: B) sentences. row0 keys their dropout masks (so that a split batch draws
  * the masks one process draws); the loss, and so its gradient, is the sum of the sentences'
  * losses divided by grad_rows instead of B. Both 0 until set. */
-void NB_FN(nb_tf_set_shard)(NB_FN(nb_tf) * m, int row0, int grad_rows);
+void nb_tf_set_shard(nb_tf *m, int row0, int grad_rows);
 
 /* Backward of the last forward (which had want_grad): ACCUMULATES into grads. */
-void NB_FN(nb_tf_backward)(NB_FN(nb_tf) * m, NB_REAL *grads, const NB_REAL *params);
+void nb_tf_backward(nb_tf *m, NB_REAL *grads, const NB_REAL *params);
 /* The logits (M, V) of the last forward without want_grad. */
-const NB_REAL *NB_FN(nb_tf_logits)(const NB_FN(nb_tf) * m);
+const NB_REAL *nb_tf_logits(const nb_tf *m);
 
 /* Decoding (evaluation mode: no dropout, BatchNorm's running averages). For each of the B
  * sentences of src (B, S), writes at most max_out tokens (eos not included) to out (B, max_out)
@@ -163,21 +162,20 @@ const NB_REAL *NB_FN(nb_tf_logits)(const NB_FN(nb_tf) * m);
  * normalisation: beam 4, alpha 0.6); alpha 0 ranks by log p. pad, eos at the first step, and
  * bos never come out. Keys and values of past target positions are cached. If scores is not
  * NULL it receives each output's (normalised) score. Returns 0, or -1 with err set (memory). */
-int NB_FN(nb_tf_translate)(NB_FN(nb_tf) * m, const NB_REAL *params, const int *src, int B, int S,
-                           int beam, double alpha, int extra, int max_out, int *out, int *out_len,
-                           double *scores, nb_err *err);
+int nb_tf_translate(nb_tf *m, const NB_REAL *params, const int *src, int B, int S, int beam,
+                    double alpha, int extra, int max_out, int *out, int *out_len, double *scores,
+                    nb_err *err);
 
 /* Log-probabilities (B, T, V) of every target position by incremental decoding (the decoding
  * path, one position at a time with the caches) — for checking it against nb_tf_forward. */
-int NB_FN(nb_tf_incremental_logprobs)(NB_FN(nb_tf) * m, const NB_REAL *params, const int *src,
-                                      const int *tgt, int B, int S, int T, NB_REAL *logp,
-                                      nb_err *err);
+int nb_tf_incremental_logprobs(nb_tf *m, const NB_REAL *params, const int *src, const int *tgt,
+                               int B, int S, int T, NB_REAL *logp, nb_err *err);
 
 /* Writes at most max tensors' names and places; returns how many the model has. */
-int NB_FN(nb_tf_tensors)(const NB_FN(nb_tf) * m, nb_tf_tensor_info *out, int max);
+int nb_tf_tensors(const nb_tf *m, nb_tf_tensor_info *out, int max);
 
 /* The GEMMs (m, n, k, how many per step) of one training step at the last forward's shapes
  * (attention counted per sentence and head); returns how many were written (<= max). */
-int NB_FN(nb_tf_gemm_shapes)(const NB_FN(nb_tf) * m, int *mnk_count, int max);
+int nb_tf_gemm_shapes(const nb_tf *m, int *mnk_count, int max);
 /* Floating-point operations of one training step (forward + backward) at those shapes. */
-double NB_FN(nb_tf_step_flops)(const NB_FN(nb_tf) * m);
+double nb_tf_step_flops(const nb_tf *m);

@@ -6,19 +6,19 @@
 static void fwd(real *out, real *st0, real *st1, real *run0, real *run1, const real *x,
                 const real *g, const real *b, const real *s, int B, int C, int training,
                 const nb_norm_cfg *cfg) {
-    FN(nb_batchnorm_forward)(out, st0, st1, run0, run1, x, g, b, B, C, training, cfg);
+    nb_batchnorm_forward(out, st0, st1, run0, run1, x, g, b, B, C, training, cfg);
 }
 
 static void bwd(real *dx, real *dg, real *db, real *ds, const real *dy, const real *x,
                 const real *g, const real *s, const real *st0, const real *st1, int B, int C,
                 int training, const nb_norm_cfg *cfg, int set) {
     if (set)
-        FN(nb_batchnorm_backward_set)(dx, dg, db, dy, x, g, st0, st1, B, C, training, cfg);
+        nb_batchnorm_backward_set(dx, dg, db, dy, x, g, st0, st1, B, C, training, cfg);
     else
-        FN(nb_batchnorm_backward)(dx, dg, db, dy, x, g, st0, st1, B, C, training, cfg);
+        nb_batchnorm_backward(dx, dg, db, dy, x, g, st0, st1, B, C, training, cfg);
 }
 
-const FN(nb_norm_ops) FN(nb_norm_ops_batch) = {fwd, bwd};
+const nb_norm_ops nb_norm_ops_batch = {fwd, bwd};
 
 #ifndef NB_F64
 extern const nb_norm_ops_f64 nb_norm_ops_batch_f64;

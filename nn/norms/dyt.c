@@ -211,8 +211,8 @@ static void fwd_row(real *restrict out, const real *restrict x, const real *rest
         out[c] = FMA_R(g[c], TANH_R(alpha * x[c]), b ? b[c] : (real)0);
 }
 
-void FN(nb_dyt_forward)(real *out, const real *inp, const real *g, const real *b, real alpha, int B,
-                        int C) {
+void nb_dyt_forward(real *out, const real *inp, const real *g, const real *b, real alpha, int B,
+                    int C) {
     const int nt = DYT_AVX512 && (size_t)B * (size_t)C * sizeof(real) >= NT_MIN_BYTES &&
                    C % LANES == 0 && ((uintptr_t)out & 63) == 0;
 #pragma omp parallel for schedule(static) if (par_ok(B, C))
@@ -359,13 +359,13 @@ static void dyt_backward(real *dinp, real *dg, real *db, real *dalpha, const rea
     free(fs);
 }
 
-void FN(nb_dyt_backward)(real *dinp, real *dg, real *db, real *dalpha, const real *dout,
-                         const real *inp, const real *g, real alpha, int B, int C) {
+void nb_dyt_backward(real *dinp, real *dg, real *db, real *dalpha, const real *dout,
+                     const real *inp, const real *g, real alpha, int B, int C) {
     dyt_backward(dinp, dg, db, dalpha, dout, inp, g, alpha, B, C, 0);
 }
 
-void FN(nb_dyt_backward_set)(real *dinp, real *dg, real *db, real *dalpha, const real *dout,
-                             const real *inp, const real *g, real alpha, int B, int C) {
+void nb_dyt_backward_set(real *dinp, real *dg, real *db, real *dalpha, const real *dout,
+                         const real *inp, const real *g, real alpha, int B, int C) {
     dyt_backward(dinp, dg, db, dalpha, dout, inp, g, alpha, B, C, 1);
 }
 
@@ -374,19 +374,19 @@ void FN(nb_dyt_backward_set)(real *dinp, real *dg, real *db, real *dalpha, const
 static void fwd(real *out, real *st0, real *st1, real *run0, real *run1, const real *x,
                 const real *g, const real *b, const real *s, int B, int C, int training,
                 const nb_norm_cfg *cfg) {
-    FN(nb_dyt_forward)(out, x, g, b, s[0], B, C);
+    nb_dyt_forward(out, x, g, b, s[0], B, C);
 }
 
 static void bwd(real *dx, real *dg, real *db, real *ds, const real *dy, const real *x,
                 const real *g, const real *s, const real *st0, const real *st1, int B, int C,
                 int training, const nb_norm_cfg *cfg, int set) {
     if (set)
-        FN(nb_dyt_backward_set)(dx, dg, db, ds, dy, x, g, s[0], B, C);
+        nb_dyt_backward_set(dx, dg, db, ds, dy, x, g, s[0], B, C);
     else
-        FN(nb_dyt_backward)(dx, dg, db, ds, dy, x, g, s[0], B, C);
+        nb_dyt_backward(dx, dg, db, ds, dy, x, g, s[0], B, C);
 }
 
-const FN(nb_norm_ops) FN(nb_norm_ops_dyt) = {fwd, bwd};
+const nb_norm_ops nb_norm_ops_dyt = {fwd, bwd};
 
 #ifndef NB_F64
 static double alpha0(const nb_norm_cfg *cfg) {

@@ -10,11 +10,10 @@
  * order, the groups added in order in double): the same bits for any thread count. Formulas and
  * the float tanh in docs/numerics.md#dyt. */
 
-void NB_FN(nb_dyt_forward)(NB_REAL *out, const NB_REAL *inp, const NB_REAL *g, const NB_REAL *b,
-                           NB_REAL alpha, int B, int C);
-void NB_FN(nb_dyt_backward)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, NB_REAL *dalpha,
-                            const NB_REAL *dout, const NB_REAL *inp, const NB_REAL *g,
-                            NB_REAL alpha, int B, int C);
-void NB_FN(nb_dyt_backward_set)(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, NB_REAL *dalpha,
-                                const NB_REAL *dout, const NB_REAL *inp, const NB_REAL *g,
-                                NB_REAL alpha, int B, int C);
+void nb_dyt_forward(NB_REAL *out, const NB_REAL *inp, const NB_REAL *g, const NB_REAL *b,
+                    NB_REAL alpha, int B, int C);
+void nb_dyt_backward(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, NB_REAL *dalpha, const NB_REAL *dout,
+                     const NB_REAL *inp, const NB_REAL *g, NB_REAL alpha, int B, int C);
+void nb_dyt_backward_set(NB_REAL *dinp, NB_REAL *dg, NB_REAL *db, NB_REAL *dalpha,
+                         const NB_REAL *dout, const NB_REAL *inp, const NB_REAL *g, NB_REAL alpha,
+                         int B, int C);

@@ -53,7 +53,7 @@ typedef struct nb_norm_def {
     int in_all;          /* in the norm lists 'all' (sweep --norms all, bench) */
     int cuda;            /* the CUDA backend (nn/cuda/) has its kernels, tested on a GPU */
     /* the kernels (NULL for nothing and weights); a generic file takes its precision's as
-     * def->FN(ops) */
+     * def->REAL_OPS (nn/real.h) */
     const nb_norm_ops *ops;
     const nb_norm_ops_f64 *ops_f64;
 } nb_norm_def;

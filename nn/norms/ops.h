@@ -10,7 +10,7 @@
  * backward: dx from dy; ACCUMULATES (+=) into dg, db (may be NULL: not wanted) and ds (the scalars'
  * gradients); dx is added to (set 0) or written without being read (set 1: the same bits as +=
  * on a zeroed dx). dx may not alias dy. The statistics and cfg are those of the forward. */
-typedef struct NB_FN(nb_norm_ops) {
+typedef struct nb_norm_ops {
     void (*forward)(NB_REAL *out, NB_REAL *st0, NB_REAL *st1, NB_REAL *run0, NB_REAL *run1,
                     const NB_REAL *x, const NB_REAL *g, const NB_REAL *b, const NB_REAL *s, int B,
                     int C, int training, const nb_norm_cfg *cfg);
@@ -18,4 +18,4 @@ typedef struct NB_FN(nb_norm_ops) {
                      const NB_REAL *x, const NB_REAL *g, const NB_REAL *s, const NB_REAL *st0,
                      const NB_REAL *st1, int B, int C, int training, const nb_norm_cfg *cfg,
                      int set);
-} NB_FN(nb_norm_ops);
+} nb_norm_ops;

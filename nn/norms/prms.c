@@ -6,7 +6,7 @@
 static void fwd(real *out, real *st0, real *st1, real *run0, real *run1, const real *x,
                 const real *g, const real *b, const real *s, int B, int C, int training,
                 const nb_norm_cfg *cfg) {
-    FN(nb_rmsnorm_forward)(out, st0, x, g, b, B, C, nb_prms_k(C, cfg->p, cfg->p_floor), cfg);
+    nb_rmsnorm_forward(out, st0, x, g, b, B, C, nb_prms_k(C, cfg->p, cfg->p_floor), cfg);
 }
 
 static void bwd(real *dx, real *dg, real *db, real *ds, const real *dy, const real *x,
@@ -14,12 +14,12 @@ static void bwd(real *dx, real *dg, real *db, real *ds, const real *dy, const re
                 int training, const nb_norm_cfg *cfg, int set) {
     const int k = nb_prms_k(C, cfg->p, cfg->p_floor);
     if (set)
-        FN(nb_rmsnorm_backward_set)(dx, dg, db, dy, x, g, st0, B, C, k, cfg);
+        nb_rmsnorm_backward_set(dx, dg, db, dy, x, g, st0, B, C, k, cfg);
     else
-        FN(nb_rmsnorm_backward)(dx, dg, db, dy, x, g, st0, B, C, k, cfg);
+        nb_rmsnorm_backward(dx, dg, db, dy, x, g, st0, B, C, k, cfg);
 }
 
-const FN(nb_norm_ops) FN(nb_norm_ops_prms) = {fwd, bwd};
+const nb_norm_ops nb_norm_ops_prms = {fwd, bwd};
 
 #ifndef NB_F64
 extern const nb_norm_ops_f64 nb_norm_ops_prms_f64;
