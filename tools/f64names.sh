@@ -22,6 +22,10 @@ syms() { # the external symbols an object defines, sorted
 
 for o64 in "$@"; do
   o32=${o64%_f64.o}.o
+  if [ ! -f "$o64" ] || [ ! -f "$o32" ]; then
+    echo "tools/f64names.sh: no $o64 or no $o32 beside it" >&2
+    exit 2
+  fi
   syms "$o64" >"$TMP/64" || exit 2
   syms "$o32" >"$TMP/32" || exit 2
   if grep -v '_f64$' "$TMP/64" >"$TMP/plain"; then
