@@ -90,7 +90,8 @@ static int load_amat(nb_binmnist *out, const char *data_dir, int subset, nb_err 
     }
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/binarized-mnist", data_dir);
-    for (int k = 0; k < 3; k++) {
+    for (int t = 0; t < 3; t++) {
+        int k = (t + 1) % 3; /* valid, test, then the large train file */
         char path[1200];
         snprintf(path, sizeof path, "%s/%s", dir, names[k]);
         struct stat st;
