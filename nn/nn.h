@@ -40,6 +40,7 @@
 #include "rnnsearch.h"
 #include "transformer.h"
 #include "gpt.h"
+#include "draw.h"
 #undef NB_REAL
 #undef NB_FN
 
@@ -60,6 +61,7 @@
 #include "rnnsearch.h"
 #include "transformer.h"
 #include "gpt.h"
+#include "draw.h"
 #undef NB_REAL
 #undef NB_FN
 

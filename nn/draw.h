@@ -1,0 +1,75 @@
+/* nn/draw.h — the pieces of DRAW (Gregor et al. 2015, "DRAW: A Recurrent Neural Network For Image
+ * Generation") that are not an LSTM: the differentiable attention (filterbanks, read, write) and
+ * the variational bound's terms (generic: see nn/nn.h; no guard). Backward functions ACCUMULATE
+ * (+=) into their gradient outputs, as everywhere in nn/.
+ *
+ * Images are Bh rows of Aw pixels, row-major: x[y * Aw + a]. N is the attention grid's side
+ * (DRAW's MNIST model: read N = 2, write N = 5), N >= 2.
+ *
+ * Attention parameters (DRAW eqs. 21-25): a dense layer of the decoder state gives, per row,
+ * p = (g~X, g~Y, log s2, log d~, log gamma) (B, 5), and
+ *   gX = (Aw + 1)/2 (g~X + 1),  gY = (Bh + 1)/2 (g~Y + 1),
+ *   delta = (max(Aw, Bh) - 1)/(N - 1) exp(log d~),  s2 = exp(log s2),  gamma = exp(log gamma),
+ *   muX_i = gX + (i - N/2 + 0.5) delta,  muY_j = gY + (j - N/2 + 0.5) delta   (i, j = 0..N-1),
+ *   FX[i, a] = exp(-(a + 1 - muX_i)^2 / (2 s2)) / ZX_i   (a = 0..Aw-1 the pixel's column: the
+ *   paper's coordinates are 1..Aw, so g~X = 0 centres the grid on the image),
+ *   FY[j, b] likewise over the rows b = 0..Bh-1,  Z the row's sum + NB_DRAW_FB_EPS. (i - N/2 + 0.5
+ *   with i from 0 is the paper's i - N/2 - 0.5 with i from 1.)
+ * read:  glimpse = gamma FY x FX^T (N x N), for the image and for the error image alike;
+ * write: patch w (N x N) onto the canvas as (1/gamma) FY^T w FX (Bh x Aw).
+ *
+ * The bound's terms per image (nats):
+ *   reconstruction  L_x = sum_pixels softplus(c) - x c   (Bernoulli with logits c = the final
+ *                   canvas: sigmoid cross-entropy),
+ *   latent          L_z = sum_steps 0.5 sum_k (mu^2 + exp(2 ls) - 2 ls - 1)   (KL of
+ *                   N(mu, exp(ls)^2) from N(0, I)), with z = mu + exp(ls) eps (reparameterized:
+ *                   eps is an input, so forward is deterministic). */
+
+#define NB_DRAW_FB_EPS 1e-8
+
+/* Filterbanks from p (B, 5): FX (B, N, Aw), FY (B, N, Bh), gamma (B). */
+void NB_FN(nb_draw_filterbank_forward)(NB_REAL *FX, NB_REAL *FY, NB_REAL *gamma, const NB_REAL *p,
+                                       int B, int Aw, int Bh, int N);
+/* dp (B, 5) += the gradient through FX, FY and gamma of dFX, dFY, dgamma (each may be NULL). */
+void NB_FN(nb_draw_filterbank_backward)(NB_REAL *dp, const NB_REAL *dFX, const NB_REAL *dFY,
+                                        const NB_REAL *dgamma, const NB_REAL *FX, const NB_REAL *FY,
+                                        const NB_REAL *gamma, const NB_REAL *p, int B, int Aw,
+                                        int Bh, int N);
+
+/* Read one image per row: out (B rows at stride ldo, N*N values each) = gamma FY img FX^T;
+ * img (B, Bh*Aw). */
+void NB_FN(nb_draw_read_forward)(NB_REAL *out, int ldo, const NB_REAL *img, const NB_REAL *FX,
+                                 const NB_REAL *FY, const NB_REAL *gamma, int B, int Aw, int Bh,
+                                 int N);
+/* Accumulates dimg (may be NULL), dFX, dFY and dgamma from dout (stride ldo); out is the forward's
+ * output (gamma > 0 recovers FY img FX^T from it). */
+void NB_FN(nb_draw_read_backward)(NB_REAL *dimg, NB_REAL *dFX, NB_REAL *dFY, NB_REAL *dgamma,
+                                  const NB_REAL *dout, const NB_REAL *out, int ldo,
+                                  const NB_REAL *img, const NB_REAL *FX, const NB_REAL *FY,
+                                  const NB_REAL *gamma, int B, int Aw, int Bh, int N);
+
+/* Write: out (B, Bh*Aw) = (1/gamma) FY^T w FX, w (B, N*N). ADDS to out when accumulate. */
+void NB_FN(nb_draw_write_forward)(NB_REAL *out, const NB_REAL *w, const NB_REAL *FX,
+                                  const NB_REAL *FY, const NB_REAL *gamma, int B, int Aw, int Bh,
+                                  int N, int accumulate);
+/* Accumulates dw, dFX, dFY and dgamma from dout (B, Bh*Aw). */
+void NB_FN(nb_draw_write_backward)(NB_REAL *dw, NB_REAL *dFX, NB_REAL *dFY, NB_REAL *dgamma,
+                                   const NB_REAL *dout, const NB_REAL *w, const NB_REAL *FX,
+                                   const NB_REAL *FY, const NB_REAL *gamma, int B, int Aw, int Bh,
+                                   int N);
+
+/* Sigmoid cross-entropy of logits c (B, D) against targets x (B, D) in [0, 1]: loss (B) (may be
+ * NULL) the per-row sums; returns the sum over rows (double). */
+double NB_FN(nb_draw_bce_forward)(NB_REAL *loss, const NB_REAL *c, const NB_REAL *x, int B, int D);
+/* dc += scale (sigmoid(c) - x). */
+void NB_FN(nb_draw_bce_backward)(NB_REAL *dc, const NB_REAL *c, const NB_REAL *x, int B, int D,
+                                 NB_REAL scale);
+
+/* z (B, Z) = mu + exp(ls) eps; kl (B) (may be NULL) += each row's KL; returns the sum of the
+ * rows' KL (double). */
+double NB_FN(nb_draw_latent_forward)(NB_REAL *z, NB_REAL *kl, const NB_REAL *mu, const NB_REAL *ls,
+                                     const NB_REAL *eps, int B, int Z);
+/* Accumulates dmu, dls from dz (may be NULL) and scale times the KL's gradient. */
+void NB_FN(nb_draw_latent_backward)(NB_REAL *dmu, NB_REAL *dls, const NB_REAL *dz,
+                                    const NB_REAL *mu, const NB_REAL *ls, const NB_REAL *eps, int B,
+                                    int Z, NB_REAL scale);
