@@ -1,4 +1,5 @@
 #include "real.h"
+#include "nn/norms/fused.h"
 /* nn/draw.c — DRAW's attention and bound terms (generic: float and, with -DNB_F64, double; see
  * nn/nn.h). Contracts and formulas in nn/draw.h.
  *
@@ -6,6 +7,7 @@
  * accumulators, rows split over threads; each row's arithmetic is the same for any thread count.
  * Nothing is allocated. */
 
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 
@@ -314,4 +316,312 @@ void FN(nb_draw_latent_backward)(real *dmu, real *dls, const real *dz, const rea
         dmu[i] += (real)(g + (double)scale * mu[i]);
         dls[i] += (real)(g * sd * (double)eps[i] + (double)scale * (sd * sd - 1));
     }
+}
+
+/* ---- the model --------------------------------------------------------------------------------
+ */
+
+#define NO_OFF ((size_t)-1)
+
+static size_t dadd(nb_layout *l, const char *name, size_t n, int *fail) {
+    size_t off = nb_layout_add(l, name, n, 1);
+    if (off == NO_OFF) *fail = 1;
+    return off;
+}
+
+static real *dalloc(size_t n, int *fail) {
+    real *p = calloc(n ? n : 1, sizeof(real));
+    if (!p) *fail = 1;
+    return p;
+}
+
+int FN(nb_draw_init)(FN(nb_draw) * m, int Aw, int Bh, int T, int H, int Z, int Nr, int Nw, int attn,
+                     int Bmax, const nb_norm_cfg *norm, nb_layout *l, nb_err *err) {
+    memset(m, 0, sizeof *m);
+    if (Aw < 2 || Bh < 2 || Aw * Bh > 4096 || T < 1 || T > 1024 || H < 1 || Z < 1 || Bmax < 1 ||
+        (attn && (Nr < 2 || Nw < 2 || Nr > 32 || Nw > 32)))
+        return nb_errf(err,
+                       "draw: sizes out of range (image %dx%d, %d glimpses, %d units, z %d, read "
+                       "%d, write %d, batch %d)",
+                       Aw, Bh, T, H, Z, Nr, Nw, Bmax);
+    if (nb_fused_kind(norm->kind) == NB_FK_BATCH) {
+        nb_errf(err, "draw: batch normalization is not available");
+        return nb_hintf(err, "the LSTMs run step by step (each step's input depends on the last "
+                             "one's output): use a row-wise norm (layer, rms, prms, dyt) or none");
+    }
+    m->Aw = Aw, m->Bh = Bh, m->D = Aw * Bh, m->T = T, m->H = H, m->Z = Z;
+    m->Nr = Nr, m->Nw = Nw, m->attn = attn, m->Bmax = Bmax;
+    m->R = attn ? 2 * Nr * Nr : 2 * m->D;
+    m->Cenc = m->R + H;
+    m->WO = attn ? Nw * Nw : m->D;
+    if (FN(nb_lstm_init)(&m->enc, m->Cenc, H, Bmax, T, norm, l, "enc.", err)) return -1;
+    if (FN(nb_lstm_init)(&m->dec, Z, H, Bmax, T, norm, l, "dec.", err)) {
+        FN(nb_lstm_free)(&m->enc);
+        return -1;
+    }
+    int fail = 0;
+    m->wr = m->br = m->wwa = m->bwa = NO_OFF;
+    if (attn) {
+        m->wr = dadd(l, "read.W", (size_t)5 * H, &fail);
+        m->br = dadd(l, "read.b", 5, &fail);
+    }
+    m->wmu = dadd(l, "mu.W", (size_t)Z * H, &fail);
+    m->bmu = dadd(l, "mu.b", (size_t)Z, &fail);
+    m->wls = dadd(l, "ls.W", (size_t)Z * H, &fail);
+    m->bls = dadd(l, "ls.b", (size_t)Z, &fail);
+    if (attn) {
+        m->wwa = dadd(l, "wattn.W", (size_t)5 * H, &fail);
+        m->bwa = dadd(l, "wattn.b", 5, &fail);
+    }
+    m->ww = dadd(l, "write.W", (size_t)m->WO * H, &fail);
+    m->bw = dadd(l, "write.b", (size_t)m->WO, &fail);
+    if (fail) {
+        FN(nb_draw_free)(m);
+        return nb_errf(err, "draw: the parameter layout is full");
+    }
+    const size_t TB = (size_t)T * Bmax, D = (size_t)m->D, NA = (size_t)(Nr > Nw ? Nr : Nw);
+    m->xe = dalloc(TB * m->Cenc, &fail);
+    m->xd = dalloc(TB * Z, &fail);
+    m->canvas = dalloc(TB * D + (size_t)Bmax * D, &fail);
+    m->xh = dalloc(TB * D, &fail);
+    m->rg = dalloc(TB * m->R, &fail);
+    m->wpatch = dalloc(TB * m->WO, &fail);
+    m->mu = dalloc(TB * Z, &fail);
+    m->ls = dalloc(TB * Z, &fail);
+    m->z = dalloc((size_t)Bmax * Z, &fail);
+    if (attn) {
+        m->pr = dalloc(TB * 5, &fail);
+        m->fxr = dalloc(TB * Nr * Aw, &fail);
+        m->fyr = dalloc(TB * Nr * Bh, &fail);
+        m->gr = dalloc(TB, &fail);
+        m->pw = dalloc(TB * 5, &fail);
+        m->fxw = dalloc(TB * Nw * Aw, &fail);
+        m->fyw = dalloc(TB * Nw * Bh, &fail);
+        m->gw = dalloc(TB, &fail);
+        m->dp = dalloc((size_t)Bmax * 5, &fail);
+        m->dfx = dalloc((size_t)Bmax * NA * Aw, &fail);
+        m->dfy = dalloc((size_t)Bmax * NA * Bh, &fail);
+        m->dg = dalloc((size_t)Bmax, &fail);
+    }
+    m->dc = dalloc((size_t)Bmax * D, &fail);
+    m->dhd = dalloc((size_t)Bmax * H, &fail);
+    m->dhd_prev = dalloc((size_t)Bmax * H, &fail);
+    m->dhe = dalloc((size_t)Bmax * H, &fail);
+    m->dz = dalloc((size_t)Bmax * Z, &fail);
+    m->dmu = dalloc((size_t)Bmax * Z, &fail);
+    m->dls = dalloc((size_t)Bmax * Z, &fail);
+    m->dxe = dalloc((size_t)Bmax * m->Cenc, &fail);
+    m->dr = dalloc((size_t)Bmax * m->R, &fail);
+    m->dxh = dalloc((size_t)Bmax * D, &fail);
+    m->dw = dalloc((size_t)Bmax * m->WO, &fail);
+    if (fail) {
+        FN(nb_draw_free)(m);
+        return nb_errf(err, "draw: out of memory (batch %d, %d glimpses, image %dx%d)", Bmax, T, Aw,
+                       Bh);
+    }
+    return 0;
+}
+
+void FN(nb_draw_free)(FN(nb_draw) * m) {
+    FN(nb_lstm_free)(&m->enc);
+    FN(nb_lstm_free)(&m->dec);
+    real *bufs[] = {m->xe,  m->xd, m->canvas, m->xh,  m->rg,  m->wpatch, m->mu,  m->ls,
+                    m->z,   m->pr, m->fxr,    m->fyr, m->gr,  m->pw,     m->fxw, m->fyw,
+                    m->gw,  m->dp, m->dfx,    m->dfy, m->dg,  m->dc,     m->dhd, m->dhd_prev,
+                    m->dhe, m->dz, m->dmu,    m->dls, m->dxe, m->dr,     m->dxh, m->dw};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    memset(m, 0, sizeof *m);
+}
+
+static void uniform(real *w, size_t n, int in, int out, nb_rng *rng) {
+    double a = sqrt(6.0 / (in + out));
+    for (size_t i = 0; i < n; i++)
+        w[i] = (real)(a * (2 * nb_rng_uniform(rng) - 1));
+}
+
+void FN(nb_draw_init_params)(FN(nb_draw) * m, real *params, nb_rng *rng) {
+    FN(nb_lstm_init_params)(&m->enc, params, rng);
+    FN(nb_lstm_init_params)(&m->dec, params, rng);
+    const int H = m->H;
+    if (m->attn) {
+        uniform(params + m->wr, (size_t)5 * H, H, 5, rng);
+        uniform(params + m->wwa, (size_t)5 * H, H, 5, rng);
+        memset(params + m->br, 0, 5 * sizeof(real));
+        memset(params + m->bwa, 0, 5 * sizeof(real));
+    }
+    uniform(params + m->wmu, (size_t)m->Z * H, H, m->Z, rng);
+    uniform(params + m->wls, (size_t)m->Z * H, H, m->Z, rng);
+    uniform(params + m->ww, (size_t)m->WO * H, H, m->WO, rng);
+    memset(params + m->bmu, 0, (size_t)m->Z * sizeof(real));
+    memset(params + m->bls, 0, (size_t)m->Z * sizeof(real));
+    memset(params + m->bw, 0, (size_t)m->WO * sizeof(real));
+}
+
+static inline double sigm(double v) {
+    return v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v));
+}
+
+double FN(nb_draw_forward)(FN(nb_draw) * m, const real *x, const real *eps, int B,
+                           const real *params) {
+    const int T = m->T, H = m->H, Z = m->Z, D = m->D, R = m->R, Ce = m->Cenc, Aw = m->Aw,
+              Bh = m->Bh, Nr = m->Nr, Nw = m->Nw;
+    m->B = B;
+    m->x = x;
+    m->eps = eps;
+    nb_err err;
+    (void)FN(nb_lstm_begin)(&m->enc, m->xe, B, T, params, &err); /* sizes checked at init */
+    (void)FN(nb_lstm_begin)(&m->dec, m->xd, B, T, params, &err);
+    memset(m->canvas, 0, (size_t)B * D * sizeof(real));
+    m->kl = 0;
+    for (int t = 0; t < T; t++) {
+        const size_t tb = (size_t)t * B;
+        const real *c0 = m->canvas + tb * D, *hprev = FN(nb_lstm_h)(&m->dec, t - 1);
+        real *xh = m->xh + tb * D, *rg = m->rg + tb * R;
+        for (size_t i = 0; i < (size_t)B * D; i++)
+            xh[i] = (real)((double)x[i] - sigm(c0[i]));
+        if (m->attn) {
+            real *p = m->pr + tb * 5, *fx = m->fxr + tb * Nr * Aw, *fy = m->fyr + tb * Nr * Bh,
+                 *g = m->gr + tb;
+            FN(nb_dense_forward)(p, hprev, params + m->wr, params + m->br, B, H, 5);
+            FN(nb_draw_filterbank_forward)(fx, fy, g, p, B, Aw, Bh, Nr);
+            FN(nb_draw_read_forward)(rg, R, x, fx, fy, g, B, Aw, Bh, Nr);
+            FN(nb_draw_read_forward)(rg + Nr * Nr, R, xh, fx, fy, g, B, Aw, Bh, Nr);
+        } else {
+            for (int b = 0; b < B; b++) {
+                memcpy(rg + (size_t)b * R, x + (size_t)b * D, sizeof(real) * D);
+                memcpy(rg + (size_t)b * R + D, xh + (size_t)b * D, sizeof(real) * D);
+            }
+        }
+        for (int b = 0; b < B; b++) {
+            real *e = m->xe + ((size_t)b * T + t) * Ce;
+            memcpy(e, rg + (size_t)b * R, sizeof(real) * R);
+            memcpy(e + R, hprev + (size_t)b * H, sizeof(real) * H);
+        }
+        FN(nb_lstm_step)(&m->enc, t, params);
+        const real *he = FN(nb_lstm_h)(&m->enc, t);
+        real *mu = m->mu + tb * Z, *ls = m->ls + tb * Z;
+        FN(nb_dense_forward)(mu, he, params + m->wmu, params + m->bmu, B, H, Z);
+        FN(nb_dense_forward)(ls, he, params + m->wls, params + m->bls, B, H, Z);
+        for (int b = 0; b < B; b++) /* this step's noise, rows contiguous */
+            memcpy(m->dz + (size_t)b * Z, eps + ((size_t)b * T + t) * Z, sizeof(real) * Z);
+        m->kl += FN(nb_draw_latent_forward)(m->z, NULL, mu, ls, m->dz, B, Z);
+        for (int b = 0; b < B; b++)
+            memcpy(m->xd + ((size_t)b * T + t) * Z, m->z + (size_t)b * Z, sizeof(real) * Z);
+        FN(nb_lstm_step)(&m->dec, t, params);
+        const real *hd = FN(nb_lstm_h)(&m->dec, t);
+        real *wp = m->wpatch + tb * m->WO, *c1 = m->canvas + (tb + B) * D;
+        FN(nb_dense_forward)(wp, hd, params + m->ww, params + m->bw, B, H, m->WO);
+        memcpy(c1, c0, sizeof(real) * (size_t)B * D);
+        if (m->attn) {
+            real *p = m->pw + tb * 5, *fx = m->fxw + tb * Nw * Aw, *fy = m->fyw + tb * Nw * Bh,
+                 *g = m->gw + tb;
+            FN(nb_dense_forward)(p, hd, params + m->wwa, params + m->bwa, B, H, 5);
+            FN(nb_draw_filterbank_forward)(fx, fy, g, p, B, Aw, Bh, Nw);
+            FN(nb_draw_write_forward)(c1, wp, fx, fy, g, B, Aw, Bh, Nw, 1);
+        } else {
+            for (size_t i = 0; i < (size_t)B * D; i++)
+                c1[i] += wp[i];
+        }
+    }
+    m->rec = FN(nb_draw_bce_forward)(NULL, m->canvas + (size_t)T * B * D, x, B, D);
+    return (m->rec + m->kl) / B;
+}
+
+void FN(nb_draw_backward)(FN(nb_draw) * m, real *grads, const real *params) {
+    const int B = m->B, T = m->T, H = m->H, Z = m->Z, D = m->D, R = m->R, Ce = m->Cenc, Aw = m->Aw,
+              Bh = m->Bh, Nr = m->Nr, Nw = m->Nw;
+    const real inv = (real)(1.0 / B);
+    const size_t BD = (size_t)B * D;
+    memset(m->dc, 0, sizeof(real) * BD);
+    FN(nb_draw_bce_backward)(m->dc, m->canvas + (size_t)T * B * D, m->x, B, D, inv);
+    memset(m->dhd_prev, 0, sizeof(real) * (size_t)B * H);
+    FN(nb_lstm_back_begin)(&m->enc);
+    FN(nb_lstm_back_begin)(&m->dec);
+    for (int t = T - 1; t >= 0; t--) {
+        const size_t tb = (size_t)t * B;
+        /* h_dec_t's gradient from step t+1 (its read and encoder input), then the write */
+        memcpy(m->dhd, m->dhd_prev, sizeof(real) * (size_t)B * H);
+        memset(m->dhd_prev, 0, sizeof(real) * (size_t)B * H);
+        const real *hd = FN(nb_lstm_h)(&m->dec, t), *hprev = FN(nb_lstm_h)(&m->dec, t - 1);
+        const real *wp = m->wpatch + tb * m->WO;
+        memset(m->dw, 0, sizeof(real) * (size_t)B * m->WO);
+        if (m->attn) {
+            const real *fx = m->fxw + tb * Nw * Aw, *fy = m->fyw + tb * Nw * Bh, *g = m->gw + tb;
+            memset(m->dfx, 0, sizeof(real) * (size_t)B * Nw * Aw);
+            memset(m->dfy, 0, sizeof(real) * (size_t)B * Nw * Bh);
+            memset(m->dg, 0, sizeof(real) * (size_t)B);
+            memset(m->dp, 0, sizeof(real) * (size_t)B * 5);
+            FN(nb_draw_write_backward)
+            (m->dw, m->dfx, m->dfy, m->dg, m->dc, wp, fx, fy, g, B, Aw, Bh, Nw);
+            FN(nb_draw_filterbank_backward)
+            (m->dp, m->dfx, m->dfy, m->dg, fx, fy, g, m->pw + tb * 5, B, Aw, Bh, Nw);
+            FN(nb_dense_backward)
+            (m->dhd, grads + m->wwa, grads + m->bwa, m->dp, hd, params + m->wwa, B, H, 5);
+        } else {
+            memcpy(m->dw, m->dc, sizeof(real) * BD);
+        }
+        FN(nb_dense_backward)
+        (m->dhd, grads + m->ww, grads + m->bw, m->dw, hd, params + m->ww, B, H, m->WO);
+        /* the decoder's step, then the sample and the encoder's step */
+        memset(m->dz, 0, sizeof(real) * (size_t)B * Z);
+        FN(nb_lstm_step_back)(&m->dec, m->dz, Z, m->dhd, t, grads, params);
+        const real *mu = m->mu + tb * Z, *ls = m->ls + tb * Z;
+        real *e = m->z; /* this step's noise, rows contiguous */
+        for (int b = 0; b < B; b++)
+            memcpy(e + (size_t)b * Z, m->eps + ((size_t)b * T + t) * Z, sizeof(real) * Z);
+        memset(m->dmu, 0, sizeof(real) * (size_t)B * Z);
+        memset(m->dls, 0, sizeof(real) * (size_t)B * Z);
+        FN(nb_draw_latent_backward)(m->dmu, m->dls, m->dz, mu, ls, e, B, Z, inv);
+        const real *he = FN(nb_lstm_h)(&m->enc, t);
+        memset(m->dhe, 0, sizeof(real) * (size_t)B * H);
+        FN(nb_dense_backward)
+        (m->dhe, grads + m->wmu, grads + m->bmu, m->dmu, he, params + m->wmu, B, H, Z);
+        FN(nb_dense_backward)
+        (m->dhe, grads + m->wls, grads + m->bls, m->dls, he, params + m->wls, B, H, Z);
+        memset(m->dxe, 0, sizeof(real) * (size_t)B * Ce);
+        FN(nb_lstm_step_back)(&m->enc, m->dxe, Ce, m->dhe, t, grads, params);
+        /* the encoder's input: [r_t, h_dec_{t-1}] */
+        for (int b = 0; b < B; b++) {
+            memcpy(m->dr + (size_t)b * R, m->dxe + (size_t)b * Ce, sizeof(real) * R);
+            real *dp = m->dhd_prev + (size_t)b * H;
+            const real *s = m->dxe + (size_t)b * Ce + R;
+            for (int j = 0; j < H; j++)
+                dp[j] += s[j];
+        }
+        memset(m->dxh, 0, sizeof(real) * BD);
+        if (m->attn) {
+            const real *fx = m->fxr + tb * Nr * Aw, *fy = m->fyr + tb * Nr * Bh, *g = m->gr + tb;
+            const real *rg = m->rg + tb * R;
+            memset(m->dfx, 0, sizeof(real) * (size_t)B * Nr * Aw);
+            memset(m->dfy, 0, sizeof(real) * (size_t)B * Nr * Bh);
+            memset(m->dg, 0, sizeof(real) * (size_t)B);
+            memset(m->dp, 0, sizeof(real) * (size_t)B * 5);
+            FN(nb_draw_read_backward)
+            (NULL, m->dfx, m->dfy, m->dg, m->dr, rg, R, m->x, fx, fy, g, B, Aw, Bh, Nr);
+            FN(nb_draw_read_backward)
+            (m->dxh, m->dfx, m->dfy, m->dg, m->dr + Nr * Nr, rg + Nr * Nr, R, m->xh + tb * D, fx,
+             fy, g, B, Aw, Bh, Nr);
+            FN(nb_draw_filterbank_backward)
+            (m->dp, m->dfx, m->dfy, m->dg, fx, fy, g, m->pr + tb * 5, B, Aw, Bh, Nr);
+            FN(nb_dense_backward)
+            (m->dhd_prev, grads + m->wr, grads + m->br, m->dp, hprev, params + m->wr, B, H, 5);
+        } else {
+            for (int b = 0; b < B; b++)
+                memcpy(m->dxh + (size_t)b * D, m->dr + (size_t)b * R + D, sizeof(real) * D);
+        }
+        /* xh_t = x - sigmoid(c_{t-1}): c_{t-1} = c_t - write, so dc carries on, plus this */
+        const real *c0 = m->canvas + tb * D;
+        for (size_t i = 0; i < BD; i++) {
+            double s = sigm(c0[i]);
+            m->dc[i] -= (real)((double)m->dxh[i] * s * (1 - s));
+        }
+    }
+    /* h_dec before step 0 is the decoder's initial state: its step-0 uses outside the decoder */
+    real *dh0 = grads + m->dec.h0;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < H; j++)
+            dh0[j] += m->dhd_prev[(size_t)b * H + j];
+    FN(nb_lstm_finish_back)(&m->enc, grads, params);
+    FN(nb_lstm_finish_back)(&m->dec, grads, params);
 }

@@ -73,3 +73,56 @@ double NB_FN(nb_draw_latent_forward)(NB_REAL *z, NB_REAL *kl, const NB_REAL *mu,
 void NB_FN(nb_draw_latent_backward)(NB_REAL *dmu, NB_REAL *dls, const NB_REAL *dz,
                                     const NB_REAL *mu, const NB_REAL *ls, const NB_REAL *eps, int B,
                                     int Z, NB_REAL scale);
+
+/* ---- the model ------------------------------------------------------------------------------
+ * DRAW as the LayerNorm paper's §6.4 uses it (Gregor et al. 2015, eqs. 3-8), for images x of
+ * Bh rows of Aw pixels (D = Aw*Bh), T glimpses, encoder and decoder LSTMs of H units (nn/lstm.c,
+ * step by step, with the layer's norm: every kind but batch), latent size Z:
+ *   c_0 = 0;  h_dec before step 0 = the decoder's learned initial state
+ *   for t = 1..T:
+ *     xh_t  = x - sigmoid(c_{t-1})
+ *     r_t   = read(x, xh_t, h_dec_{t-1}): attention: the two Nr x Nr glimpses (p = W_r h + b_r),
+ *             without: [x, xh_t]
+ *     h_enc_t = LSTM_enc([r_t, h_dec_{t-1}])
+ *     mu_t = W_mu h_enc_t + b_mu,  ls_t = W_ls h_enc_t + b_ls (log sigma),  z_t = mu + e^ls eps_t
+ *     h_dec_t = LSTM_dec(z_t)
+ *     c_t = c_{t-1} + write(h_dec_t): attention: the Nw x Nw patch W_w h + b_w written with the
+ *           filterbank of W_wa h + b_wa; without: W_w h + b_w (D values)
+ *   loss = (1/B) sum over images of [ L_x (c_T, x) + sum_t KL_t ]  nats per image (the negative
+ *   variational bound), eps given (B rows of T*Z values: row b's step t at eps + (b*T + t)*Z).
+ * Parameters (in the caller's layout): "enc." and "dec." (the LSTMs), "read.W", "read.b",
+ * "mu.W", "mu.b", "ls.W", "ls.b", "wattn.W", "wattn.b", "write.W", "write.b" (the attention
+ * layers only with attention). */
+typedef struct NB_FN(nb_draw) {
+    int Aw, Bh, D, T, H, Z, Nr, Nw, attn, Bmax;
+    int R, Cenc, WO; /* read size (2 Nr^2 or 2D), encoder input (R + H), write layer outputs */
+    NB_FN(nb_lstm) enc, dec;
+    size_t wr, br, wmu, bmu, wls, bls, wwa, bwa, ww, bw; /* offsets; (size_t)-1 without attention */
+    int B;
+    double rec, kl; /* the last forward's sums over its rows: reconstruction and KL (nats) */
+    const NB_REAL *x, *eps;
+    NB_REAL *xe, *xd;             /* (Bmax,T,Cenc), (Bmax,T,Z): the LSTMs' inputs */
+    NB_REAL *canvas, *xh;         /* (T+1,Bmax,D), (T,Bmax,D) */
+    NB_REAL *rg;                  /* (T,Bmax,R) the reads */
+    NB_REAL *pr, *fxr, *fyr, *gr; /* (T,Bmax,5), (T,Bmax,Nr,Aw), (T,Bmax,Nr,Bh), (T,Bmax) */
+    NB_REAL *pw, *fxw, *fyw, *gw; /* the same for the write, Nw */
+    NB_REAL *wpatch;              /* (T,Bmax,WO) the write layer's outputs */
+    NB_REAL *mu, *ls, *z;         /* (T,Bmax,Z) */
+    /* backward scratch */
+    NB_REAL *dc, *dhd, *dhd_prev, *dhe, *dz, *dmu, *dls, *dxe, *dr, *dxh, *dw, *dp, *dfx, *dfy, *dg;
+} NB_FN(nb_draw);
+
+/* Appends the model's tensors to l and allocates for batches of up to Bmax. Returns 0, or -1
+ * with err (sizes out of range, N < 2 with attention, batch normalization, out of memory). */
+int NB_FN(nb_draw_init)(NB_FN(nb_draw) * m, int Aw, int Bh, int T, int H, int Z, int Nr, int Nw,
+                        int attn, int Bmax, const nb_norm_cfg *norm, nb_layout *l, nb_err *err);
+void NB_FN(nb_draw_free)(NB_FN(nb_draw) * m);
+/* The LSTMs as nb_lstm_init_params draws them; the dense layers uniform +-sqrt(6/(in+out)),
+ * biases 0. */
+void NB_FN(nb_draw_init_params)(NB_FN(nb_draw) * m, NB_REAL *params, nb_rng *rng);
+/* The loss of B <= Bmax images x (B,D) with noise eps; keeps what backward needs (x and eps are
+ * not copied: unchanged until backward). Returns the loss (nats per image). */
+double NB_FN(nb_draw_forward)(NB_FN(nb_draw) * m, const NB_REAL *x, const NB_REAL *eps, int B,
+                              const NB_REAL *params);
+/* ACCUMULATES the gradient of the last forward's loss into grads. */
+void NB_FN(nb_draw_backward)(NB_FN(nb_draw) * m, NB_REAL *grads, const NB_REAL *params);

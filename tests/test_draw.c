@@ -309,11 +309,140 @@ static void test_terms(void **state) {
                  nb_draw_bce_forward_f64(NULL, t.c, t.x, B, D), 1e-4, 1e-5);
 }
 
+/* ---- the model ------------------------------------------------------------------------------ */
+
+enum { MA = 8, MB = 8, MT = 3, MH = 6, MZ = 4, MBATCH = 2 };
+
+typedef struct model_ctx {
+    nb_draw_f64 m;
+    nb_layout lay;
+    double *p, *g, x[MBATCH * MA * MB], eps[MBATCH * MT * MZ];
+} model_ctx;
+
+static double model_loss(void *v) {
+    model_ctx *c = v;
+    return nb_draw_forward_f64(&c->m, c->x, c->eps, MBATCH, c->p);
+}
+
+static void model_check(nb_norm_kind kind, int attn) {
+    model_ctx c;
+    memset(&c, 0, sizeof c);
+    nb_norm_cfg cfg;
+    nb_norm_cfg_default(&cfg, kind);
+    cfg.p = 0.3;
+    nb_err err;
+    assert_int_equal(
+        nb_draw_init_f64(&c.m, MA, MB, MT, MH, MZ, 2, 5, attn, MBATCH, &cfg, &c.lay, &err), 0);
+    size_t P = c.lay.total;
+    c.p = calloc(P, sizeof(double));
+    c.g = calloc(P, sizeof(double));
+    nb_rng rng;
+    nb_rng_seed(&rng, 5 + (uint64_t)kind, 1);
+    nb_draw_init_params_f64(&c.m, c.p, &rng);
+    /* every value off its initial one (biases, gains, h0), gains near 1 */
+    for (int i = 0; i < c.lay.count; i++) {
+        const nb_tensor *t = &c.lay.t[i];
+        int gain = strstr(t->name, ".s") != NULL || strstr(t->name, ".g") != NULL;
+        for (size_t j = 0; j < t->n; j++)
+            c.p[t->off + j] =
+                gain ? 1 + 0.2 * nb_rng_normal(&rng) : c.p[t->off + j] + 0.2 * nb_rng_normal(&rng);
+    }
+    for (int i = 0; i < MBATCH * MA * MB; i++)
+        c.x[i] = urand() < 0.3;
+    for (int i = 0; i < MBATCH * MT * MZ; i++)
+        c.eps[i] = nb_rng_normal(&rng);
+    double loss = model_loss(&c);
+    /* the loss is the two parts' mean */
+    assert_close(loss, (c.m.rec + c.m.kl) / MBATCH, 1e-12, 1e-12);
+    assert_true(c.m.kl > 0 && c.m.rec > 0);
+    nb_draw_backward_f64(&c.m, c.g, c.p);
+    char what[64];
+    snprintf(what, sizeof what, "draw %s%s (%zu params)", nb_norm_name(kind),
+             attn ? "" : " no-attention", P);
+    fdcheck(model_loss, &c, c.p, c.g, P, what);
+    /* the same forward twice: deterministic */
+    assert_close(model_loss(&c), loss, 0, 0);
+    nb_draw_free_f64(&c.m);
+    free(c.p);
+    free(c.g);
+}
+
+static void test_model_gradients(void **state) {
+    (void)state;
+    const nb_norm_kind kinds[] = {NB_NORM_NONE, NB_NORM_LAYER,  NB_NORM_RMS,
+                                  NB_NORM_PRMS, NB_NORM_WEIGHT, NB_NORM_DYT};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        model_check(kinds[k], 1);
+    model_check(NB_NORM_LAYER, 0);
+}
+
+static void test_model_refusals(void **state) {
+    (void)state;
+    nb_draw_f64 m;
+    nb_layout lay;
+    memset(&lay, 0, sizeof lay);
+    nb_norm_cfg cfg;
+    nb_norm_cfg_default(&cfg, NB_NORM_BATCH);
+    nb_err err;
+    assert_int_equal(nb_draw_init_f64(&m, 8, 8, 3, 6, 4, 2, 5, 1, 2, &cfg, &lay, &err), -1);
+    assert_non_null(strstr(err.msg, "batch normalization is not available"));
+    assert_true(err.hint[0] != '\0');
+    nb_norm_cfg_default(&cfg, NB_NORM_LAYER);
+    assert_int_equal(nb_draw_init_f64(&m, 8, 8, 3, 6, 4, 1, 5, 1, 2, &cfg, &lay, &err), -1);
+    assert_non_null(strstr(err.msg, "sizes out of range"));
+}
+
+/* float agrees with double on the loss and its gradient */
+static void test_model_float(void **state) {
+    (void)state;
+    nb_norm_cfg cfg;
+    nb_norm_cfg_default(&cfg, NB_NORM_LAYER);
+    nb_layout ld, lf;
+    memset(&ld, 0, sizeof ld);
+    memset(&lf, 0, sizeof lf);
+    nb_err err;
+    nb_draw_f64 md;
+    nb_draw mf;
+    assert_int_equal(nb_draw_init_f64(&md, MA, MB, MT, MH, MZ, 2, 5, 1, MBATCH, &cfg, &ld, &err),
+                     0);
+    assert_int_equal(nb_draw_init(&mf, MA, MB, MT, MH, MZ, 2, 5, 1, MBATCH, &cfg, &lf, &err), 0);
+    assert_int_equal(ld.total, lf.total);
+    size_t P = ld.total;
+    double *pd = calloc(P, sizeof(double)), *gd = calloc(P, sizeof(double));
+    float *pf = calloc(P, sizeof(float)), *gf = calloc(P, sizeof(float));
+    nb_rng rng;
+    nb_rng_seed(&rng, 3, 1);
+    nb_draw_init_params_f64(&md, pd, &rng);
+    for (size_t i = 0; i < P; i++)
+        pf[i] = (float)pd[i];
+    double xd[MBATCH * MA * MB], ed[MBATCH * MT * MZ];
+    float xf[MBATCH * MA * MB], ef[MBATCH * MT * MZ];
+    for (int i = 0; i < MBATCH * MA * MB; i++)
+        xf[i] = (float)(xd[i] = urand() < 0.3);
+    for (int i = 0; i < MBATCH * MT * MZ; i++)
+        ef[i] = (float)(ed[i] = nb_rng_normal(&rng));
+    double a = nb_draw_forward_f64(&md, xd, ed, MBATCH, pd);
+    double b = nb_draw_forward(&mf, xf, ef, MBATCH, pf);
+    assert_close(b, a, 1e-4, 1e-5);
+    nb_draw_backward_f64(&md, gd, pd);
+    nb_draw_backward(&mf, gf, pf);
+    double scale = 0;
+    for (size_t i = 0; i < P; i++)
+        scale = fmax(scale, fabs(gd[i]));
+    for (size_t i = 0; i < P; i++)
+        assert_close(gf[i], gd[i], 1e-4 * scale, 0);
+    fprintf(stderr, "# draw layer: float loss %.6f, double %.6f\n", b, a);
+    nb_draw_free_f64(&md);
+    nb_draw_free(&mf);
+    free(pd), free(gd), free(pf), free(gf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_filterbank),    cmocka_unit_test(test_read_write),
-        cmocka_unit_test(test_read_constant), cmocka_unit_test(test_chain),
-        cmocka_unit_test(test_terms),
+        cmocka_unit_test(test_filterbank),     cmocka_unit_test(test_read_write),
+        cmocka_unit_test(test_read_constant),  cmocka_unit_test(test_chain),
+        cmocka_unit_test(test_terms),          cmocka_unit_test(test_model_gradients),
+        cmocka_unit_test(test_model_refusals), cmocka_unit_test(test_model_float),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
