@@ -3,9 +3,10 @@
 /* nn/draw.c — DRAW's attention and bound terms (generic: float and, with -DNB_F64, double; see
  * nn/nn.h). Contracts and formulas in nn/draw.h.
  *
- * Sizes are small (N <= 12, images of a few hundred pixels): plain loops with double
- * accumulators, rows split over threads; each row's arithmetic is the same for any thread count.
- * Nothing is allocated. */
+ * Sizes are small (N <= NB_DRAW_NMAX, image sides <= NB_DRAW_SIDEMAX): plain loops with double
+ * accumulators over a row's (N, side) intermediates on the stack (FY x, w FX, ...), rows split over
+ * threads; each row's arithmetic is the same for any thread count. Nothing is allocated in the
+ * kernels. */
 
 #include <stdlib.h>
 #include <math.h>
@@ -101,25 +102,34 @@ void FN(nb_draw_filterbank_backward)(real *dp, const real *dFX, const real *dFY,
     }
 }
 
+/* Q (N, Aw) = FY (N, Bh) img (Bh, Aw), in double. */
+static void fy_times(double *Q, const real *fy, const real *x, int Aw, int Bh, int N) {
+    memset(Q, 0, sizeof(double) * (size_t)N * Aw);
+    for (int j = 0; j < N; j++)
+        for (int y = 0; y < Bh; y++) {
+            const double f = fy[(size_t)j * Bh + y];
+            const real *xr = x + (size_t)y * Aw;
+            double *q = Q + (size_t)j * Aw;
+            for (int a = 0; a < Aw; a++)
+                q[a] += f * xr[a];
+        }
+}
+
 void FN(nb_draw_read_forward)(real *out, int ldo, const real *img, const real *FX, const real *FY,
                               const real *gamma, int B, int Aw, int Bh, int N) {
 #pragma omp parallel for schedule(static) if (B >= DRAW_PAR_MIN)
     for (int b = 0; b < B; b++) {
-        const real *x = img + (size_t)b * Bh * Aw, *fx = FX + (size_t)b * N * Aw,
-                   *fy = FY + (size_t)b * N * Bh;
+        const real *fx = FX + (size_t)b * N * Aw;
+        double Q[NB_DRAW_NMAX * NB_DRAW_SIDEMAX];
+        fy_times(Q, FY + (size_t)b * N * Bh, img + (size_t)b * Bh * Aw, Aw, Bh, N);
         real *o = out + (size_t)b * ldo;
-        for (int j = 0; j < N; j++) {
+        for (int j = 0; j < N; j++)
             for (int i = 0; i < N; i++) {
                 double s = 0;
-                for (int y = 0; y < Bh; y++) {
-                    double t = 0;
-                    for (int a = 0; a < Aw; a++)
-                        t += (double)x[(size_t)y * Aw + a] * fx[(size_t)i * Aw + a];
-                    s += (double)fy[(size_t)j * Bh + y] * t;
-                }
+                for (int a = 0; a < Aw; a++)
+                    s += Q[(size_t)j * Aw + a] * fx[(size_t)i * Aw + a];
                 o[j * N + i] = (real)(gamma[b] * s);
             }
-        }
     }
 }
 
@@ -132,35 +142,41 @@ void FN(nb_draw_read_backward)(real *dimg, real *dFX, real *dFY, real *dgamma, c
                    *fy = FY + (size_t)b * N * Bh, *d = dout + (size_t)b * ldo,
                    *o = out + (size_t)b * ldo;
         real *dfx = dFX + (size_t)b * N * Aw, *dfy = dFY + (size_t)b * N * Bh;
-        double g = gamma[b], dg = 0;
+        const double g = gamma[b];
+        double dg = 0;
         for (int k = 0; k < N * N; k++)
             dg += (double)d[k] * o[k] / g; /* o / gamma = FY x FX^T */
         dgamma[b] += (real)dg;
-        /* dG0 = gamma dout; dFY[j, y] += sum_i dG0[j, i] (x FX^T)[y, i];
-         * dFX[i, a] += sum_j dG0[j, i] (FY x)[j, a]; dx[y, a] += sum_{j,i} FY[j, y] dG0[j, i] FX[i,
-         * a] */
+        /* with dG0 = gamma dout, Q = FY x (N, Aw), S = dG0 FX (N, Aw):
+         * dFY[j, y] += sum_a S[j, a] x[y, a];  dFX[i, a] += sum_j dG0[j, i] Q[j, a];
+         * dx[y, a] += sum_j FY[j, y] S[j, a] */
+        double Q[NB_DRAW_NMAX * NB_DRAW_SIDEMAX], S[NB_DRAW_NMAX * NB_DRAW_SIDEMAX];
+        fy_times(Q, fy, x, Aw, Bh, N);
         for (int j = 0; j < N; j++) {
-            for (int y = 0; y < Bh; y++) {
-                const real *xr = x + (size_t)y * Aw;
-                double s = 0;
-                for (int i = 0; i < N; i++) {
-                    double t = 0;
-                    for (int a = 0; a < Aw; a++)
-                        t += (double)xr[a] * fx[(size_t)i * Aw + a];
-                    s += g * d[j * N + i] * t;
-                }
-                dfy[(size_t)j * Bh + y] += (real)s;
+            double *sr = S + (size_t)j * Aw;
+            for (int a = 0; a < Aw; a++)
+                sr[a] = 0;
+            for (int i = 0; i < N; i++) {
+                const double di = g * d[j * N + i];
+                const real *f = fx + (size_t)i * Aw;
+                for (int a = 0; a < Aw; a++)
+                    sr[a] += di * f[a];
             }
         }
+        for (int j = 0; j < N; j++)
+            for (int y = 0; y < Bh; y++) {
+                const real *xr = x + (size_t)y * Aw;
+                const double *sr = S + (size_t)j * Aw;
+                double s = 0;
+                for (int a = 0; a < Aw; a++)
+                    s += sr[a] * xr[a];
+                dfy[(size_t)j * Bh + y] += (real)s;
+            }
         for (int i = 0; i < N; i++)
             for (int a = 0; a < Aw; a++) {
                 double s = 0;
-                for (int j = 0; j < N; j++) {
-                    double t = 0;
-                    for (int y = 0; y < Bh; y++)
-                        t += (double)fy[(size_t)j * Bh + y] * x[(size_t)y * Aw + a];
-                    s += g * d[j * N + i] * t;
-                }
+                for (int j = 0; j < N; j++)
+                    s += g * d[j * N + i] * Q[(size_t)j * Aw + a];
                 dfx[(size_t)i * Aw + a] += (real)s;
             }
         if (dimg) {
@@ -168,14 +184,25 @@ void FN(nb_draw_read_backward)(real *dimg, real *dFX, real *dFY, real *dgamma, c
             for (int y = 0; y < Bh; y++)
                 for (int a = 0; a < Aw; a++) {
                     double s = 0;
-                    for (int j = 0; j < N; j++) {
-                        double t = 0;
-                        for (int i = 0; i < N; i++)
-                            t += (double)d[j * N + i] * fx[(size_t)i * Aw + a];
-                        s += (double)fy[(size_t)j * Bh + y] * t;
-                    }
-                    dx[(size_t)y * Aw + a] += (real)(g * s);
+                    for (int j = 0; j < N; j++)
+                        s += (double)fy[(size_t)j * Bh + y] * S[(size_t)j * Aw + a];
+                    dx[(size_t)y * Aw + a] += (real)s;
                 }
+        }
+    }
+}
+
+/* M (N, Aw) = w (N, N) FX (N, Aw), in double. */
+static void w_times_fx(double *M, const real *w, const real *fx, int Aw, int N) {
+    for (int j = 0; j < N; j++) {
+        double *m = M + (size_t)j * Aw;
+        for (int a = 0; a < Aw; a++)
+            m[a] = 0;
+        for (int i = 0; i < N; i++) {
+            const double wi = w[j * N + i];
+            const real *f = fx + (size_t)i * Aw;
+            for (int a = 0; a < Aw; a++)
+                m[a] += wi * f[a];
         }
     }
 }
@@ -184,22 +211,27 @@ void FN(nb_draw_write_forward)(real *out, const real *w, const real *FX, const r
                                const real *gamma, int B, int Aw, int Bh, int N, int accumulate) {
 #pragma omp parallel for schedule(static) if (B >= DRAW_PAR_MIN)
     for (int b = 0; b < B; b++) {
-        const real *wp = w + (size_t)b * N * N, *fx = FX + (size_t)b * N * Aw,
-                   *fy = FY + (size_t)b * N * Bh;
+        const real *fy = FY + (size_t)b * N * Bh;
+        double M[NB_DRAW_NMAX * NB_DRAW_SIDEMAX];
+        w_times_fx(M, w + (size_t)b * N * N, FX + (size_t)b * N * Aw, Aw, N);
         real *o = out + (size_t)b * Bh * Aw;
-        double ig = 1.0 / gamma[b];
-        for (int y = 0; y < Bh; y++)
-            for (int a = 0; a < Aw; a++) {
-                double s = 0;
-                for (int j = 0; j < N; j++) {
-                    double t = 0;
-                    for (int i = 0; i < N; i++)
-                        t += (double)wp[j * N + i] * fx[(size_t)i * Aw + a];
-                    s += (double)fy[(size_t)j * Bh + y] * t;
-                }
-                real v = (real)(ig * s);
-                o[(size_t)y * Aw + a] = accumulate ? o[(size_t)y * Aw + a] + v : v;
+        const double ig = 1.0 / gamma[b];
+        for (int y = 0; y < Bh; y++) {
+            real *orow = o + (size_t)y * Aw;
+            double row[NB_DRAW_SIDEMAX];
+            for (int a = 0; a < Aw; a++)
+                row[a] = 0;
+            for (int j = 0; j < N; j++) {
+                const double f = fy[(size_t)j * Bh + y];
+                const double *m = M + (size_t)j * Aw;
+                for (int a = 0; a < Aw; a++)
+                    row[a] += f * m[a];
             }
+            for (int a = 0; a < Aw; a++) {
+                real v = (real)(ig * row[a]);
+                orow[a] = accumulate ? orow[a] + v : v;
+            }
+        }
     }
 }
 
@@ -212,55 +244,41 @@ void FN(nb_draw_write_backward)(real *dw, real *dFX, real *dFY, real *dgamma, co
                    *fy = FY + (size_t)b * N * Bh, *d = dout + (size_t)b * Bh * Aw;
         real *dwp = dw + (size_t)b * N * N, *dfx = dFX + (size_t)b * N * Aw,
              *dfy = dFY + (size_t)b * N * Bh;
-        double ig = 1.0 / gamma[b];
-        /* W0 = FY^T w FX, out = W0 / gamma, dW0 = dout / gamma:
-         * dw[j, i] += sum_{y,a} FY[j, y] dW0[y, a] FX[i, a]
-         * dFY[j, y] += sum_a (w FX)[j, a] dW0[y, a];  dFX[i, a] += sum_y (w^T FY)[i, y] dW0[y, a]
-         * dgamma += -sum dout W0 / gamma^2 */
+        const double ig = 1.0 / gamma[b];
+        /* W0 = FY^T w FX, out = W0 / gamma, dW0 = dout / gamma; with M = w FX and E = FY dout
+         * (both (N, Aw)):
+         * dgamma += -sum dout W0 / gamma^2 = -(1/gamma^2) sum_{j,a} M[j, a] E[j, a]
+         * dw[j, i] += (1/gamma) sum_a E[j, a] FX[i, a]
+         * dFY[j, y] += (1/gamma) sum_a M[j, a] dout[y, a]
+         * dFX[i, a] += (1/gamma) sum_j w[j, i] E[j, a] */
+        double M[NB_DRAW_NMAX * NB_DRAW_SIDEMAX], E[NB_DRAW_NMAX * NB_DRAW_SIDEMAX];
+        w_times_fx(M, wp, fx, Aw, N);
+        fy_times(E, fy, d, Aw, Bh, N);
         double dg = 0;
-        for (int y = 0; y < Bh; y++)
-            for (int a = 0; a < Aw; a++) {
-                double s = 0;
-                for (int j = 0; j < N; j++) {
-                    double t = 0;
-                    for (int i = 0; i < N; i++)
-                        t += (double)wp[j * N + i] * fx[(size_t)i * Aw + a];
-                    s += (double)fy[(size_t)j * Bh + y] * t;
-                }
-                dg -= (double)d[(size_t)y * Aw + a] * s * ig * ig;
-            }
-        dgamma[b] += (real)dg;
+        for (size_t k = 0; k < (size_t)N * Aw; k++)
+            dg -= M[k] * E[k];
+        dgamma[b] += (real)(dg * ig * ig);
         for (int j = 0; j < N; j++)
             for (int i = 0; i < N; i++) {
                 double s = 0;
-                for (int y = 0; y < Bh; y++) {
-                    double t = 0;
-                    for (int a = 0; a < Aw; a++)
-                        t += (double)d[(size_t)y * Aw + a] * fx[(size_t)i * Aw + a];
-                    s += (double)fy[(size_t)j * Bh + y] * t;
-                }
+                for (int a = 0; a < Aw; a++)
+                    s += E[(size_t)j * Aw + a] * fx[(size_t)i * Aw + a];
                 dwp[j * N + i] += (real)(ig * s);
             }
         for (int j = 0; j < N; j++)
             for (int y = 0; y < Bh; y++) {
+                const double *m = M + (size_t)j * Aw;
+                const real *dr = d + (size_t)y * Aw;
                 double s = 0;
-                for (int a = 0; a < Aw; a++) {
-                    double t = 0;
-                    for (int i = 0; i < N; i++)
-                        t += (double)wp[j * N + i] * fx[(size_t)i * Aw + a];
-                    s += t * d[(size_t)y * Aw + a];
-                }
+                for (int a = 0; a < Aw; a++)
+                    s += m[a] * dr[a];
                 dfy[(size_t)j * Bh + y] += (real)(ig * s);
             }
         for (int i = 0; i < N; i++)
             for (int a = 0; a < Aw; a++) {
                 double s = 0;
-                for (int y = 0; y < Bh; y++) {
-                    double t = 0;
-                    for (int j = 0; j < N; j++)
-                        t += (double)wp[j * N + i] * fy[(size_t)j * Bh + y];
-                    s += t * d[(size_t)y * Aw + a];
-                }
+                for (int j = 0; j < N; j++)
+                    s += (double)wp[j * N + i] * E[(size_t)j * Aw + a];
                 dfx[(size_t)i * Aw + a] += (real)(ig * s);
             }
     }
@@ -339,7 +357,8 @@ int FN(nb_draw_init)(FN(nb_draw) * m, int Aw, int Bh, int T, int H, int Z, int N
                      int Bmax, const nb_norm_cfg *norm, nb_layout *l, nb_err *err) {
     memset(m, 0, sizeof *m);
     if (Aw < 2 || Bh < 2 || Aw * Bh > 4096 || T < 1 || T > 1024 || H < 1 || Z < 1 || Bmax < 1 ||
-        (attn && (Nr < 2 || Nw < 2 || Nr > 32 || Nw > 32)))
+        Aw > NB_DRAW_SIDEMAX || Bh > NB_DRAW_SIDEMAX ||
+        (attn && (Nr < 2 || Nw < 2 || Nr > NB_DRAW_NMAX || Nw > NB_DRAW_NMAX)))
         return nb_errf(err,
                        "draw: sizes out of range (image %dx%d, %d glimpses, %d units, z %d, read "
                        "%d, write %d, batch %d)",

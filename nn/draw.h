@@ -4,7 +4,8 @@
  * (+=) into their gradient outputs, as everywhere in nn/.
  *
  * Images are Bh rows of Aw pixels, row-major: x[y * Aw + a]. N is the attention grid's side
- * (DRAW's MNIST model: read N = 2, write N = 5), N >= 2.
+ * (DRAW's MNIST model: read N = 2, write N = 5), 2 <= N <= NB_DRAW_NMAX; Aw, Bh <=
+ * NB_DRAW_SIDEMAX.
  *
  * Attention parameters (DRAW eqs. 21-25): a dense layer of the decoder state gives, per row,
  * p = (g~X, g~Y, log s2, log d~, log gamma) (B, 5), and
@@ -26,6 +27,9 @@
  *                   eps is an input, so forward is deterministic). */
 
 #define NB_DRAW_FB_EPS 1e-8
+/* The kernels' bounds: attention grids up to 16 x 16, image sides up to 64 pixels. */
+#define NB_DRAW_NMAX 16
+#define NB_DRAW_SIDEMAX 64
 
 /* Filterbanks from p (B, 5): FX (B, N, Aw), FY (B, N, Bh), gamma (B). */
 void NB_FN(nb_draw_filterbank_forward)(NB_REAL *FX, NB_REAL *FY, NB_REAL *gamma, const NB_REAL *p,
