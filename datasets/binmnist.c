@@ -183,7 +183,8 @@ static int cache_read(const char *path, const uint64_t key[8], uint8_t **bits, i
         uint64_t total = ((uint64_t)n[0] + n[1]) * NB_BIN_DIM;
         uint64_t h;
         memcpy(&h, buf + len - 8, 8);
-        if (n[0] <= 1000000 && n[1] <= 1000000 && len == head + (total + 7) / 8 + 8 &&
+        if (n[0] > NB_BIN_NVALID && n[0] <= 1000000 && n[1] <= 1000000 &&
+            len == head + (total + 7) / 8 + 8 &&
             nb_fnv1a(NB_FNV_INIT, (const uint8_t *)buf, len - 8) == h) {
             *bits = malloc(total ? total : 1);
             if (*bits) {

@@ -7,6 +7,8 @@
 #include "datasets/amat.h"
 #include "datasets/binmnist.h"
 #include "datasets/mnist.h"
+#include "datasets/cifar10.h" /* nb_fnv1a */
+#include "util/file.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -432,6 +434,31 @@ static void test_idx_binarized(void **state) {
         nb_binmnist_load(&c, "mnist-binarized", data, NB_BINARIZE_STOCHASTIC, 20, 1, &err), 0);
     assert_non_null(strstr(c.source, "from the cache"));
     nb_binmnist_free(&c);
+    /* a cache whose checksum holds but whose counts leave no validation split is not used */
+    {
+        char *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(nb_read_file(cache, 1 << 26, 0, &buf, &len, &err), 0);
+        size_t nbits = 35 * (size_t)D, body = (nbits + 7) / 8, head = 80;
+        uint8_t *evil = calloc(head + body + 8, 1);
+        memcpy(evil, buf, 72); /* magic and key as the real cache has them */
+        uint32_t n[2] = {5, 30};
+        memcpy(evil + 72, n, 8);
+        uint64_t h = nb_fnv1a(NB_FNV_INIT, evil, head + body);
+        memcpy(evil + head + body, &h, 8);
+        f = fopen(cache, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(evil, 1, head + body + 8, f), head + body + 8);
+        assert_int_equal(fclose(f), 0);
+        free(evil);
+        free(buf);
+        assert_int_equal(
+            nb_binmnist_load(&c, "mnist-binarized", data, NB_BINARIZE_STOCHASTIC, 0, 1, &err), 0);
+        assert_null(strstr(c.source, "from the cache"));
+        assert_int_equal(c.train.n, 40);
+        assert_memory_equal(c.val.x, m.val.x, (size_t)10000 * D);
+        nb_binmnist_free(&c);
+    }
     /* a changed image file (another size) makes the cache stale: rebuilt from the new file */
     snprintf(p, sizeof p, "%s/train-images-idx3-ubyte", dir);
     write_idx(p, 10041, 1);
