@@ -644,3 +644,35 @@ void FN(nb_draw_backward)(FN(nb_draw) * m, real *grads, const real *params) {
     FN(nb_lstm_finish_back)(&m->enc, grads, params);
     FN(nb_lstm_finish_back)(&m->dec, grads, params);
 }
+
+void FN(nb_draw_generate)(FN(nb_draw) * m, real *probs, real *frames, const real *eps, int B,
+                          const real *params) {
+    const int T = m->T, H = m->H, Z = m->Z, D = m->D, Aw = m->Aw, Bh = m->Bh, Nw = m->Nw;
+    const size_t BD = (size_t)B * D;
+    nb_err err;
+    (void)FN(nb_lstm_begin)(&m->dec, m->xd, B, T, params, &err); /* sizes checked at init */
+    m->B = 0; /* the buffers no longer hold a forward */
+    memset(m->canvas, 0, BD * sizeof(real));
+    for (int t = 0; t < T; t++) {
+        for (int b = 0; b < B; b++)
+            memcpy(m->xd + ((size_t)b * T + t) * Z, eps + ((size_t)b * T + t) * Z,
+                   sizeof(real) * Z);
+        FN(nb_lstm_step)(&m->dec, t, params);
+        const real *hd = FN(nb_lstm_h)(&m->dec, t);
+        real *wp = m->wpatch, *c = m->canvas;
+        FN(nb_dense_forward)(wp, hd, params + m->ww, params + m->bw, B, H, m->WO);
+        if (m->attn) {
+            FN(nb_dense_forward)(m->pw, hd, params + m->wwa, params + m->bwa, B, H, 5);
+            FN(nb_draw_filterbank_forward)(m->fxw, m->fyw, m->gw, m->pw, B, Aw, Bh, Nw);
+            FN(nb_draw_write_forward)(c, wp, m->fxw, m->fyw, m->gw, B, Aw, Bh, Nw, 1);
+        } else {
+            for (size_t i = 0; i < BD; i++)
+                c[i] += wp[i];
+        }
+        if (frames)
+            for (size_t i = 0; i < BD; i++)
+                frames[(size_t)t * BD + i] = (real)sigm(c[i]);
+    }
+    for (size_t i = 0; i < BD; i++)
+        probs[i] = (real)sigm(m->canvas[i]);
+}

@@ -130,3 +130,9 @@ double NB_FN(nb_draw_forward)(NB_FN(nb_draw) * m, const NB_REAL *x, const NB_REA
                               const NB_REAL *params);
 /* ACCUMULATES the gradient of the last forward's loss into grads. */
 void NB_FN(nb_draw_backward)(NB_FN(nb_draw) * m, NB_REAL *grads, const NB_REAL *params);
+/* Generation (the model's prior): z_t = eps_t ~ N(0, I) (eps as in forward: B rows of T*Z), the
+ * decoder and the writes alone. probs (B,D) receives sigmoid(c_T); frames (T,B,D), when not NULL,
+ * sigmoid(c_t) after each step t (the canvas sequence). Uses the model's buffers: a later
+ * backward needs a new forward first. B <= Bmax. */
+void NB_FN(nb_draw_generate)(NB_FN(nb_draw) * m, NB_REAL *probs, NB_REAL *frames,
+                             const NB_REAL *eps, int B, const NB_REAL *params);

@@ -437,12 +437,56 @@ static void test_model_float(void **state) {
     free(pd), free(gd), free(pf), free(gf);
 }
 
+/* Generation is the decoder half of forward: with the posterior layers zero (mu = 0, log sigma =
+ * 0, so z = eps) forward's final canvas is the generated one, for the same eps. */
+static void test_generate(void **state) {
+    (void)state;
+    for (int attn = 0; attn <= 1; attn++) {
+        model_ctx c;
+        memset(&c, 0, sizeof c);
+        nb_norm_cfg cfg;
+        nb_norm_cfg_default(&cfg, NB_NORM_LAYER);
+        nb_err err;
+        assert_int_equal(
+            nb_draw_init_f64(&c.m, MA, MB, MT, MH, MZ, 2, 5, attn, MBATCH, &cfg, &c.lay, &err), 0);
+        c.p = calloc(c.lay.total, sizeof(double));
+        nb_rng rng;
+        nb_rng_seed(&rng, 9, 1);
+        nb_draw_init_params_f64(&c.m, c.p, &rng);
+        for (size_t j = 0; j < c.lay.total; j++)
+            c.p[j] += 0.1 * nb_rng_normal(&rng);
+        for (int i = 0; i < c.lay.count; i++)
+            if (strncmp(c.lay.t[i].name, "mu.", 3) == 0 || strncmp(c.lay.t[i].name, "ls.", 3) == 0)
+                memset(c.p + c.lay.t[i].off, 0, sizeof(double) * c.lay.t[i].n);
+        for (int i = 0; i < MBATCH * MA * MB; i++)
+            c.x[i] = urand() < 0.3;
+        for (int i = 0; i < MBATCH * MT * MZ; i++)
+            c.eps[i] = nb_rng_normal(&rng);
+        model_loss(&c);
+        enum { DD = MA * MB };
+        double canvas[MBATCH * DD], probs[MBATCH * DD], frames[MT * MBATCH * DD];
+        memcpy(canvas, c.m.canvas + (size_t)MT * MBATCH * DD, sizeof canvas);
+        nb_draw_generate_f64(&c.m, probs, frames, c.eps, MBATCH, c.p);
+        for (int i = 0; i < MBATCH * DD; i++) {
+            double s = 1 / (1 + exp(-canvas[i]));
+            assert_close(probs[i], s, 1e-12, 1e-12);
+            assert_close(frames[(size_t)(MT - 1) * MBATCH * DD + i], s, 1e-12, 1e-12);
+            assert_true(probs[i] > 0 && probs[i] < 1);
+        }
+        /* the frames change from step to step */
+        assert_true(memcmp(frames, frames + MBATCH * DD, sizeof(double) * MBATCH * DD) != 0);
+        nb_draw_free_f64(&c.m);
+        free(c.p);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_filterbank),     cmocka_unit_test(test_read_write),
         cmocka_unit_test(test_read_constant),  cmocka_unit_test(test_chain),
         cmocka_unit_test(test_terms),          cmocka_unit_test(test_model_gradients),
         cmocka_unit_test(test_model_refusals), cmocka_unit_test(test_model_float),
+        cmocka_unit_test(test_generate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
