@@ -106,8 +106,8 @@ static int clamp_subset(int n, int subset) {
     return subset > 0 && subset < n ? subset : n;
 }
 
-static int load_idx_dataset(nb_mnist *out, const char *dataset, const char *data_dir, int subset,
-                            nb_err *err) {
+int nb_mnist_find(const char *dataset, const char *data_dir, char paths[4][1024], char *dir,
+                  size_t dir_size, nb_err *err) {
     int is_fashion = strcmp(dataset, "fashion-mnist") == 0;
     const char *dirs[2];
     char user_dir[1024];
@@ -118,7 +118,6 @@ static int load_idx_dataset(nb_mnist *out, const char *dataset, const char *data
     }
     if (is_fashion) dirs[ndirs++] = DEBIAN_FASHION_DIR;
 
-    char paths[NFILES][1024];
     char missing[900] = "";
     int at = -1;
     for (int d = 0; d < ndirs && at < 0; d++)
@@ -137,7 +136,14 @@ static int load_idx_dataset(nb_mnist *out, const char *dataset, const char *data
                         "in '%s/%s'",
                         dd, dataset);
     }
+    snprintf(dir, dir_size, "%s", dirs[at]);
+    return 0;
+}
 
+static int load_idx_dataset(nb_mnist *out, const char *dataset, const char *data_dir, int subset,
+                            nb_err *err) {
+    char paths[NFILES][1024], dir[1024];
+    if (nb_mnist_find(dataset, data_dir, paths, dir, sizeof dir, err)) return -1;
     nb_idx idx[NFILES];
     memset(idx, 0, sizeof idx);
     int rc = -1;
@@ -172,7 +178,7 @@ static int load_idx_dataset(nb_mnist *out, const char *dataset, const char *data
         goto done;
 
     /* Record the directory and the exact file names (plain or .gz). */
-    snprintf(out->source, sizeof out->source, "%s:", dirs[at]);
+    snprintf(out->source, sizeof out->source, "%.1000s:", dir);
     for (int i = 0; i < NFILES; i++) {
         const char *base = strrchr(paths[i], '/');
         append(out->source, sizeof out->source, " %s", base ? base + 1 : paths[i]);

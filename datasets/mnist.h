@@ -59,6 +59,11 @@ typedef struct nb_mnist {
  * synthetic. Returns 0, or -1 with err and *out zeroed; free with nb_mnist_free. */
 int nb_mnist_load(nb_mnist *out, const char *dataset, const char *data_dir, int subset,
                   uint64_t seed, nb_err *err);
+/* Where nb_mnist_load finds "mnist" or "fashion-mnist": the four files' paths (train images,
+ * train labels, test images, test labels; plain preferred over .gz) and the directory holding
+ * them (dir_size bytes). Returns 0, or -1 with err listing every place looked, and a hint. */
+int nb_mnist_find(const char *dataset, const char *data_dir, char paths[4][1024], char *dir,
+                  size_t dir_size, nb_err *err);
 void nb_mnist_free(nb_mnist *m); /* frees the three splits and zeroes; m may be NULL */
 
 /* The "synthetic" dataset alone (what nb_mnist_load does for it): ten classes, each a fixed

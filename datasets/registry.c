@@ -170,6 +170,26 @@ static const nb_member tinyshakespeare_members[] = {
     {"input.txt", NULL, 4 * MiB},
 };
 
+/* ---- Binarized MNIST of Larochelle & Murray (2011), DRAW's and the LN paper's §6.4 data ------
+ * The three text files at the URLs the literature uses (DRAW, IWAE, VAE code), one image a line
+ * of 784 values 0/1 (datasets/amat.h), 50,000 / 10,000 / 10,000 lines. No size or checksum is
+ * published: trust on first use. Each line is 1,568 bytes (784 values, 783 spaces, a newline),
+ * so the files are about 78.4 and 15.7 MB; the caps leave room for trailing whitespace. */
+#define BINMNIST_URL "http://www.cs.toronto.edu/~larocheh/public/datasets/binarized_mnist/"
+static const nb_source binmnist_src[] = {
+    {BINMNIST_URL "binarized_mnist_train.amat", "binarized_mnist_train.amat", 0, NULL, NULL, NULL,
+     NULL},
+    {BINMNIST_URL "binarized_mnist_valid.amat", "binarized_mnist_valid.amat", 0, NULL, NULL, NULL,
+     NULL},
+    {BINMNIST_URL "binarized_mnist_test.amat", "binarized_mnist_test.amat", 0, NULL, NULL, NULL,
+     NULL},
+};
+static const nb_member binmnist_members[] = {
+    {"binarized_mnist_train.amat", NULL, 96 * MiB},
+    {"binarized_mnist_valid.amat", NULL, 24 * MiB},
+    {"binarized_mnist_test.amat", NULL, 24 * MiB},
+};
+
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const nb_dataset registry[] = {
@@ -189,6 +209,9 @@ static const nb_dataset registry[] = {
     {"wmt14-en-de", "WMT14 English-German, 4.5M pairs (Stanford NMT copy, tokenized text)",
      "parallel text", NB_PACK_FILES, wmt14_src, N(wmt14_src), wmt14_members, N(wmt14_members), 1,
      NULL},
+    {"binarized-mnist", "Binarized MNIST of Larochelle & Murray (3 .amat text files, 50k/10k/10k)",
+     "amat text (784 values 0/1 a line)", NB_PACK_FILES, binmnist_src, N(binmnist_src),
+     binmnist_members, N(binmnist_members), 1, NULL},
     {"tinyshakespeare", "Tiny Shakespeare (karpathy/char-rnn input.txt, 1.1 MB of text)",
      "utf-8 text", NB_PACK_FILES, tinyshakespeare_src, N(tinyshakespeare_src),
      tinyshakespeare_members, N(tinyshakespeare_members), 1, NULL},

@@ -35,6 +35,23 @@
 #define nb_conv2d_scratch nb_conv2d_scratch_f64
 #define nb_dense_backward nb_dense_backward_f64
 #define nb_dense_forward nb_dense_forward_f64
+#define nb_draw nb_draw_f64
+#define nb_draw_backward nb_draw_backward_f64
+#define nb_draw_bce_backward nb_draw_bce_backward_f64
+#define nb_draw_bce_forward nb_draw_bce_forward_f64
+#define nb_draw_filterbank_backward nb_draw_filterbank_backward_f64
+#define nb_draw_filterbank_forward nb_draw_filterbank_forward_f64
+#define nb_draw_forward nb_draw_forward_f64
+#define nb_draw_free nb_draw_free_f64
+#define nb_draw_generate nb_draw_generate_f64
+#define nb_draw_init nb_draw_init_f64
+#define nb_draw_init_params nb_draw_init_params_f64
+#define nb_draw_latent_backward nb_draw_latent_backward_f64
+#define nb_draw_latent_forward nb_draw_latent_forward_f64
+#define nb_draw_read_backward nb_draw_read_backward_f64
+#define nb_draw_read_forward nb_draw_read_forward_f64
+#define nb_draw_write_backward nb_draw_write_backward_f64
+#define nb_draw_write_forward nb_draw_write_forward_f64
 #define nb_dropout_backward nb_dropout_backward_f64
 #define nb_dropout_forward nb_dropout_forward_f64
 #define nb_dropout_forward_at nb_dropout_forward_at_f64
@@ -79,12 +96,19 @@
 #define nb_leaky_relu_backward nb_leaky_relu_backward_f64
 #define nb_leaky_relu_forward nb_leaky_relu_forward_f64
 #define nb_lstm nb_lstm_f64
+#define nb_lstm_back_begin nb_lstm_back_begin_f64
 #define nb_lstm_backward nb_lstm_backward_f64
+#define nb_lstm_begin nb_lstm_begin_f64
+#define nb_lstm_dh nb_lstm_dh_f64
 #define nb_lstm_final nb_lstm_final_f64
+#define nb_lstm_finish_back nb_lstm_finish_back_f64
 #define nb_lstm_forward nb_lstm_forward_f64
 #define nb_lstm_free nb_lstm_free_f64
+#define nb_lstm_h nb_lstm_h_f64
 #define nb_lstm_init nb_lstm_init_f64
 #define nb_lstm_init_params nb_lstm_init_params_f64
+#define nb_lstm_step nb_lstm_step_f64
+#define nb_lstm_step_back nb_lstm_step_back_f64
 #define nb_map_affine_backward nb_map_affine_backward_f64
 #define nb_map_affine_forward nb_map_affine_forward_f64
 #define nb_map_batchnorm_backward nb_map_batchnorm_backward_f64
@@ -191,6 +215,23 @@
 #undef nb_conv2d_scratch
 #undef nb_dense_backward
 #undef nb_dense_forward
+#undef nb_draw
+#undef nb_draw_backward
+#undef nb_draw_bce_backward
+#undef nb_draw_bce_forward
+#undef nb_draw_filterbank_backward
+#undef nb_draw_filterbank_forward
+#undef nb_draw_forward
+#undef nb_draw_free
+#undef nb_draw_generate
+#undef nb_draw_init
+#undef nb_draw_init_params
+#undef nb_draw_latent_backward
+#undef nb_draw_latent_forward
+#undef nb_draw_read_backward
+#undef nb_draw_read_forward
+#undef nb_draw_write_backward
+#undef nb_draw_write_forward
 #undef nb_dropout_backward
 #undef nb_dropout_forward
 #undef nb_dropout_forward_at
@@ -235,12 +276,19 @@
 #undef nb_leaky_relu_backward
 #undef nb_leaky_relu_forward
 #undef nb_lstm
+#undef nb_lstm_back_begin
 #undef nb_lstm_backward
+#undef nb_lstm_begin
+#undef nb_lstm_dh
 #undef nb_lstm_final
+#undef nb_lstm_finish_back
 #undef nb_lstm_forward
 #undef nb_lstm_free
+#undef nb_lstm_h
 #undef nb_lstm_init
 #undef nb_lstm_init_params
+#undef nb_lstm_step
+#undef nb_lstm_step_back
 #undef nb_map_affine_backward
 #undef nb_map_affine_forward
 #undef nb_map_batchnorm_backward

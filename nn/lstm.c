@@ -707,11 +707,11 @@ static real *gopt(real *p, size_t off) {
 
 /* The forward sweep for an unfused norm: step by step over all rows (the norm's kernels take
  * their own threads), the arithmetic of gate_row and cell_out with N1, N2, N3 the kernels'. */
-static void sweep_fwd_unfused(nb_lstm *L, real *out, const real *U, const real *params) {
+static void step_fwd_unfused(nb_lstm *L, real *out, const real *U, const real *params, int t) {
     const int B = L->B, T = L->T, H = L->H, G = L->G;
     const nb_norm_ops *op = uops(L);
     const real *bias = params + L->b;
-    for (int t = 0; t < T; t++) {
+    {
         const size_t st = (size_t)t * B;
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, G, H, 1, L->h + st * H, H, U, H, 0,
                    L->r + st * G, G);
@@ -753,6 +753,11 @@ static void sweep_fwd_unfused(nb_lstm *L, real *out, const real *U, const real *
             if (out) memcpy(out + ((size_t)b * T + pos_of(L, b, t)) * H, h1, sizeof(real) * H);
         }
     }
+}
+
+static void sweep_fwd_unfused(nb_lstm *L, real *out, const real *U, const real *params) {
+    for (int t = 0; t < L->T; t++)
+        step_fwd_unfused(L, out, U, params, t);
 }
 
 void nb_lstm_forward(nb_lstm *L, real *out, const real *x, const int *len, int B, int T,
@@ -1020,13 +1025,12 @@ static real *sweep_bwd_batch(nb_lstm *L, const real *dout, const real *U, int nt
 /* The backward sweep for an unfused norm, step by step over all rows, the arithmetic of bwd_row
  * with N1, N2, N3 the kernels' (their gain, shift and scalar gradients straight into grads, the
  * bias's into thread 0's partials). Returns the buffer that holds dh of the initial state. */
-static real *sweep_bwd_unfused(nb_lstm *L, real *grads, const real *dout, const real *U,
-                               const real *params) {
-    const int B = L->B, T = L->T, H = L->H, G = L->G;
+static void step_bwd_unfused(nb_lstm *L, real *grads, const real *dout, const real *U,
+                             const real *params, int t, real *dh, real *dh2) {
+    const int B = L->B, H = L->H, G = L->G;
     const nb_norm_ops *op = uops(L);
     double *pbias = L->part + 4 * (size_t)G;
-    real *dh = L->dh, *dh2 = L->dh2;
-    for (int t = T - 1; t >= 0; t--) {
+    {
         const size_t st = (size_t)t * B;
         for (int b = 0; b < B; b++)
             hpath_bwd(L, dh + (size_t)b * H, L->n3 + (size_t)b * H, dout, t, b, L->g + (st + b) * G,
@@ -1057,20 +1061,29 @@ static real *sweep_bwd_unfused(nb_lstm *L, real *grads, const real *dout, const 
         }
         CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, G, 1, L->r + st * G, G, U, H, 1,
                    dh2, H);
+    }
+}
+
+static real *sweep_bwd_unfused(nb_lstm *L, real *grads, const real *dout, const real *U,
+                               const real *params) {
+    real *dh = L->dh, *dh2 = L->dh2;
+    for (int t = L->T - 1; t >= 0; t--) {
+        step_bwd_unfused(L, grads, dout, U, params, t, dh, dh2);
         real *sw = dh;
         dh = dh2;
         dh2 = sw;
     }
-    return T % 2 ? L->dh2 : L->dh;
+    return L->T % 2 ? L->dh2 : L->dh;
 }
+
+static void finish_back(nb_lstm *L, real *dx, real *grads, const real *params);
 
 void nb_lstm_backward(nb_lstm *L, real *dx, real *grads, const real *dout, const real *dfinal,
                       const real *params) {
-    const int B = L->B, T = L->T, C = L->C, H = L->H, G = L->G;
+    const int B = L->B, H = L->H;
     const int kind = nb_fused_kind(L->norm.kind);
-    const real *W = kind == NB_FK_WEIGHT ? L->weff : params + L->w;
     const real *U = kind == NB_FK_WEIGHT ? L->ueff : params + L->u;
-    real *dxw = L->xw; /* x·W^T is no longer needed: its buffer takes its gradient */
+    /* x·W^T is no longer needed: its buffer takes its gradient */
 
     if (dfinal)
         memcpy(L->dh, dfinal, sizeof(real) * B * H);
@@ -1087,6 +1100,17 @@ void nb_lstm_backward(nb_lstm *L, real *dx, real *grads, const real *dout, const
         L->dh2 = L->dh;
         L->dh = dhf;
     }
+    finish_back(L, dx, grads, params);
+}
+
+/* After the sweep (L->dh the gradient of the initial state, a's and r's gradients in place of
+ * them, the gain and bias gradients in the partials): the initial state's, gains' and biases'
+ * gradients, dU, dW, and dx when wanted. */
+static void finish_back(nb_lstm *L, real *dx, real *grads, const real *params) {
+    const int B = L->B, T = L->T, C = L->C, H = L->H, G = L->G;
+    const int kind = nb_fused_kind(L->norm.kind);
+    const real *W = kind == NB_FK_WEIGHT ? L->weff : params + L->w;
+    real *dxw = L->xw;
     /* the learned initial state */
     real *dh0 = grads + L->h0;
     for (int b = 0; b < B; b++)
@@ -1135,4 +1159,111 @@ void nb_lstm_backward(nb_lstm *L, real *dx, real *grads, const real *dout, const
         nb_weightnorm_backward(grads + L->u, grads + L->gu, L->dueff, params + L->u, params + L->gu,
                                L->unorm, G, H);
     }
+}
+
+/* ---- step by step (nn/lstm.h: nb_lstm_begin ...) ---------------------------------------------
+ */
+
+int nb_lstm_begin(nb_lstm *L, const real *x, int B, int T, const real *params, nb_err *err) {
+    const int kind = nb_fused_kind(L->norm.kind);
+    if (kind == NB_FK_BATCH)
+        return nb_errf(err, "lstm: batch normalization is not available step by step (its "
+                            "statistics are taken over a step's rows inside the whole sweep)");
+    if (B < 1 || B > L->Bmax || T < 1 || T > L->Tmax)
+        return nb_errf(err, "lstm: %d rows of %d steps do not fit (at most %d of %d)", B, T,
+                       L->Bmax, L->Tmax);
+    L->B = B;
+    L->T = T;
+    L->reverse = 0;
+    L->x = (real *)x;
+    for (int b = 0; b < B; b++)
+        L->len[b] = T;
+    if (kind == NB_FK_WEIGHT) {
+        nb_weightnorm_forward(L->weff, L->wnorm, params + L->w, params + L->gw, L->G, L->C);
+        nb_weightnorm_forward(L->ueff, L->unorm, params + L->u, params + L->gu, L->G, L->H);
+    }
+    for (int b = 0; b < B; b++) {
+        memcpy(L->h + (size_t)b * L->H, params + L->h0, sizeof(real) * L->H);
+        memset(L->c + (size_t)b * L->H, 0, sizeof(real) * L->H);
+    }
+    return 0;
+}
+
+void nb_lstm_step(nb_lstm *L, int t, const real *params) {
+    const int B = L->B, T = L->T, C = L->C, H = L->H, G = L->G;
+    const int kind = nb_fused_kind(L->norm.kind);
+    const real *W = kind == NB_FK_WEIGHT ? L->weff : params + L->w;
+    const real *U = kind == NB_FK_WEIGHT ? L->ueff : params + L->u;
+    /* a = x_t·W^T + b for this step's rows (at stride T in both x and xw) */
+    for (int b = 0; b < B; b++)
+        memcpy(L->xw + ((size_t)b * T + t) * G, params + L->b, sizeof(real) * G);
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, G, C, 1, L->x + (size_t)t * C, T * C, W,
+               C, 1, L->xw + (size_t)t * G, T * G);
+    if (kind == NB_FK_UNFUSED) {
+        step_fwd_unfused(L, NULL, U, params, t);
+        return;
+    }
+    const size_t st = (size_t)t * B;
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, G, H, 1, L->h + st * H, H, U, H, 0,
+               L->r + st * G, G);
+    const int nt = (size_t)B * G < PAR_MIN ? 1 : nthreads(L);
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int b = 0; b < B; b++) {
+        const size_t sr = st + b;
+        gate_row(L, t, b, a_row(L, t, b), L->r + sr * G, params);
+        cell_out(L, NULL, t, b, L->c + (sr + B) * H, L->g + sr * G, L->h + sr * H, L->tc + sr * H,
+                 L->h + (sr + B) * H, has_norm(kind), kind == NB_FK_LAYER, params);
+    }
+}
+
+const real *nb_lstm_h(const nb_lstm *L, int t) {
+    return L->h + (size_t)(t + 1) * L->B * L->H;
+}
+
+void nb_lstm_back_begin(nb_lstm *L) {
+    memset(L->dh, 0, sizeof(real) * (size_t)L->B * L->H);
+    memset(L->dc, 0, sizeof(real) * (size_t)L->B * L->H);
+    memset(L->part, 0, sizeof(double) * L->part_stride * (size_t)L->nthr);
+}
+
+void nb_lstm_step_back(nb_lstm *L, real *dx, int ldx, const real *dh, int t, real *grads,
+                       const real *params) {
+    const int B = L->B, T = L->T, C = L->C, H = L->H, G = L->G;
+    const int kind = nb_fused_kind(L->norm.kind);
+    const real *W = kind == NB_FK_WEIGHT ? L->weff : params + L->w;
+    const real *U = kind == NB_FK_WEIGHT ? L->ueff : params + L->u;
+    if (dh)
+        for (size_t i = 0; i < (size_t)B * H; i++)
+            L->dh[i] += dh[i];
+    if (kind == NB_FK_UNFUSED) {
+        step_bwd_unfused(L, grads, NULL, U, params, t, L->dh, L->dh2);
+    } else {
+        const int nt = (size_t)B * G < PAR_MIN ? 1 : nthreads(L);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+        {
+            const int th = omp_get_thread_num(), nth = omp_get_num_threads();
+            const int b0 = (int)((long long)B * th / nth),
+                      b1 = (int)((long long)B * (th + 1) / nth);
+            double *P = L->part + (size_t)th * L->part_stride;
+            for (int b = b0; b < b1; b++)
+                bwd_row(L, P, L->dh, L->dh2, NULL, t, b, params);
+        }
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, H, G, 1, L->r + (size_t)t * B * G,
+                   G, U, H, 1, L->dh2, H);
+    }
+    real *sw = L->dh;
+    L->dh = L->dh2;
+    L->dh2 = sw;
+    /* this step's input gradient now: the caller's earlier steps need it */
+    if (dx)
+        CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, G, 1, L->xw + (size_t)t * G,
+                   T * G, W, C, 1, dx, ldx);
+}
+
+const real *nb_lstm_dh(const nb_lstm *L) {
+    return L->dh;
+}
+
+void nb_lstm_finish_back(nb_lstm *L, real *grads, const real *params) {
+    finish_back(L, NULL, grads, params);
 }

@@ -88,3 +88,32 @@ const NB_REAL *nb_lstm_final(const nb_lstm *L);
  * NULL: not wanted). */
 void nb_lstm_backward(nb_lstm *L, NB_REAL *dx, NB_REAL *grads, const NB_REAL *dout,
                       const NB_REAL *dfinal, const NB_REAL *params);
+
+/* Step by step, for a model whose step inputs depend on earlier outputs (DRAW: the encoder reads
+ * with the decoder's last state, the decoder takes the encoder's sample). No padding and no
+ * reverse; every kind but batch (refused: its statistics belong to the whole sweep).
+ *   begin: B rows of T steps; x is the caller's (B,T,C) input buffer (row b's step t at
+ *     x + (b*T + t)*C), filled a step at a time before that step runs and left unchanged until
+ *     finish_back (the weight gradient reads all of it). Sets the initial state. Returns 0, or
+ *     -1 with err (batch; B or T beyond Bmax or Tmax).
+ *   step: step t (t = 0..T-1 in order), reading x's step t rows.
+ *   h: the state (B,H), rows contiguous, after step t (t = -1: the initial state); valid until
+ *     the next begin.
+ * Backward, after all T steps:
+ *   back_begin: clears the carries;
+ *   step_back: for t = T-1..0 in order; dh (B,H) (may be NULL) is the gradient of h after step t
+ *     from outside the layer (not through its later steps: the layer carries those itself).
+ *     ACCUMULATES this step's input gradient into dx (B rows at stride ldx; may be NULL), so
+ *     that the caller can carry it into its own earlier steps;
+ *   dh: the gradient of the state before the last step_back's step (after step_back(0): of
+ *     the initial state), carried by the layer;
+ *   finish_back: ACCUMULATES the parameter gradients into grads.
+ * The arithmetic is nb_lstm_forward's and nb_lstm_backward's, value for value. */
+int nb_lstm_begin(nb_lstm *L, const NB_REAL *x, int B, int T, const NB_REAL *params, nb_err *err);
+void nb_lstm_step(nb_lstm *L, int t, const NB_REAL *params);
+const NB_REAL *nb_lstm_h(const nb_lstm *L, int t);
+void nb_lstm_back_begin(nb_lstm *L);
+void nb_lstm_step_back(nb_lstm *L, NB_REAL *dx, int ldx, const NB_REAL *dh, int t, NB_REAL *grads,
+                       const NB_REAL *params);
+const NB_REAL *nb_lstm_dh(const nb_lstm *L);
+void nb_lstm_finish_back(nb_lstm *L, NB_REAL *grads, const NB_REAL *params);

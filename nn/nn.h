@@ -41,6 +41,7 @@
 #include "rnnsearch.h"
 #include "transformer.h"
 #include "gpt.h"
+#include "draw.h"
 #undef NB_REAL
 
 #define NB_REAL double
@@ -60,6 +61,7 @@
 #include "rnnsearch.h"
 #include "transformer.h"
 #include "gpt.h"
+#include "draw.h"
 #define NB_F64_NAMES_UNDO
 #include "f64names.h"
 #undef NB_F64_NAMES_UNDO
