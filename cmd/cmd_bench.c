@@ -32,8 +32,9 @@ static const char bench_usage[] =
     "  a memory-bound one (65536x1024), in GB/s (bytes read and written once) and as a ratio\n"
     "  to a parallel copy: each repetition of a kernel is paired with one of the copy, and\n"
     "  vs_copy is the median over pairs (copy GB/s is the median copy beside that kernel).\n"
-    "  'all' includes dyt here (DyT, y = g*tanh(alpha*x) + b, alpha 0.5), timed last; not\n"
-    "  with --device cuda, which has no DyT kernels yet.\n"
+    "  'all' (the default, kernels and step alike) includes dyt here (DyT, y = g*tanh(alpha*x)\n"
+    "  + b, alpha 0.5), timed last; not with --device cuda, which has no DyT kernels yet.\n"
+    "  For step, 'all' is the norms the task takes (lm's: all but batch).\n"
     "step TASK: milliseconds per training step (forward, backward, Adam) per norm on generated\n"
     "  data; mnist at batch 128 and 4 by default, cifar at 100, order at 128 (13-word\n"
     "  captions), mt at 80 sentences of 30 tokens each side (the task's options choose the\n"
@@ -132,8 +133,9 @@ int cmd_bench(int argc, const char **argv) {
     if (src > 0) return nb_usage_error("bench", "a norm is listed twice in '%s'", norms_arg);
     int nnorms = rest[0] || !nl ? nb_parse_norm_list("bench", rest, norms, NB_NORMS_MAX) : 0;
     if (nnorms < 0) return NB_EXIT_USAGE;
-    /* 'all' leaves out the norms not yet in every task (dyt); the kernels time them too, last */
-    if (strcmp(pos[0], "kernels") == 0 && strcmp(rest, "all") == 0 && !b->device)
+    /* 'all' (sweep's) leaves out the norms not yet in its lists (dyt); the benchmarks, kernels
+     * and step alike, time every norm of the table: those too, last (not on CUDA: no kernels) */
+    if (strcmp(rest, "all") == 0 && !b->device)
         for (int k = 0; k < nb_norm_count(); k++)
             if (!nb_norm_get((nb_norm_kind)k)->in_all) norms[nnorms++] = k;
     for (int i = 0; i < nnorms; i++)
@@ -229,6 +231,25 @@ int cmd_bench(int argc, const char **argv) {
         int bad = nb_task_configure(task, &cfg, nb_norm_default(), b->given, b->ngiven, &gerr);
         nb_task_opts_free(&cfg);
         if (bad) return nb_usage_error("bench", "%s", gerr.msg);
+    }
+    /* step's 'all': the table's norms that this task takes (lm refuses batch) */
+    if (strcmp(rest, "all") == 0) {
+        int kept = 0;
+        for (int i = 0; i < nnorms; i++) {
+            nb_train_cfg cfg;
+            nb_err terr;
+            memset(&cfg, 0, sizeof cfg);
+            cfg.norm.kind = (nb_norm_kind)norms[i];
+            cfg.task = task->name;
+            cfg.dataset = task->default_dataset;
+            int refused =
+                norms[i] < NB_NORMS_MAX &&
+                (nb_task_configure(task, &cfg, norms[i], b->given, b->ngiven, &terr) != 0 ||
+                 (task->finish && task->finish(&cfg, b->given, b->ngiven, &terr) != 0));
+            nb_task_opts_free(&cfg);
+            if (!refused) norms[kept++] = norms[i];
+        }
+        if (kept > 0) nnorms = kept;
     }
     if (b->device) {
         nb_err derr;

@@ -4,11 +4,10 @@
  * |x| < 0.625: x + x·z·P(z), z = x², P of degree 4 (the Cephes tanhf coefficients);
  * otherwise sign(x)·(1 − 2q), q = m/(1 + m), m = e^{-2|x|} (|x| clamped at 10, where tanh is 1
  * in float): m = 2^n·e^{-2r} with n = round(-2|x|/ln2), r = |x| + n·ln2/2, a degree-6
- * polynomial and scalef; q with no division: y ≈ 1/(1 + m) by a cubic in m, q0 = m·y,
- * q = q0 + y·(m − (1 + m)·q0). Every step an explicit fused multiply-add (the scalar formula
- * rounds identically). tanh(±0) = ±0, tanh(±inf) = ±1, tanh(NaN) = NaN. Max error against
- * libm's tanh in double: 1.43 ulp over every float, tests/test_dyt.c
- * (docs/numerics.md#dyt). */
+ * polynomial and scalef; q by one correctly rounded division. Every other step an explicit
+ * fused multiply-add or a single rounding (the scalar formula rounds identically). tanh(±0) = ±0,
+ * tanh(±inf) = ±1, tanh(NaN) = NaN. Max error against libm's tanh in double: 1.43 ulp over every
+ * float, tests/test_dyt.c (docs/numerics.md#dyt). */
 #ifndef NB_NN_VTANH_H
 #define NB_NN_VTANH_H
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from norms import RMSNorm, prms_k
+from norms import DyT, RMSNorm, describe, norm_info, prms_k
 
 EXTRAS = []
 EPS = 1e-6
@@ -43,13 +43,16 @@ def unit(norm, layer, c, hw):
         return [layer, nn.BatchNorm2d(c, eps=EPS) if hw > 1 else nn.BatchNorm1d(c, eps=EPS)]
     if norm == "layer":
         return [layer, nn.GroupNorm(c, c, eps=EPS) if hw > 1 else nn.LayerNorm(c, eps=EPS)]
+    if norm == "dyt":  # per channel: tanh(alpha x) with a gain and bias per channel
+        return [layer, DyT((c, 1, 1) if hw > 1 else c)]
     if norm in ("rms", "prms"):
         n = hw if hw > 1 else c
         k = prms_k(n, 0.125) if norm == "prms" else None
         if hw > 1:
             return [layer, RMSNorm((c, 1, 1), n, k=k, eps=EPS, dims=2)]
         return [layer, RMSNorm(c, n, k=k, eps=EPS)]
-    raise ValueError(f"unknown norm '{norm}'")
+    norm_info(norm)  # an unknown name: says which norms there are
+    raise ValueError(f"no PyTorch form of cifar with '{norm}'")
 
 
 class Noise(nn.Module):
@@ -93,7 +96,6 @@ def build(norm, variant, batch):
         F.cross_entropy(model(x), y).backward()
         opt.step()
 
-    what = {"batch": "nn.BatchNorm2d", "layer": "nn.GroupNorm(C, C)", "rms": "composite RMSNorm",
-            "prms": "composite pRMSNorm", "weight": "nn.utils.weight_norm",
-            "none": "frozen per-channel scale"}
-    return step, f"ConvPool-CNN-C, {what[norm]}, Adam"
+    what = {"batch": "nn.BatchNorm2d", "layer": "nn.GroupNorm(C, C)",
+            "none": "frozen per-channel scale"}.get(norm) or describe(norm)
+    return step, f"ConvPool-CNN-C, {what}, Adam"

@@ -11,10 +11,10 @@ nn.Linear(d, d); the MLP nn.Linear(d, 4d), GELU in its tanh form, nn.Linear(4d, 
 final norm; logits = h wteᵀ (tied); mean cross-entropy. Norms: layer nn.LayerNorm (its shift
 with --bias on, as nanoGPT's LayerNorm(bias)); rms the composite RMSNorm of norms.py (gain only),
 and PyTorch's own nn.RMSNorm as an extra row where the installed torch has one; prms the
-composite pRMSNorm; none nn.Identity; weight: no activation norm, every block's map
-reparameterized by torch.nn.utils.weight_norm (per output row). AdamW (β 0.9, 0.99, eps 1e-8,
-lr 1e-3) with weight decay 0.1 on the matrices (dim >= 2: maps and embeddings) and none on
-biases and gains, the global gradient norm clipped at 1 — nanoGPT's configure_optimizers and
+composite pRMSNorm; dyt norms.py's DyT (its shift with --bias on); none nn.Identity; weight: no
+activation norm, every block's map reparameterized by torch.nn.utils.weight_norm (per output
+row). AdamW (β 0.9, 0.99, eps 1e-8, lr 1e-3) with weight decay 0.1 on the matrices (dim >= 2:
+maps and embeddings) and none on biases and gains, the global gradient norm clipped at 1 — nanoGPT's configure_optimizers and
 train.py. nanoGPT's initialization (N(0, 0.02²), the residual projections 0.02/sqrt(2 layers)).
 
 GPT and its optimizer are shared with compare/pytorch/lm_train.py (time to quality)."""
@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from norms import RMSNorm, prms_k
+from norms import ROW_NORMS, describe, has_shift, norm_info, row_norm
 
 VOCAB = 65  # Tiny Shakespeare's characters: tasks/lm.c's bench
 PRESETS = {"cpu": (4, 4, 128, 64, 0.0), "gpu": (6, 6, 384, 256, 0.2)}  # layers heads d ctx drop
@@ -71,12 +71,10 @@ def make_norm(kind, d, bias, variant=None):
     if kind == "layer":
         return nn.LayerNorm(d, eps=1e-5, elementwise_affine=True) if bias else \
             _LayerNormGain(d)
-    if kind == "rms":
-        if variant == "torch":
-            return nn.RMSNorm(d, eps=1e-5)
-        return RMSNorm(d, d, eps=1e-5, bias=False)
-    if kind == "prms":
-        return RMSNorm(d, d, k=prms_k(d), eps=1e-5, bias=False)
+    if kind == "rms" and variant == "torch":
+        return nn.RMSNorm(d, eps=1e-5)
+    if kind in ROW_NORMS:  # a gain, and a bias where the norm has one and --bias is on (dyt)
+        return row_norm(kind, d, eps=1e-5, bias=bias and has_shift(kind))
     raise ValueError(f"no PyTorch form of lm with '{kind}'")
 
 
@@ -144,7 +142,8 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, norm, vocab, layers, heads, d, ctx, p, bias=True, pre=True, variant=None):
         super().__init__()
-        if norm not in ("none", "layer", "rms", "prms", "weight"):
+        if norm not in ("none", "weight") + ROW_NORMS:
+            norm_info(norm)  # an unknown name: says which norms there are
             raise ValueError(f"no PyTorch form of lm with '{norm}'")
         self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
         self.drop = nn.Dropout(p)
@@ -210,8 +209,8 @@ def build(norm, variant, batch):
         nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
 
-    what = {"layer": "nn.LayerNorm", "rms": "composite RMSNorm", "prms": "composite pRMSNorm",
-            "none": "nn.Identity for the norms", "weight": "weight_norm on the block maps"}[norm]
+    what = {"none": "nn.Identity for the norms",
+            "weight": "weight_norm on the block maps"}.get(norm) or describe(norm)
     if variant == "torch":
         what = "nn.RMSNorm"
     attn = "F.scaled_dot_product_attention" if HAS_SDPA else "masked softmax attention"

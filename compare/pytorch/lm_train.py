@@ -32,7 +32,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="Tiny Shakespeare's input.txt (or any text)")
     ap.add_argument("--preset", default="cpu", choices=sorted(lm.PRESETS))
-    ap.add_argument("--norm", default="layer", choices=["none", "layer", "rms", "prms", "weight"])
+    ap.add_argument("--norm", default="layer", choices=["none", "weight", *lm.ROW_NORMS])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=0, help="0: the preset's (cpu 2000, gpu 5000)")
     ap.add_argument("--batch", type=int, default=0, help="0: the preset's (cpu 12, gpu 64)")

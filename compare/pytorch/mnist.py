@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from norms import row_norm
+from norms import ROW_NORMS, describe, norm_info, row_norm
 
 EXTRAS = []
 
@@ -27,10 +27,10 @@ def build(norm, variant, batch):
         layers.append(lin)
         if use == "batch":
             layers.append(nn.BatchNorm1d(n_out, eps=1e-5, momentum=0.1))
-        elif use in ("layer", "rms", "prms"):
+        elif use in ROW_NORMS:
             layers.append(row_norm(use, n_out, eps=1e-5))
-        elif use not in ("none", "weight"):
-            raise ValueError(f"unknown norm '{norm}'")
+        elif norm_info(use)[0] not in ("nothing", "weights"):
+            raise ValueError(f"no PyTorch form of mnist with '{norm}'")
         if not last:
             layers.append(nn.ReLU())
     model = nn.Sequential(*layers)
@@ -43,6 +43,5 @@ def build(norm, variant, batch):
         F.cross_entropy(model(x), y).backward()
         opt.step()
 
-    what = {"batch": "nn.BatchNorm1d", "layer": "nn.LayerNorm", "rms": "composite RMSNorm",
-            "prms": "composite pRMSNorm", "weight": "nn.utils.weight_norm", "none": "no norm"}
-    return step, f"MLP 784-1000-1000-10, {what[norm]}, Adam"
+    what = {"batch": "nn.BatchNorm1d"}.get(norm) or describe(norm)
+    return step, f"MLP 784-1000-1000-10, {what}, Adam"

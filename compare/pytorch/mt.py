@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from norms import row_norm
+from norms import describe, has_shift, norm_info, row_norm
 
 V, T = 8000, 30  # tasks/mt.c: BENCH_V, BENCH_LEN
 EXTRAS = []
@@ -69,8 +69,8 @@ def configure(opts):
 # ---- RNNSearch ----------------------------------------------------------------------------------
 
 def nrm(norm, n):
-    """The norm of a dense layer's output: nn.LayerNorm (gain, bias), RMS/pRMS (gain only)."""
-    return row_norm(norm, n, eps=1e-5, bias=norm == "layer")
+    """The norm of a dense layer's output: gain, and bias where the norm has one (layer, dyt)."""
+    return row_norm(norm, n, eps=1e-5, bias=has_shift(norm))
 
 
 class NormGRU(nn.Module):
@@ -110,7 +110,7 @@ class NormGRU(nn.Module):
 class RNNSearch(nn.Module):
     def __init__(self, norm, E, H):
         super().__init__()
-        if norm not in ("none", "layer", "rms", "prms"):
+        if norm != "none" and norm_info(norm)[0] != "rows":
             raise ValueError(f"no PyTorch form of rnnsearch with '{norm}' here")
         C = A = 2 * H
         self.norm, self.H = norm, H
@@ -179,10 +179,8 @@ def build_rnnsearch(norm, batch):
         nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
 
-    what = {"none": "fused nn.GRU (bidirectional) and nn.GRUCell x2, no norm",
-            "layer": "LN-GRU cells of PyTorch ops, nn.LayerNorm",
-            "rms": "LN-GRU cells of PyTorch ops, composite RMSNorm",
-            "prms": "LN-GRU cells of PyTorch ops, composite pRMSNorm"}[norm]
+    what = ("fused nn.GRU (bidirectional) and nn.GRUCell x2, no norm" if norm == "none"
+            else f"LN-GRU cells of PyTorch ops, {describe(norm)}")
     return step, f"RNNSearch emb {E} hidden {H}, {T}+{T} tokens, {what}, Adam"
 
 
@@ -210,7 +208,7 @@ class Transformer(nn.Module):
                 for name, child in list(mod.named_children()):
                     if isinstance(child, nn.LayerNorm):
                         setattr(mod, name, nn.Identity() if norm == "none"
-                                else row_norm(norm, d, eps=1e-5, bias=False))
+                                else row_norm(norm, d, eps=1e-5, bias=has_shift(norm)))
         self.register_buffer("causal", self.tf.generate_square_subsequent_mask(T))
 
     def embed(self, tok):
@@ -225,7 +223,7 @@ class Transformer(nn.Module):
 
 
 def build_transformer(norm, batch):
-    if norm not in ("none", "layer", "rms", "prms"):
+    if norm != "none" and norm_info(norm)[0] != "rows":
         raise ValueError(f"no PyTorch form of the transformer with '{norm}' here")
     pre = CFG["norm-position"] == "pre"
     model = Transformer(norm, pre)
@@ -244,8 +242,7 @@ def build_transformer(norm, batch):
         opt.step()
 
     le, ld, d, heads, ffn, p = PRESETS[CFG["preset"]]
-    what = {"layer": "nn.LayerNorm", "rms": "composite RMSNorm", "prms": "composite pRMSNorm",
-            "none": "nn.Identity for the norms"}[norm]
+    what = "nn.Identity for the norms" if norm == "none" else describe(norm)
     return step, (f"nn.Transformer {le}+{ld} d {d} ff {ffn}, {CFG['norm-position']}-norm, "
                   f"{batch}x{T} tokens, {what}, Adam")
 

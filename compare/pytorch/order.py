@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from norms import StepBatchNorm, row_norm
+from norms import ROW_NORMS, StepBatchNorm, describe, has_shift, norm_info, row_norm
 
 V, T, DW, H, DIMG, MARGIN = 25000, 14, 300, 1024, 4096, 0.05
 EXTRAS = [("none", "fused", "fused nn.GRU, no norm")]
@@ -32,16 +32,16 @@ class NormGRU(nn.Module):
             lin = [nn.utils.weight_norm(m) for m in lin]
         self.xg, self.xc, self.hg, self.hc = lin
         widths = (2 * H, H, 2 * H, H)
-        if norm in ("layer", "rms", "prms"):
-            self.n = nn.ModuleList(row_norm(norm, w, eps=1e-5, bias=norm == "layer")
+        if norm in ROW_NORMS:
+            self.n = nn.ModuleList(row_norm(norm, w, eps=1e-5, bias=has_shift(norm))
                                    for w in widths)
         elif norm == "batch":
             self.n = nn.ModuleList(StepBatchNorm(w, T, eps=1e-5) for w in widths)
-        elif norm not in ("none", "weight"):
-            raise ValueError(f"unknown norm '{norm}'")
+        elif norm_info(norm)[0] not in ("nothing", "weights"):
+            raise ValueError(f"no PyTorch form of order with '{norm}'")
 
     def forward(self, e):
-        rows, bn = self.norm in ("layer", "rms", "prms"), self.norm == "batch"
+        rows, bn = self.norm in ROW_NORMS, self.norm == "batch"
         xg, xc = self.xg(e), self.xc(e)  # all steps at once: (T, B, .)
         if rows:
             xg, xc = self.n[0](xg), self.n[1](xc)
@@ -97,7 +97,6 @@ def build(norm, variant, batch):
         opt.step()
 
     what = "fused nn.GRU, no norm" if variant else {
-        "batch": "recurrent BatchNorm (per-step statistics)", "layer": "nn.LayerNorm x4 per step",
-        "rms": "composite RMSNorm x4 per step", "prms": "composite pRMSNorm x4 per step",
-        "weight": "nn.utils.weight_norm", "none": "GRU cell loop, no norm"}[norm]
+        "batch": "recurrent BatchNorm (per-step statistics)", "weight": "nn.utils.weight_norm",
+        "none": "GRU cell loop, no norm"}.get(norm) or f"{describe(norm)} x4 per step"
     return step, f"order embeddings, GRU 1024 over 14 steps, {what}, Adam"

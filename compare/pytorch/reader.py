@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from norms import StepBatchNorm, row_norm
+from norms import ROW_NORMS, StepBatchNorm, describe, has_shift, norm_info, row_norm
 
 V, TD, TQ, D = 50000, 100, 20, 240
 X = 2 * D
@@ -32,19 +32,19 @@ class NormLSTM(nn.Module):
         if norm == "weight":
             self.W, self.U = nn.utils.weight_norm(self.W), nn.utils.weight_norm(self.U)
         self.h0 = nn.Parameter(torch.zeros(D))
-        if norm in ("layer", "rms", "prms"):
-            b = norm == "layer"
+        if norm in ROW_NORMS:
+            b = has_shift(norm)
             self.n = nn.ModuleList([row_norm(norm, 4 * D, bias=b), row_norm(norm, 4 * D, bias=b),
                                     row_norm(norm, D, bias=b)])
         elif norm == "batch":
             self.n = nn.ModuleList([StepBatchNorm(4 * D, steps, gain=0.1, bias=False),
                                     StepBatchNorm(4 * D, steps, gain=0.1, bias=False),
                                     StepBatchNorm(D, steps, gain=0.1)])
-        elif norm not in ("none", "weight"):
-            raise ValueError(f"unknown norm '{norm}'")
+        elif norm_info(norm)[0] not in ("nothing", "weights"):
+            raise ValueError(f"no PyTorch form of reader with '{norm}'")
 
     def forward(self, e):  # e: (T, B, D) -> states (T, B, D)
-        rows, bn = self.norm in ("layer", "rms", "prms"), self.norm == "batch"
+        rows, bn = self.norm in ROW_NORMS, self.norm == "batch"
         xw = self.W(e)
         if rows:
             xw = self.n[0](xw)
@@ -130,7 +130,6 @@ def build(norm, variant, batch):
         opt.step()
 
     what = "fused nn.LSTM, no norm" if variant else {
-        "batch": "BN-LSTM (per-step statistics)", "layer": "nn.LayerNorm in the LSTM cell",
-        "rms": "composite RMSNorm in the LSTM cell", "prms": "composite pRMSNorm in the LSTM cell",
-        "weight": "nn.utils.weight_norm", "none": "LSTM cell loop, no norm"}[norm]
+        "batch": "BN-LSTM (per-step statistics)", "weight": "nn.utils.weight_norm",
+        "none": "LSTM cell loop, no norm"}.get(norm) or f"{describe(norm)} in the LSTM cell"
     return step, f"attentive reader, bi-LSTM 240, {what}, Adam"
