@@ -280,7 +280,9 @@ typedef struct own_job {
 static int rank_job(int argc, const char **argv, const nb_mpi_job *mj, const char *ckpt,
                     const nb_run_rec *rec, volatile sig_atomic_t *stop) {
     nb_job j;
-    int code = nb_run_job_build(argc, argv, &j);
+    /* a new run from the sweep's arguments; a resumed one from its stored configuration */
+    int code = mj->config && mj->config[0] ? nb_run_job_from_config(mj->config, argc, argv, &j)
+                                           : nb_run_job_build(argc, argv, &j);
     if (code == 0) {
         nb_job_host(&j, rec, stop, mj->resume_run, mj->resume_step, &mj->ident, ckpt);
         code = nb_job_exec(&j);
@@ -297,9 +299,10 @@ static void *own_main(void *p) {
 }
 
 /* What job j runs (for rank 0's thread or another rank): its `run` arguments into args (*buf
- * holds them), and for a run to resume, the claim of it (rank 0 is the process that records it)
- * and its checkpoint's path (NULL: it starts over). Returns the count of args, or -1 (the job
- * failed here). */
+ * holds them); for a run to resume, its stored configuration (mj->config, newly allocated, which
+ * it is built from) and recorded arguments (for how it is hosted), the claim of it (rank 0 is the
+ * process that records it) and its checkpoint's path (NULL: it starts over). Returns the count
+ * of args, or -1 (the job failed here). */
 static int prepare_job(nb_store *store, job *jb, const char *db, const char *threads_buf,
                        nb_mpi_job *mj, const char **args, char **buf, char *ckpt, size_t size) {
     nb_err err;
@@ -307,6 +310,7 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     *buf = NULL;
     mj->resume_run = 0;
     mj->ckpt = NULL;
+    mj->config = NULL;
     if (!jb->run) {
         static char tag[2100]; /* rank 0's thread is done with the last one's */
         int n = job_argv(jb, db, threads_buf, tag, sizeof tag, args) - 1;
@@ -319,17 +323,20 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     int64_t step = 0;
     int nargs = 0;
     int scratch = !has_checkpoint(db, jb->run);
-    if (nb_job_resume_prepare(store, db, jb->run, scratch, buf, ckpt, size, &step, &mj->ident, NULL,
-                              NULL, &err) != 0)
+    if (nb_job_resume_prepare(store, db, jb->run, scratch, buf, &mj->config, ckpt, size, &step,
+                              &mj->ident, NULL, NULL, &err) != 0)
         return nb_report_err(&err), -1;
-    nargs = nb_job_split_args(*buf, args, 1, 251) - 1;
+    nargs = (*buf)[0] ? nb_job_split_args(*buf, args, 1, 251) - 1 : 0;
     if (nb_run_resume(store, jb->run, step, &err) != 0) {
         free(*buf);
-        *buf = NULL;
+        free(mj->config);
+        *buf = mj->config = NULL;
         return nb_report_err(&err), -1;
     }
     args[0] = "run";
     int n = nargs + 1;
+    args[n++] = "--db"; /* the hosting options in force: it records into this store, quietly */
+    args[n++] = db;
     args[n++] = "--quiet";
     args[n] = NULL;
     mj->resume_run = jb->run;
@@ -358,6 +365,7 @@ static int give_job(nb_store *store, job *jobs, long j, int r, const char *db,
         if (len < 0) {
             free(bytes);
             free(buf);
+            free(mj.config);
             fprintf(stderr, "error: cannot read checkpoint '%s'\n", ckpt);
             return -1;
         }
@@ -374,6 +382,7 @@ static int give_job(nb_store *store, job *jobs, long j, int r, const char *db,
     nb_buf_free(&joined);
     free(bytes);
     free(buf);
+    free(mj.config);
     return rc;
 }
 
@@ -466,6 +475,7 @@ static int run_jobs_mpi(nb_store *store, job *jobs, long total, const char *db,
             long j = pick_job(store, jobs, total, &next, rescan, &waiting, &store_failed);
             if (j >= 0) {
                 free(own->buf);
+                free(own->mj.config);
                 own->argc = prepare_job(store, &jobs[j], db, threads_buf, &own->mj, own->argv,
                                         &own->buf, own_ckpt, sizeof own_ckpt);
                 own->j = j;
@@ -581,6 +591,7 @@ static int run_jobs_mpi(nb_store *store, job *jobs, long total, const char *db,
     pthread_mutex_unlock(&store_mu);
     free(started);
     free(own->buf);
+    free(own->mj.config);
     free(busy), free(which), free(hosts), free(own);
     return store_failed;
 }

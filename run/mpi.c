@@ -308,6 +308,7 @@ int nb_mpi_send_job(int r, const nb_mpi_job *job, nb_err *err) {
     msg m = {0};
     put_i64(&m, job->index);
     put_str(&m, job->args);
+    put_str(&m, job->config ? job->config : "");
     put_i64(&m, job->resume_run);
     put_i64(&m, job->resume_step);
     put(&m, &job->ident, sizeof job->ident);
@@ -633,6 +634,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
         memset(&job, 0, sizeof job);
         job.index = (long)get_i64(&m);
         job.args = get_str(&m);
+        job.config = get_str(&m);
         job.resume_run = get_i64(&m);
         job.resume_step = get_i64(&m);
         take(&m, &job.ident, sizeof job.ident);
@@ -660,6 +662,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
         }
         clear_dir(dir, 0); /* rank 0 keeps the checkpoints: these copies go */
         free(job.args);
+        free(job.config);
         free(job.ckpt);
         msg_free(&m);
         send_ready(job.index, code, stop && *stop);
@@ -1070,6 +1073,7 @@ int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
         } else {
             put_i64(&m, r->rc);
             put_str(&m, r->args);
+            put_str(&m, r->config);
             put_i64(&m, r->step);
             put(&m, &r->ident, sizeof r->ident);
             put_i64(&m, r->bn_groups);
@@ -1093,6 +1097,7 @@ int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
             m.len = m.cap = (size_t)n;
             r->rc = (int)get_i64(&m);
             r->args = get_str(&m);
+            r->config = get_str(&m);
             r->step = get_i64(&m);
             take(&m, &r->ident, sizeof r->ident);
             r->bn_groups = get_i64(&m);
