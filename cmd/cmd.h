@@ -61,6 +61,10 @@ int nb_run_job_build(int argc, const char **argv, nb_job *j);
  * its recorded arguments (argv[0] = "run") with those of its host after them. Returns 0, or an
  * exit status after the message. */
 int nb_run_job_from_config(const char *config, int argc, const char **argv, nb_job *j);
+/* The job of `run --resume ID --db DB` (from_scratch, quiet: its options), built from the store
+ * (nb_job_from_store) with the command's nb_job_io. Returns 0 or an exit status after the
+ * message; free j with nb_job_free either way. */
+int nb_run_job_resume(const char *db, int64_t id, int from_scratch, int quiet, nb_job *j);
 
 struct nb_train_cfg;
 /* The configuration of finished run id in store db, rebuilt from its stored configuration

@@ -702,6 +702,13 @@ int nb_run_job_from_config(const char *config, int argc, const char **argv, nb_j
     return 0;
 }
 
+int nb_run_job_resume(const char *db, int64_t id, int from_scratch, int quiet, nb_job *j) {
+    nb_job_init(j, &run_io);
+    int rc = nb_job_from_store(j, db, id, from_scratch, quiet, host_from_args);
+    if (rc == 0) nb_note_blas_core();
+    return rc;
+}
+
 /* `run --resume RUN [--db FILE] [--quiet] [--from-scratch]`: the job from the store. */
 static int resume_job(int argc, const char **argv, nb_job *j) {
     int64_t resume_id = 0;
