@@ -30,8 +30,12 @@
 #include "tasks/checkpoint.h"
 #include "tasks/task.h"
 
+/* Where this module's messages go (whole lines, "error: ...", "hint: ...", "warning: ..."):
+ * cmd/ sets it once, before nb_mpi_start, to print them; unset, they are dropped. */
+void nb_mpi_set_say(void (*say)(void *ctx, const char *text), void *ctx);
+
 /* Starts MPI when the environment says a launcher started this process, or when argv holds
- * --mpi (removed from argv, *argc lowered). Returns 0, or NB_EXIT_FAIL after printing an error
+ * --mpi (removed from argv, *argc lowered). Returns 0, or NB_EXIT_FAIL after saying an error
  * (--mpi given but MPI cannot start). */
 int nb_mpi_start(int *argc, const char **argv);
 /* Whether MPI was started, this process's rank, and the number of ranks (1 without MPI). */
