@@ -3,13 +3,15 @@
  * and the statistics they report (medians, bootstrap intervals of ratios).
  *
  * Everything a benchmark is steered by lives in an nb_bench that the command fills from its
- * options (cmd/cmd_bench.c); nothing here keeps state between calls. Each benchmark prints its
- * table (table, csv or json) on stdout and returns an exit status (0: done, 1: failed, with the
- * message on stderr). */
+ * options (cmd/cmd_bench.c); nothing here keeps state between calls. Each benchmark writes its
+ * table (table, csv or json) to the command's stream and says its errors through the command's
+ * nb_bench_io (nothing here prints on its own), and returns an exit status (0: done, 1: failed,
+ * with the message said). */
 #ifndef NB_BENCH_BENCH_H
 #define NB_BENCH_BENCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "nn/cuda/nbcuda.h"
 #include "run/job.h" /* the exit statuses */
@@ -32,8 +34,17 @@ typedef struct nb_bench_label {
     int base;
 } nb_bench_label;
 
+/* Where a benchmark's output goes, as the command gives it: its table to out (the command's
+ * stdout), its messages (whole lines: "error: ...", "hint: ...") through say (NULL: none). */
+typedef struct nb_bench_io {
+    FILE *out;
+    void (*say)(void *ctx, const char *text);
+    void *ctx;
+} nb_bench_io;
+
 /* What steers a benchmark. */
 typedef struct nb_bench {
+    nb_bench_io io;               /* where its table and messages go */
     int device;                   /* --device: 0 cpu, 1 cuda */
     nb_given given[MAXGIVEN + 1]; /* the task's own options for `bench step` (mt --model) */
     int ngiven;
@@ -50,9 +61,10 @@ typedef struct nb_bench {
 /* ---- the benchmarks ---------------------------------------------------------------------- */
 
 /* The kernels of norms[0..nnorms) on the CPU (bench/kernels.c). */
-int nb_bench_kernels(const int *norms, int nnorms, int fmt);
+int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fmt);
 /* The same on the GPU, with fp32 or bf16 input and output. */
-int nb_bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dtype dt);
+int nb_bench_kernels_cuda(const nb_bench_io *io, const int *norms, int nnorms, int fmt,
+                          nb_cuda_dtype dt);
 /* task's training step for every row of norms (norms and labels) and batch, steps timed steps
  * each (bench/step.c); data-parallel when b->dp. */
 int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms,
@@ -77,10 +89,14 @@ int nb_bench_parse_int_list(const char *list, int *out, int max);
 
 /* ---- shared by the benchmarks ------------------------------------------------------------ */
 
-/* "error: ..." (printf-style) on stderr; returns NB_EXIT_FAIL. */
-int nb_bench_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* "error: MSG" and "hint: HINT" on stderr; returns NB_EXIT_FAIL. */
-int nb_bench_report(const nb_err *e);
+/* Text (printf-style, whole lines) through io->say. */
+void nb_bench_say(const nb_bench_io *io, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* "error: ...\n" (printf-style) through io->say; returns NB_EXIT_FAIL. */
+int nb_bench_fail(const nb_bench_io *io, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* "error: MSG" and "hint: HINT" through io->say; returns NB_EXIT_FAIL. */
+int nb_bench_report(const nb_bench_io *io, const nb_err *e);
 void nb_bench_set_threads(int n);
 /* The settings every timing depends on, in one line. */
 void nb_bench_settings_line(char *buf, size_t n);

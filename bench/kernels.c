@@ -113,7 +113,8 @@ static float *falloc(size_t n, nb_rng *rng, double scale, double offset) {
     return p;
 }
 
-int nb_bench_kernels(const int *norms, int nnorms, int fmt) {
+int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fmt) {
+    FILE *tab = io->out;
     static const int shapes[][2] = {{128, 1000}, {65536, 1024}};
     char settings[1024];
     nb_bench_settings_line(settings, sizeof settings);
@@ -121,15 +122,15 @@ int nb_bench_kernels(const int *norms, int nnorms, int fmt) {
     nb_rng_seed(&rng, 1, NB_STREAM_SYNTH);
     int first = 1;
     if (fmt == FMT_TABLE) {
-        printf("# %s\n", settings);
-        printf("%-12s %-7s %-8s %10s %9s %9s %9s\n", "shape", "norm", "pass", "ms", "GB/s",
-               "copy GB/s", "vs copy");
+        fprintf(tab, "# %s\n", settings);
+        fprintf(tab, "%-12s %-7s %-8s %10s %9s %9s %9s\n", "shape", "norm", "pass", "ms", "GB/s",
+                "copy GB/s", "vs copy");
     } else if (fmt == FMT_CSV) {
-        printf("shape,norm,pass,ms,gb_per_s,copy_gb_per_s,ratio_to_copy,threads,settings\n");
+        fprintf(tab, "shape,norm,pass,ms,gb_per_s,copy_gb_per_s,ratio_to_copy,threads,settings\n");
     } else {
-        printf("{\"settings\": ");
-        nb_json_str(stdout, settings);
-        printf(", \"threads\": %d, \"results\": [", omp_get_max_threads());
+        fprintf(tab, "{\"settings\": ");
+        nb_json_str(tab, settings);
+        fprintf(tab, ", \"threads\": %d, \"results\": [", omp_get_max_threads());
     }
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         kbuf k;
@@ -151,7 +152,7 @@ int nb_bench_kernels(const int *norms, int nnorms, int fmt) {
         k.rv = falloc(W, NULL, 0, 1);
         if (!k.x || !k.dy || !k.y || !k.dx || !k.g || !k.b || !k.dg || !k.db || !k.mean ||
             !k.rstd || !k.rm || !k.rv)
-            return nb_bench_fail("out of memory for a %dx%d benchmark", k.B, k.C);
+            return nb_bench_fail(io, "out of memory for a %dx%d benchmark", k.B, k.C);
         for (size_t i = 0; i < W; i++)
             k.rv[i] = 1;
         char shape[32];
@@ -176,15 +177,16 @@ int nb_bench_kernels(const int *norms, int nnorms, int fmt) {
                 const char *pass = bw ? "fwd+bwd" : "fwd";
                 const char *name = nb_norm_name((nb_norm_kind)norms[i]);
                 if (fmt == FMT_TABLE)
-                    printf("%-12s %-7s %-8s %10.3f %9.2f %9.2f %9.2f\n", shape, name, pass, t * 1e3,
-                           gbs, copy_gbs, ratio);
+                    fprintf(tab, "%-12s %-7s %-8s %10.3f %9.2f %9.2f %9.2f\n", shape, name, pass,
+                            t * 1e3, gbs, copy_gbs, ratio);
                 else if (fmt == FMT_CSV) {
-                    printf("%s,%s,%s,%.4f,%.3f,%.3f,%.4f,%d,", shape, name, pass, t * 1e3, gbs,
-                           copy_gbs, ratio, omp_get_max_threads());
-                    nb_csv_field(stdout, settings);
-                    putchar('\n');
+                    fprintf(tab, "%s,%s,%s,%.4f,%.3f,%.3f,%.4f,%d,", shape, name, pass, t * 1e3,
+                            gbs, copy_gbs, ratio, omp_get_max_threads());
+                    nb_csv_field(tab, settings);
+                    fputc('\n', tab);
                 } else {
-                    printf(
+                    fprintf(
+                        tab,
                         "%s{\"shape\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", \"ms\": %.4f, "
                         "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"ratio_to_copy\": %.4f}",
                         first ? "" : ", ", shape, name, pass, t * 1e3, gbs, copy_gbs, ratio);
@@ -195,7 +197,7 @@ int nb_bench_kernels(const int *norms, int nnorms, int fmt) {
         free(k.x), free(k.dy), free(k.y), free(k.dx), free(k.g), free(k.b), free(k.dg);
         free(k.db), free(k.mean), free(k.rstd), free(k.rm), free(k.rv);
     }
-    if (fmt == FMT_JSON) printf("]}\n");
+    if (fmt == FMT_JSON) fprintf(tab, "]}\n");
     return NB_EXIT_OK;
 }
 
@@ -256,24 +258,26 @@ static void g_copy(void *a) {
 
 /* The CPU table's shapes plus two LLM-sized ones, fp32 and (--dtype) bf16; each kernel's
  * repetitions paired with a device-to-device copy of the same (B, C) array, timed with events. */
-int nb_bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dtype dt) {
+int nb_bench_kernels_cuda(const nb_bench_io *io, const int *norms, int nnorms, int fmt,
+                          nb_cuda_dtype dt) {
+    FILE *tab = io->out;
     static const int shapes[][2] = {{128, 1000}, {65536, 1024}, {16384, 4096}, {4096, 8192}};
     nb_err err;
     nb_err_clear(&err);
-    if (nb_cuda_init(&err)) return nb_bench_report(&err);
+    if (nb_cuda_init(&err)) return nb_bench_report(io, &err);
     char desc[512];
     nb_cuda_describe(desc, sizeof desc);
     const char *tn = dt == NB_CUDA_F32 ? "fp32" : "bf16";
     if (fmt == FMT_TABLE) {
-        printf("# %s; %s input/output, fp32 statistics; CUDA-event medians\n", desc, tn);
-        printf("%-12s %-7s %-8s %10s %9s %9s %9s\n", "shape", "norm", "pass", "ms", "GB/s",
-               "copy GB/s", "vs copy");
+        fprintf(tab, "# %s; %s input/output, fp32 statistics; CUDA-event medians\n", desc, tn);
+        fprintf(tab, "%-12s %-7s %-8s %10s %9s %9s %9s\n", "shape", "norm", "pass", "ms", "GB/s",
+                "copy GB/s", "vs copy");
     } else if (fmt == FMT_CSV) {
-        printf("shape,norm,pass,ms,gb_per_s,copy_gb_per_s,ratio_to_copy,dtype,device\n");
+        fprintf(tab, "shape,norm,pass,ms,gb_per_s,copy_gb_per_s,ratio_to_copy,dtype,device\n");
     } else {
-        printf("{\"device\": ");
-        nb_json_str(stdout, desc);
-        printf(", \"dtype\": \"%s\", \"results\": [", tn);
+        fprintf(tab, "{\"device\": ");
+        nb_json_str(tab, desc);
+        fprintf(tab, ", \"dtype\": \"%s\", \"results\": [", tn);
     }
     nb_rng rng;
     nb_rng_seed(&rng, 1, NB_STREAM_SYNTH);
@@ -290,7 +294,7 @@ int nb_bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dtype d
         float *hx = falloc(N, &rng, 1.0, 0.5), *hdy = falloc(N, &rng, 1.0, 0);
         float *hg = falloc(W, &rng, 0.1, 1), *hb = falloc(W, &rng, 0.1, 0),
               *hrv = falloc(W, NULL, 0, 0);
-        if (!hx || !hdy || !hg || !hb || !hrv) return nb_bench_fail("out of memory");
+        if (!hx || !hdy || !hg || !hb || !hrv) return nb_bench_fail(io, "out of memory");
         for (size_t i = 0; i < W; i++)
             hrv[i] = 1;
         int ok = (k.x = nb_cuda_alloc(k.bytes, &err)) && (k.y = nb_cuda_alloc(k.bytes, &err)) &&
@@ -302,7 +306,7 @@ int nb_bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dtype d
              !nb_cuda_upload_as(k.dy, hdy, N, dt, &err) && !nb_cuda_upload(k.g, hg, W * 4, &err) &&
              !nb_cuda_upload(k.b, hb, W * 4, &err) && !nb_cuda_upload(k.rv, hrv, W * 4, &err);
         free(hx), free(hdy), free(hg), free(hb), free(hrv);
-        if (!ok) return nb_bench_report(&err);
+        if (!ok) return nb_bench_report(io, &err);
         char shape[32];
         snprintf(shape, sizeof shape, "%dx%d", k.B, k.C);
         for (int i = 0; i < nnorms; i++) {
@@ -320,32 +324,33 @@ int nb_bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dtype d
                 for (int w = 0; w < 3; w++)
                     if (nb_cuda_time_ms(g_kernel, &k, &t0, &err) ||
                         nb_cuda_time_ms(g_copy, &k, &t1, &err))
-                        return nb_bench_report(&err);
+                        return nb_bench_report(io, &err);
                 for (int rep = 0; rep < REP; rep++) {
                     if (nb_cuda_time_ms(g_copy, &k, &c[rep], &err) ||
                         nb_cuda_time_ms(g_kernel, &k, &a[rep], &err))
-                        return nb_bench_report(&err);
+                        return nb_bench_report(io, &err);
                     r[rep] = (bytes / a[rep]) / (cbytes / c[rep]);
                 }
-                if (k.failed) return nb_bench_report(&k.err);
+                if (k.failed) return nb_bench_report(io, &k.err);
                 double ratio = nb_bench_median(r, REP), t = nb_bench_median(a, REP),
                        ct = nb_bench_median(c, REP);
                 double gbs = bytes / (t * 1e-3) / 1e9, cgbs = cbytes / (ct * 1e-3) / 1e9;
                 const char *pass = bw ? "fwd+bwd" : "fwd";
                 const char *name = nb_norm_name((nb_norm_kind)norms[i]);
                 if (fmt == FMT_TABLE)
-                    printf("%-12s %-7s %-8s %10.4f %9.1f %9.1f %9.2f\n", shape, name, pass, t, gbs,
-                           cgbs, ratio);
+                    fprintf(tab, "%-12s %-7s %-8s %10.4f %9.1f %9.1f %9.2f\n", shape, name, pass, t,
+                            gbs, cgbs, ratio);
                 else if (fmt == FMT_CSV) {
-                    printf("%s,%s,%s,%.5f,%.2f,%.2f,%.4f,%s,", shape, name, pass, t, gbs, cgbs,
-                           ratio, tn);
-                    nb_csv_field(stdout, desc);
-                    putchar('\n');
+                    fprintf(tab, "%s,%s,%s,%.5f,%.2f,%.2f,%.4f,%s,", shape, name, pass, t, gbs,
+                            cgbs, ratio, tn);
+                    nb_csv_field(tab, desc);
+                    fputc('\n', tab);
                 } else {
-                    printf("%s{\"shape\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", "
-                           "\"ms\": %.5f, \"gb_per_s\": %.2f, \"copy_gb_per_s\": %.2f, "
-                           "\"ratio_to_copy\": %.4f}",
-                           first ? "" : ", ", shape, name, pass, t, gbs, cgbs, ratio);
+                    fprintf(tab,
+                            "%s{\"shape\": \"%s\", \"norm\": \"%s\", \"pass\": \"%s\", "
+                            "\"ms\": %.5f, \"gb_per_s\": %.2f, \"copy_gb_per_s\": %.2f, "
+                            "\"ratio_to_copy\": %.4f}",
+                            first ? "" : ", ", shape, name, pass, t, gbs, cgbs, ratio);
                     first = 0;
                 }
             }
@@ -354,9 +359,10 @@ int nb_bench_kernels_cuda(const int *norms, int nnorms, int fmt, nb_cuda_dtype d
         for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
             nb_cuda_free(d[i]);
     }
-    if (fmt == FMT_JSON) printf("]}\n");
+    if (fmt == FMT_JSON) fprintf(tab, "]}\n");
     if (fmt == FMT_TABLE)
-        printf("# PyTorch's norms on the same device: python3 tools/torch_norms.py (not run by "
-               "normbench)\n");
+        fprintf(tab,
+                "# PyTorch's norms on the same device: python3 tools/torch_norms.py (not run by "
+                "normbench)\n");
     return NB_EXIT_OK;
 }

@@ -22,19 +22,35 @@
 #include "tasks/task.h"
 #include "util/json.h"
 
-int nb_bench_fail(const char *fmt, ...) {
+static void say_v(const nb_bench_io *io, const char *pre, const char *fmt, va_list ap,
+                  const char *post) {
+    if (!io || !io->say) return;
+    char text[4096];
+    size_t n = (size_t)snprintf(text, sizeof text, "%s", pre);
+    if (n < sizeof text) vsnprintf(text + n, sizeof text - n, fmt, ap);
+    n = strlen(text);
+    if (n < sizeof text) snprintf(text + n, sizeof text - n, "%s", post);
+    io->say(io->ctx, text);
+}
+
+void nb_bench_say(const nb_bench_io *io, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say_v(io, "", fmt, ap, "");
+    va_end(ap);
+}
+
+int nb_bench_fail(const nb_bench_io *io, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    say_v(io, "error: ", fmt, ap, "\n");
     va_end(ap);
     return NB_EXIT_FAIL;
 }
 
-int nb_bench_report(const nb_err *e) {
-    fprintf(stderr, "error: %s\n", e->msg[0] ? e->msg : "unknown failure");
-    if (e->hint[0]) fprintf(stderr, "hint: %s\n", e->hint);
+int nb_bench_report(const nb_bench_io *io, const nb_err *e) {
+    nb_bench_say(io, "error: %s\n", e->msg[0] ? e->msg : "unknown failure");
+    if (e->hint[0]) nb_bench_say(io, "hint: %s\n", e->hint);
     return NB_EXIT_FAIL;
 }
 

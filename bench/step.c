@@ -400,6 +400,7 @@ static void step_stats(step_run *s, int bi, int failed) {
 
 /* The table's heading (and the norm column's width). */
 static void step_header(step_run *s) {
+    FILE *tab = s->b->io.out;
     nb_bench *b = s->b;
     const nb_task *task = s->task;
     const int *norms = s->norms;
@@ -410,44 +411,49 @@ static void step_header(step_run *s) {
         if ((int)strlen(nb_bench_row_name(b, norms[i])) > nw)
             nw = (int)strlen(nb_bench_row_name(b, norms[i]));
     if (fmt == FMT_TABLE) {
-        printf("# %s\n", s->settings);
-        printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, norms interleaved in "
-               "rounds of %d steps or %d ms;\n# vs_layer = layer's median / this median, and its "
-               "95%% bootstrap interval\n",
-               task->name, iters, ROUND, ROUND_MS);
+        fprintf(tab, "# %s\n", s->settings);
+        fprintf(tab,
+                "# %s: %d timed steps per row after >= 0.3 s of warm-up, norms interleaved in "
+                "rounds of %d steps or %d ms;\n# vs_layer = layer's median / this median, and its "
+                "95%% bootstrap interval\n",
+                task->name, iters, ROUND, ROUND_MS);
         if (b->dp)
-            printf("# data-parallel over %d ranks, %d threads each (hosts %s): each rank steps on "
-                   "its rows of the batch, then\n# the gradients are summed over the ranks in "
-                   "one MPI_Allreduce; allreduce_share = time in the sums / step time\n# "
-                   "(median over steps, rank 0's clock), allreduce_MB = bytes summed per step\n",
-                   b->dist.size, omp_get_max_threads(), hosts ? hosts : "?");
+            fprintf(tab,
+                    "# data-parallel over %d ranks, %d threads each (hosts %s): each rank steps on "
+                    "its rows of the batch, then\n# the gradients are summed over the ranks in "
+                    "one MPI_Allreduce; allreduce_share = time in the sums / step time\n# "
+                    "(median over steps, rank 0's clock), allreduce_MB = bytes summed per step\n",
+                    b->dist.size, omp_get_max_threads(), hosts ? hosts : "?");
         if (b->vs_threads)
-            printf(
+            fprintf(
+                tab,
                 "# --against threads: between the rounds over the ranks rank 0 alone (the others "
                 "asleep) times the\n# same step at the whole batch with %d threads: "
                 "one_proc_ms, and vs_one_proc = ms_per_step / one_proc_ms\n",
                 b->solo_threads);
-        printf("%-6s %-*s %6s %12s %10s %10s %9s %15s %10s%s", "task", nw, "norm", "batch",
-               "ms_per_step", "mean", "std", "vs_layer", "vs_layer_95%", "norm_share",
-               task->bench_flops ? "  GFLOP/s" : "");
-        if (b->dp) printf(" %15s %12s %12s", "allreduce_share", "allreduce_ms", "allreduce_MB");
-        if (b->vs_threads) printf(" %12s %12s", "one_proc_ms", "vs_one_proc");
-        putchar('\n');
-    } else if (fmt == FMT_CSV) {
-        printf("task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings,"
-               "norm_share,gflop_per_s,vs_layer_lo,vs_layer_hi%s%s\n",
-               b->dp ? ",ranks,allreduce_share,allreduce_ms,allreduce_bytes" : "",
-               b->vs_threads ? ",one_process_threads,one_process_ms,vs_one_process" : "");
-    } else {
-        printf("{\"settings\": ");
-        nb_json_str(stdout, s->settings);
-        printf(", \"threads\": %d, \"ranks\": %d, ", omp_get_max_threads(),
-               b->dp ? b->dist.size : 1);
+        fprintf(tab, "%-6s %-*s %6s %12s %10s %10s %9s %15s %10s%s", "task", nw, "norm", "batch",
+                "ms_per_step", "mean", "std", "vs_layer", "vs_layer_95%", "norm_share",
+                task->bench_flops ? "  GFLOP/s" : "");
         if (b->dp)
-            printf("\"hosts\": %s, \"bn_statistics\": \"%s\", ", hosts ? hosts : "null",
-                   b->bn_sync ? "global" : "per-rank");
-        if (b->vs_threads) printf("\"one_process_threads\": %d, ", b->solo_threads);
-        printf("\"steps\": %d, \"results\": [", iters);
+            fprintf(tab, " %15s %12s %12s", "allreduce_share", "allreduce_ms", "allreduce_MB");
+        if (b->vs_threads) fprintf(tab, " %12s %12s", "one_proc_ms", "vs_one_proc");
+        fputc('\n', tab);
+    } else if (fmt == FMT_CSV) {
+        fprintf(tab,
+                "task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings,"
+                "norm_share,gflop_per_s,vs_layer_lo,vs_layer_hi%s%s\n",
+                b->dp ? ",ranks,allreduce_share,allreduce_ms,allreduce_bytes" : "",
+                b->vs_threads ? ",one_process_threads,one_process_ms,vs_one_process" : "");
+    } else {
+        fprintf(tab, "{\"settings\": ");
+        nb_json_str(tab, s->settings);
+        fprintf(tab, ", \"threads\": %d, \"ranks\": %d, ", omp_get_max_threads(),
+                b->dp ? b->dist.size : 1);
+        if (b->dp)
+            fprintf(tab, "\"hosts\": %s, \"bn_statistics\": \"%s\", ", hosts ? hosts : "null",
+                    b->bn_sync ? "global" : "per-rank");
+        if (b->vs_threads) fprintf(tab, "\"one_process_threads\": %d, ", b->solo_threads);
+        fprintf(tab, "\"steps\": %d, \"results\": [", iters);
     }
     free(hosts);
     s->nw = nw;
@@ -455,6 +461,7 @@ static void step_header(step_run *s) {
 
 /* One row: norm i at batch bi (layer, none: their medians at that batch). */
 static void step_row(step_run *s, int bi, int i, double layer, double none, int *first_p) {
+    FILE *tab = s->b->io.out;
     nb_bench *b = s->b;
     const nb_task *task = s->task;
     const int *norms = s->norms, *batches = s->batches;
@@ -471,9 +478,9 @@ static void step_row(step_run *s, int bi, int i, double layer, double none, int 
     double share = norms[i] == (int)nb_norm_none_kind() ? NAN : (med[j] - none) / med[j];
     if (isnan(med[j])) {
         if (fmt == FMT_TABLE)
-            printf("%-6s %-*s %6d %12s   (%s)\n", task->name, s->nw, name, batches[bi], "-",
-                   b->dp && !b->bn_sync ? "per-rank batch norm needs 2 rows per rank, or --bn-sync"
-                                        : "batch norm needs a batch of 2 or more");
+            fprintf(tab, "%-6s %-*s %6d %12s   (%s)\n", task->name, s->nw, name, batches[bi], "-",
+                    b->dp && !b->bn_sync ? "per-rank batch norm needs 2 rows per rank, or --bn-sync"
+                                         : "batch norm needs a batch of 2 or more");
         return;
     }
     if (fmt == FMT_TABLE) {
@@ -492,57 +499,60 @@ static void step_row(step_run *s, int bi, int i, double layer, double none, int 
             snprintf(ci, sizeof ci, "-");
         else
             snprintf(ci, sizeof ci, "[%.3f,%.3f]", lo[j], hi[j]);
-        printf("%-6s %-*s %6d %12.3f %10.3f %10.3f %9s %15s %10s", task->name, s->nw, name,
-               batches[bi], med[j], ms[j], sd[j], v, ci, sh);
-        if (task->bench_flops && gflop) printf("  %7.1f", gflop[bi] / (med[j] * 1e-3));
-        if (b->dp) printf(" %15.4f %12.3f %12.3f", ar_share[j], ar_ms[j], ar_bytes[j] * 1e-6);
-        if (b->vs_threads) printf(" %12.3f %11.3fx", solo_ms[j], med[j] / solo_ms[j]);
-        putchar('\n');
+        fprintf(tab, "%-6s %-*s %6d %12.3f %10.3f %10.3f %9s %15s %10s", task->name, s->nw, name,
+                batches[bi], med[j], ms[j], sd[j], v, ci, sh);
+        if (task->bench_flops && gflop) fprintf(tab, "  %7.1f", gflop[bi] / (med[j] * 1e-3));
+        if (b->dp) fprintf(tab, " %15.4f %12.3f %12.3f", ar_share[j], ar_ms[j], ar_bytes[j] * 1e-6);
+        if (b->vs_threads) fprintf(tab, " %12.3f %11.3fx", solo_ms[j], med[j] / solo_ms[j]);
+        fputc('\n', tab);
     } else if (fmt == FMT_CSV) {
-        printf("%s,%s,%d,%.4f,%.4f,%.4f,", task->name, name, batches[bi], med[j], ms[j], sd[j]);
-        if (!isnan(vs)) printf("%.4f", vs);
-        printf(",%d,%d,", iters, omp_get_max_threads());
-        nb_csv_field(stdout, s->settings);
-        putchar(',');
-        if (!isnan(share)) printf("%.4f", share);
-        putchar(',');
-        if (task->bench_flops && gflop) printf("%.2f", gflop[bi] / (med[j] * 1e-3));
-        putchar(',');
+        fprintf(tab, "%s,%s,%d,%.4f,%.4f,%.4f,", task->name, name, batches[bi], med[j], ms[j],
+                sd[j]);
+        if (!isnan(vs)) fprintf(tab, "%.4f", vs);
+        fprintf(tab, ",%d,%d,", iters, omp_get_max_threads());
+        nb_csv_field(tab, s->settings);
+        fputc(',', tab);
+        if (!isnan(share)) fprintf(tab, "%.4f", share);
+        fputc(',', tab);
+        if (task->bench_flops && gflop) fprintf(tab, "%.2f", gflop[bi] / (med[j] * 1e-3));
+        fputc(',', tab);
         if (!isnan(lo[j]))
-            printf("%.4f,%.4f", lo[j], hi[j]);
+            fprintf(tab, "%.4f,%.4f", lo[j], hi[j]);
         else
-            putchar(',');
-        if (b->dp) printf(",%d,%.6f,%.4f,%.0f", b->dist.size, ar_share[j], ar_ms[j], ar_bytes[j]);
+            fputc(',', tab);
+        if (b->dp)
+            fprintf(tab, ",%d,%.6f,%.4f,%.0f", b->dist.size, ar_share[j], ar_ms[j], ar_bytes[j]);
         if (b->vs_threads)
-            printf(",%d,%.4f,%.4f", b->solo_threads, solo_ms[j], med[j] / solo_ms[j]);
-        putchar('\n');
+            fprintf(tab, ",%d,%.4f,%.4f", b->solo_threads, solo_ms[j], med[j] / solo_ms[j]);
+        fputc('\n', tab);
     } else {
-        printf("%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"ms_per_step\": "
-               "%.4f, \"ms_mean\": %.4f, \"ms_std\": %.4f, \"vs_layer\": ",
-               first ? "" : ", ", task->name, name, batches[bi], med[j], ms[j], sd[j]);
-        nb_json_num(stdout, vs);
-        printf(", \"vs_layer_lo\": ");
-        nb_json_num(stdout, lo[j]);
-        printf(", \"vs_layer_hi\": ");
-        nb_json_num(stdout, hi[j]);
-        printf(", \"norm_share\": ");
-        nb_json_num(stdout, share);
-        printf(", \"gflop_per_s\": ");
-        nb_json_num(stdout, task->bench_flops && gflop ? gflop[bi] / (med[j] * 1e-3) : NAN);
+        fprintf(tab,
+                "%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"ms_per_step\": "
+                "%.4f, \"ms_mean\": %.4f, \"ms_std\": %.4f, \"vs_layer\": ",
+                first ? "" : ", ", task->name, name, batches[bi], med[j], ms[j], sd[j]);
+        nb_json_num(tab, vs);
+        fprintf(tab, ", \"vs_layer_lo\": ");
+        nb_json_num(tab, lo[j]);
+        fprintf(tab, ", \"vs_layer_hi\": ");
+        nb_json_num(tab, hi[j]);
+        fprintf(tab, ", \"norm_share\": ");
+        nb_json_num(tab, share);
+        fprintf(tab, ", \"gflop_per_s\": ");
+        nb_json_num(tab, task->bench_flops && gflop ? gflop[bi] / (med[j] * 1e-3) : NAN);
         if (b->dp) {
-            printf(", \"allreduce_share\": ");
-            nb_json_num(stdout, ar_share[j]);
-            printf(", \"allreduce_ms\": ");
-            nb_json_num(stdout, ar_ms[j]);
-            printf(", \"allreduce_bytes\": %.0f", ar_bytes[j]);
+            fprintf(tab, ", \"allreduce_share\": ");
+            nb_json_num(tab, ar_share[j]);
+            fprintf(tab, ", \"allreduce_ms\": ");
+            nb_json_num(tab, ar_ms[j]);
+            fprintf(tab, ", \"allreduce_bytes\": %.0f", ar_bytes[j]);
         }
         if (b->vs_threads) {
-            printf(", \"one_process_ms\": ");
-            nb_json_num(stdout, solo_ms[j]);
-            printf(", \"vs_one_process\": ");
-            nb_json_num(stdout, med[j] / solo_ms[j]);
+            fprintf(tab, ", \"one_process_ms\": ");
+            nb_json_num(tab, solo_ms[j]);
+            fprintf(tab, ", \"vs_one_process\": ");
+            nb_json_num(tab, med[j] / solo_ms[j]);
         }
-        putchar('}');
+        fputc('}', tab);
         first = 0;
     }
     *first_p = first;
@@ -550,42 +560,46 @@ static void step_row(step_run *s, int bi, int i, double layer, double none, int 
 
 /* The GEMM floor (table format, one process): the step's GEMMs alone. */
 static void step_floor(step_run *s) {
+    FILE *tab = s->b->io.out;
     nb_bench *b = s->b;
     const int *norms = s->norms;
     const int nnorms = s->nnorms, fmt = s->fmt;
     double *med = s->med;
     if (fmt == FMT_TABLE && s->ngemm > 0 && b->dp)
-        printf("\n# the GEMM floor is not timed under mpirun (the ranks share the machine): time "
-               "it without mpirun\n");
+        fprintf(tab,
+                "\n# the GEMM floor is not timed under mpirun (the ranks share the machine): time "
+                "it without mpirun\n");
     if (fmt == FMT_TABLE && s->ngemm > 0 && !b->dp) {
         /* The same GEMMs alone, multi-threaded OpenBLAS, in this run. */
         double floor_ms = 0, fl = 0;
-        printf("\n# OpenBLAS sgemm alone on the step's GEMM shapes (batch %d), median of 5:\n",
-               s->gemm_batch);
-        printf("%-22s %6s %8s %6s %10s %9s\n", "gemm", "M", "N", "K", "ms", "GFLOP/s");
+        fprintf(tab,
+                "\n# OpenBLAS sgemm alone on the step's GEMM shapes (batch %d), median of 5:\n",
+                s->gemm_batch);
+        fprintf(tab, "%-22s %6s %8s %6s %10s %9s\n", "gemm", "M", "N", "K", "ms", "GFLOP/s");
         for (int g = 0; g < s->ngemm; g++) {
             const nb_gemm_shape *gs = &s->gemms[g];
             double t = nb_bench_time_sgemm(gs->M, gs->N, gs->K, 5) * gs->count;
             double f = 2.0 * gs->M * (double)gs->N * gs->K * gs->count;
             floor_ms += t;
             fl += f;
-            printf("%-22s %6d %8d %6d %10.3f %9.1f\n", gs->what, gs->M, gs->N, gs->K, t,
-                   f / (t * 1e-3) * 1e-9);
+            fprintf(tab, "%-22s %6d %8d %6d %10.3f %9.1f\n", gs->what, gs->M, gs->N, gs->K, t,
+                    f / (t * 1e-3) * 1e-9);
         }
-        printf("# GEMM floor: %.1f ms per step (%.1f GFLOP at %.1f GFLOP/s)\n", floor_ms, fl * 1e-9,
-               fl / (floor_ms * 1e-3) * 1e-9);
+        fprintf(tab, "# GEMM floor: %.1f ms per step (%.1f GFLOP at %.1f GFLOP/s)\n", floor_ms,
+                fl * 1e-9, fl / (floor_ms * 1e-3) * 1e-9);
         for (int i = 0; i < nnorms; i++)
             if (!isnan(med[i]))
-                printf("# %-*s step / floor = %.2fx; outside the floor: %.0f%% of the step\n",
-                       s->nw, nb_bench_row_name(b, norms[i]), med[i] / floor_ms,
-                       100.0 * (1 - floor_ms / med[i]));
+                fprintf(tab, "# %-*s step / floor = %.2fx; outside the floor: %.0f%% of the step\n",
+                        s->nw, nb_bench_row_name(b, norms[i]), med[i] / floor_ms,
+                        100.0 * (1 - floor_ms / med[i]));
     }
 }
 
 int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms,
                   const int *batches, int nbatches, int iters, int fmt) {
+    FILE *tab = b->io.out;
     step_run *s = calloc(1, sizeof *s);
-    if (!s) return nb_bench_fail("out of memory");
+    if (!s) return nb_bench_fail(&b->io, "out of memory");
     *s = (step_run){.b = b,
                     .task = task,
                     .norms = norms,
@@ -603,7 +617,7 @@ int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms
     if (step_alloc(s) != 0) {
         step_free(s);
         free(s);
-        return nb_bench_fail("out of memory");
+        return nb_bench_fail(&b->io, "out of memory");
     }
     for (int bi = 0; bi < nbatches; bi++) {
         nb_err err;
@@ -614,7 +628,7 @@ int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms
         if (failed) {
             step_free(s);
             free(s);
-            return nb_bench_report(&err);
+            return nb_bench_report(&b->io, &err);
         }
     }
     step_header(s);
@@ -628,7 +642,7 @@ int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms
         for (int i = 0; i < nnorms; i++)
             step_row(s, bi, i, layer, none, &first);
     }
-    if (fmt == FMT_JSON) printf("]}\n");
+    if (fmt == FMT_JSON) fprintf(tab, "]}\n");
     step_floor(s);
     step_free(s);
     free(s);

@@ -89,12 +89,13 @@ static void compare_dir(char *dir, size_t n) {
     if (snprintf(dir, n, "%s/compare/pytorch", exe) >= (int)n) snprintf(dir, n, "compare/pytorch");
 }
 
-static int refuse_torch(const char *python, const char *why) {
-    fprintf(stderr,
-            "error: 'bench step --against pytorch' needs Python 3 with PyTorch: %s\n"
-            "hint: apt-get install python3-torch (Debian's PyTorch for '/usr/bin/python3'), or set "
-            "NORMBENCH_PYTHON to a Python that has torch (now '%s')\n",
-            why, python);
+static int refuse_torch(const nb_bench_io *io, const char *python, const char *why) {
+    nb_bench_say(
+        io,
+        "error: 'bench step --against pytorch' needs Python 3 with PyTorch: %s\n"
+        "hint: apt-get install python3-torch (Debian's PyTorch for '/usr/bin/python3'), or set "
+        "NORMBENCH_PYTHON to a Python that has torch (now '%s')\n",
+        why, python);
     return NB_EXIT_FAIL;
 }
 
@@ -107,17 +108,19 @@ static int py_start(nb_bench *b, pyside *p, const nb_task *task, int threads) {
     snprintf(driver, sizeof driver, "%s/driver.py", dir);
     snprintf(script, sizeof script, "%s/%s.py", dir, task->name);
     if (access(driver, R_OK) != 0) {
-        fprintf(stderr,
-                "error: cannot read the PyTorch driver '%s'\nhint: run normbench from its source "
-                "tree, or set NORMBENCH_COMPARE_DIR to the compare/pytorch folder\n",
-                driver);
+        nb_bench_say(
+            &b->io,
+            "error: cannot read the PyTorch driver '%s'\nhint: run normbench from its source "
+            "tree, or set NORMBENCH_COMPARE_DIR to the compare/pytorch folder\n",
+            driver);
         return NB_EXIT_FAIL;
     }
     if (access(script, R_OK) != 0) {
-        fprintf(stderr,
-                "error: task '%s' has no PyTorch script ('%s')\nhint: a task joins the comparison "
-                "by adding compare/pytorch/%s.py (see compare/pytorch/driver.py)\n",
-                task->name, script, task->name);
+        nb_bench_say(
+            &b->io,
+            "error: task '%s' has no PyTorch script ('%s')\nhint: a task joins the comparison "
+            "by adding compare/pytorch/%s.py (see compare/pytorch/driver.py)\n",
+            task->name, script, task->name);
         return NB_EXIT_FAIL;
     }
     const char *python = getenv("NORMBENCH_PYTHON");
@@ -125,12 +128,12 @@ static int py_start(nb_bench *b, pyside *p, const nb_task *task, int threads) {
         python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     snprintf(th, sizeof th, "%d", threads);
     int in[2], out[2];
-    if (pipe(in) != 0) return nb_bench_fail("cannot create a pipe: %s", strerror(errno));
+    if (pipe(in) != 0) return nb_bench_fail(&b->io, "cannot create a pipe: %s", strerror(errno));
     if (pipe(out) != 0) {
         close(in[0]), close(in[1]);
-        return nb_bench_fail("cannot create a pipe: %s", strerror(errno));
+        return nb_bench_fail(&b->io, "cannot create a pipe: %s", strerror(errno));
     }
-    fflush(stdout);
+    fflush(b->io.out);
     fflush(stderr);
     /* the task's own options (mt's --model, --dim) go to the PyTorch side too, as --name=value
      * (a flag as --name), built before the fork */
@@ -164,8 +167,8 @@ static int py_start(nb_bench *b, pyside *p, const nb_task *task, int threads) {
         free(argv[k]);
     if (pid < 0) {
         close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-        return bad ? nb_bench_fail("out of memory")
-                   : nb_bench_fail("cannot start '%s': %s", python, strerror(errno));
+        return bad ? nb_bench_fail(&b->io, "out of memory")
+                   : nb_bench_fail(&b->io, "cannot start '%s': %s", python, strerror(errno));
     }
     close(in[0]);
     close(out[1]);
@@ -174,7 +177,7 @@ static int py_start(nb_bench *b, pyside *p, const nb_task *task, int threads) {
     p->from = fdopen(out[0], "r");
     if (!p->to || !p->from) {
         py_stop(p);
-        return nb_bench_fail("out of memory");
+        return nb_bench_fail(&b->io, "out of memory");
     }
     const char *l = py_read(p);
     if (!l) {
@@ -183,17 +186,18 @@ static int py_start(nb_bench *b, pyside *p, const nb_task *task, int threads) {
         p->pid = 0;
         py_stop(p);
         if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
-            return refuse_torch(python, "the Python interpreter could not be started");
-        return refuse_torch(python, "the PyTorch driver exited without a word");
+            return refuse_torch(&b->io, python, "the Python interpreter could not be started");
+        return refuse_torch(&b->io, python, "the PyTorch driver exited without a word");
     }
     if (strncmp(l, "error no-torch", 14) == 0) {
         char why[512];
         snprintf(why, sizeof why, "'import torch' failed (%s)", l[14] ? l + 15 : "");
         py_stop(p);
-        return refuse_torch(python, why);
+        return refuse_torch(&b->io, python, why);
     }
     if (strcmp(l, "hello normbench-compare 1") != 0) {
-        fprintf(stderr, "error: the PyTorch driver '%s' said '%s' instead of hello\n", driver, l);
+        nb_bench_say(&b->io, "error: the PyTorch driver '%s' said '%s' instead of hello\n", driver,
+                     l);
         py_stop(p);
         return NB_EXIT_FAIL;
     }
@@ -201,10 +205,11 @@ static int py_start(nb_bench *b, pyside *p, const nb_task *task, int threads) {
         if (strncmp(l, "settings ", 9) == 0)
             snprintf(p->settings, sizeof p->settings, "%s", l + 9);
         else if (strncmp(l, "error options ", 14) == 0) {
-            fprintf(stderr,
-                    "error: the PyTorch side of 'bench step %s' cannot take these options: %s\n"
-                    "hint: leave the option out, or time normbench alone (without --against)\n",
-                    task->name, l + 14);
+            nb_bench_say(
+                &b->io,
+                "error: the PyTorch side of 'bench step %s' cannot take these options: %s\n"
+                "hint: leave the option out, or time normbench alone (without --against)\n",
+                task->name, l + 14);
             py_stop(p);
             return NB_EXIT_USAGE;
         } else if (strncmp(l, "extra ", 6) == 0 && p->nextra < 8) {
@@ -218,7 +223,7 @@ static int py_start(nb_bench *b, pyside *p, const nb_task *task, int threads) {
     }
     if (!l) {
         py_stop(p);
-        return nb_bench_fail("the PyTorch driver '%s' exited before it was ready", driver);
+        return nb_bench_fail(&b->io, "the PyTorch driver '%s' exited before it was ready", driver);
     }
     return 0;
 }
@@ -273,27 +278,31 @@ static void cmp_free(cmp_run *c) {
 
 /* The table's heading. */
 static void cmp_header(cmp_run *c) {
+    FILE *tab = c->b->io.out;
     const nb_task *task = c->task;
     const int iters = c->iters, fmt = c->fmt, nw = c->nw;
     pyside *py = &c->py;
     if (fmt == FMT_TABLE) {
-        printf("# normbench: %s\n# pytorch:   %s\n", c->settings, py->settings);
-        printf("# %s: %d timed steps per row after >= 0.3 s of warm-up, normbench's and PyTorch's "
-               "instances interleaved in rounds of %d steps or %d ms;\n# ratio = PyTorch's "
-               "median / normbench's median (> 1: normbench is faster), and its 95%% bootstrap "
-               "interval\n",
-               task->name, iters, ROUND, ROUND_MS);
-        printf("%-6s %-*s %6s %12s %11s %8s %17s  %s\n", "task", nw, "norm", "batch",
-               "normbench_ms", "pytorch_ms", "ratio", "ratio_95%", "pytorch");
+        fprintf(tab, "# normbench: %s\n# pytorch:   %s\n", c->settings, py->settings);
+        fprintf(tab,
+                "# %s: %d timed steps per row after >= 0.3 s of warm-up, normbench's and PyTorch's "
+                "instances interleaved in rounds of %d steps or %d ms;\n# ratio = PyTorch's "
+                "median / normbench's median (> 1: normbench is faster), and its 95%% bootstrap "
+                "interval\n",
+                task->name, iters, ROUND, ROUND_MS);
+        fprintf(tab, "%-6s %-*s %6s %12s %11s %8s %17s  %s\n", "task", nw, "norm", "batch",
+                "normbench_ms", "pytorch_ms", "ratio", "ratio_95%", "pytorch");
     } else if (fmt == FMT_CSV) {
-        printf("task,norm,batch,pytorch_variant,normbench_ms,pytorch_ms,ratio,ratio_lo,ratio_hi,"
-               "steps,threads,settings,pytorch_settings,pytorch_model\n");
+        fprintf(tab,
+                "task,norm,batch,pytorch_variant,normbench_ms,pytorch_ms,ratio,ratio_lo,ratio_hi,"
+                "steps,threads,settings,pytorch_settings,pytorch_model\n");
     } else {
-        printf("{\"settings\": ");
-        nb_json_str(stdout, c->settings);
-        printf(", \"pytorch_settings\": ");
-        nb_json_str(stdout, py->settings);
-        printf(", \"threads\": %d, \"steps\": %d, \"results\": [", omp_get_max_threads(), iters);
+        fprintf(tab, "{\"settings\": ");
+        nb_json_str(tab, c->settings);
+        fprintf(tab, ", \"pytorch_settings\": ");
+        nb_json_str(tab, py->settings);
+        fprintf(tab, ", \"threads\": %d, \"steps\": %d, \"results\": [", omp_get_max_threads(),
+                iters);
     }
 }
 
@@ -402,6 +411,7 @@ static int cmp_rounds(cmp_run *c) {
 
 /* Row r at batch B: both medians, their ratio and its interval. */
 static void cmp_row_print(cmp_run *c, int r, int B, int *first_p) {
+    FILE *tab = c->b->io.out;
     nb_bench *b = c->b;
     const nb_task *task = c->task;
     const int *norms = c->norms;
@@ -431,8 +441,8 @@ static void cmp_row_print(cmp_run *c, int r, int B, int *first_p) {
     if (fmt == FMT_TABLE) {
         if (isnan(nmed)) {
             if (!w->variant)
-                printf("%-6s %-*s %6d %12s   (batch norm needs a batch of 2 or more)\n", task->name,
-                       nw, name, B, "-");
+                fprintf(tab, "%-6s %-*s %6d %12s   (batch norm needs a batch of 2 or more)\n",
+                        task->name, nw, name, B, "-");
             return;
         }
         char p[32], ra[32], ci[48];
@@ -442,43 +452,43 @@ static void cmp_row_print(cmp_run *c, int r, int B, int *first_p) {
             snprintf(ci, sizeof ci, "-");
         else
             snprintf(ci, sizeof ci, "[%.3f,%.3f]", lo, hi);
-        printf("%-6s %-*s %6d %12.3f %11s %8s %17s  %s\n", task->name, nw, name, B, nmed, p, ra, ci,
-               w->desc);
+        fprintf(tab, "%-6s %-*s %6d %12.3f %11s %8s %17s  %s\n", task->name, nw, name, B, nmed, p,
+                ra, ci, w->desc);
     } else if (fmt == FMT_CSV) {
         if (isnan(nmed)) return;
-        printf("%s,%s,%d,%s,%.4f,", task->name, name, B, w->variant ? w->variant : "", nmed);
+        fprintf(tab, "%s,%s,%d,%s,%.4f,", task->name, name, B, w->variant ? w->variant : "", nmed);
         if (!isnan(pmed))
-            printf("%.4f,%.4f,%.4f,%.4f", pmed, ratio, lo, hi);
+            fprintf(tab, "%.4f,%.4f,%.4f,%.4f", pmed, ratio, lo, hi);
         else
-            printf(",,,");
-        printf(",%d,%d,", iters, omp_get_max_threads());
-        nb_csv_field(stdout, c->settings);
-        putchar(',');
-        nb_csv_field(stdout, py->settings);
-        putchar(',');
-        nb_csv_field(stdout, w->desc);
-        putchar('\n');
+            fprintf(tab, ",,,");
+        fprintf(tab, ",%d,%d,", iters, omp_get_max_threads());
+        nb_csv_field(tab, c->settings);
+        fputc(',', tab);
+        nb_csv_field(tab, py->settings);
+        fputc(',', tab);
+        nb_csv_field(tab, w->desc);
+        fputc('\n', tab);
     } else {
         if (isnan(nmed)) return;
-        printf("%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"pytorch_variant\": ",
-               first ? "" : ", ", task->name, name, B);
+        fprintf(tab, "%s{\"task\": \"%s\", \"norm\": \"%s\", \"batch\": %d, \"pytorch_variant\": ",
+                first ? "" : ", ", task->name, name, B);
         if (w->variant)
-            nb_json_str(stdout, w->variant);
+            nb_json_str(tab, w->variant);
         else
-            printf("null");
-        printf(", \"normbench_ms\": ");
-        nb_json_num(stdout, nmed);
-        printf(", \"pytorch_ms\": ");
-        nb_json_num(stdout, pmed);
-        printf(", \"ratio\": ");
-        nb_json_num(stdout, ratio);
-        printf(", \"ratio_lo\": ");
-        nb_json_num(stdout, lo);
-        printf(", \"ratio_hi\": ");
-        nb_json_num(stdout, hi);
-        printf(", \"pytorch_model\": ");
-        nb_json_str(stdout, w->desc);
-        putchar('}');
+            fprintf(tab, "null");
+        fprintf(tab, ", \"normbench_ms\": ");
+        nb_json_num(tab, nmed);
+        fprintf(tab, ", \"pytorch_ms\": ");
+        nb_json_num(tab, pmed);
+        fprintf(tab, ", \"ratio\": ");
+        nb_json_num(tab, ratio);
+        fprintf(tab, ", \"ratio_lo\": ");
+        nb_json_num(tab, lo);
+        fprintf(tab, ", \"ratio_hi\": ");
+        nb_json_num(tab, hi);
+        fprintf(tab, ", \"pytorch_model\": ");
+        nb_json_str(tab, w->desc);
+        fputc('}', tab);
         first = 0;
     }
     *first_p = first;
@@ -486,8 +496,9 @@ static void cmp_row_print(cmp_run *c, int r, int B, int *first_p) {
 
 int nb_bench_against(nb_bench *b, const nb_task *task, const int *norms, int nnorms,
                      const int *batches, int nbatches, int iters, int fmt) {
+    FILE *tab = b->io.out;
     cmp_run *c = calloc(1, sizeof *c);
-    if (!c) return nb_bench_fail("out of memory");
+    if (!c) return nb_bench_fail(&b->io, "out of memory");
     *c = (cmp_run){
         .b = b, .task = task, .norms = norms, .nnorms = nnorms, .iters = iters, .fmt = fmt};
     nb_bench_settings_line(c->settings, sizeof c->settings);
@@ -508,7 +519,7 @@ int nb_bench_against(nb_bench *b, const nb_task *task, const int *norms, int nno
         py_stop(py);
         cmp_free(c);
         free(c);
-        return nb_bench_fail("out of memory");
+        return nb_bench_fail(&b->io, "out of memory");
     }
     for (int i = 0; i < nnorms; i++) {
         c->rows[c->nrows++] = (cmp_row){.norm = i};
@@ -542,14 +553,14 @@ int nb_bench_against(nb_bench *b, const nb_task *task, const int *norms, int nno
             cmp_free(c);
             free(c);
             if (failed == 2)
-                return nb_bench_fail("the PyTorch driver stopped answering (see above)");
-            return nb_bench_report(&err);
+                return nb_bench_fail(&b->io, "the PyTorch driver stopped answering (see above)");
+            return nb_bench_report(&b->io, &err);
         }
         for (int r = 0; r < c->nrows; r++)
             cmp_row_print(c, r, B, &first);
-        fflush(stdout);
+        fflush(tab);
     }
-    if (fmt == FMT_JSON) printf("]}\n");
+    if (fmt == FMT_JSON) fprintf(tab, "]}\n");
     py_stop(py);
     cmp_free(c);
     free(c);

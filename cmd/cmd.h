@@ -57,15 +57,23 @@ int nb_run_parse(int argc, const char **argv, nb_job *j);
  * the progress line, the dataset's fetch): nb_job_init, nb_run_parse, and the note on the BLAS
  * kernels. Returns as nb_run_parse; free j with nb_job_free either way. */
 int nb_run_job_build(int argc, const char **argv, nb_job *j);
+/* The same for a run resumed from its stored configuration config (nb_job_from_config), argv
+ * its recorded arguments (argv[0] = "run") with those of its host after them. Returns 0, or an
+ * exit status after the message. */
+int nb_run_job_from_config(const char *config, int argc, const char **argv, nb_job *j);
+/* The job of `run --resume ID --db DB` (from_scratch, quiet: its options), built from the store
+ * (nb_job_from_store) with the command's nb_job_io. Returns 0 or an exit status after the
+ * message; free j with nb_job_free either way. */
+int nb_run_job_resume(const char *db, int64_t id, int from_scratch, int quiet, nb_job *j);
 
 struct nb_train_cfg;
-/* The configuration of finished run id in store db, rebuilt from its recorded command line (the
- * strings live in *buf: free it, and cfg's task options with nb_task_opts_free, after use), and
- * the directory its model is kept in, and (ident not NULL) what that model must belong to (the
- * run and store, as a checkpoint: tasks/checkpoint.h). Prints its errors; returns 0,
+/* The configuration of finished run id in store db, rebuilt from its stored configuration
+ * (nb_job_from_config) into j->cfg (free j with nb_job_free after use; on failure it is freed),
+ * and the directory its model is kept in, and (ident not NULL) what that model must belong to
+ * (the run and store, as a checkpoint: tasks/checkpoint.h). Prints its errors; returns 0,
  * NB_EXIT_FAIL or NB_EXIT_USAGE. (cmd/cmd_run.c) */
-int nb_run_load_config(const char *db, int64_t id, struct nb_train_cfg *cfg, char **buf,
-                       char *model, size_t model_size, nb_ckpt_ident *ident);
+int nb_run_load_config(const char *db, int64_t id, nb_job *j, char *model, size_t model_size,
+                       nb_ckpt_ident *ident);
 
 /* `normbench help run TASK`: the common options and TASK's own, with defaults. */
 int nb_run_help_task(const char *name);

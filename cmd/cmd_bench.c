@@ -68,10 +68,16 @@ static const char bench_usage[] =
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
 static const char *const device_choices[] = {"cpu", "cuda", NULL};
 
+/* The benchmarks' messages: on stderr. */
+static void bench_say(void *ctx, const char *text) {
+    fputs(text, stderr);
+}
+
 int cmd_bench(int argc, const char **argv) {
     static nb_bench bench; /* large (the task's options, the labels): not on the stack */
     nb_bench *b = &bench;
     memset(b, 0, sizeof *b);
+    b->io = (nb_bench_io){.out = stdout, .say = bench_say}; /* the tables on stdout */
     const char *norms_arg = NULL, *batch_arg = NULL, *against = NULL;
     int fmt = FMT_TABLE, threads = 0, steps = 30, dtype = 0;
     static const char *const dtype_choices[] = {"fp32", "bf16", NULL};
@@ -199,8 +205,9 @@ int cmd_bench(int argc, const char **argv) {
     if (strcmp(pos[0], "kernels") == 0) {
         if (npos > 1) return nb_usage_error("bench", "unexpected argument '%s'", pos[1]);
         if (b->device)
-            return nb_bench_kernels_cuda(norms, nnorms, fmt, dtype ? NB_CUDA_BF16 : NB_CUDA_F32);
-        return nb_bench_kernels(norms, nnorms, fmt);
+            return nb_bench_kernels_cuda(&b->io, norms, nnorms, fmt,
+                                         dtype ? NB_CUDA_BF16 : NB_CUDA_F32);
+        return nb_bench_kernels(&b->io, norms, nnorms, fmt);
     }
     if (strcmp(pos[0], "step") != 0)
         return nb_usage_error("bench", "unknown benchmark '%s': use 'kernels' or 'step TASK'",

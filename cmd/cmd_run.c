@@ -526,14 +526,51 @@ int nb_run_check_args(int argc, const char **argv) {
     return rc;
 }
 
-int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf, char *model,
-                       size_t model_size, nb_ckpt_ident *ident) {
+/* The job's hosting options from a run's recorded arguments (nb_job_host_fn): --db, --data-dir,
+ * --threads, --quiet, --no-fetch, --device and --bn-sync, each as `run` parses it; every other
+ * option is passed over (with its value when it takes one). A recorded --data-dir wins over
+ * NORMBENCH_DATA, as it did for the run; without one, the default in force now. */
+static void host_from_args(int argc, const char **argv, nb_job *j) {
+    j->cfg.data_dir = nb_default_data_dir();
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) break;
+        if (strncmp(a, "--", 2) != 0) continue; /* the task */
+        char name[64];
+        const char *eq = strchr(a + 2, '='), *val = NULL;
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (len >= sizeof name) continue;
+        memcpy(name, a + 2, len);
+        name[len] = '\0';
+        int known = 0, flag = nb_run_opt_is_flag(name, &known);
+        if (!flag) val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        long long x;
+        if (strcmp(name, "quiet") == 0)
+            j->quiet = 1;
+        else if (strcmp(name, "no-fetch") == 0)
+            j->no_fetch = 1;
+        else if (strcmp(name, "bn-sync") == 0)
+            j->bn_sync = 1;
+        else if (strcmp(name, "data-dir") == 0 && val)
+            j->cfg.data_dir = val;
+        else if (strcmp(name, "db") == 0 && val)
+            j->db = val;
+        else if (strcmp(name, "device") == 0 && val)
+            j->cfg.device = strcmp(val, "cuda") == 0;
+        else if (strcmp(name, "threads") == 0 && val && nb_parse_int(val, &x) == 0 && x >= 1 &&
+                 x <= 1024)
+            j->threads = (int)x;
+    }
+}
+
+int nb_run_load_config(const char *db, int64_t id, nb_job *j, char *model, size_t model_size,
+                       nb_ckpt_ident *ident) {
     nb_err err;
     nb_err_clear(&err);
     nb_store *s = NULL;
     nb_run_detail *d = NULL;
     int rc = NB_EXIT_FAIL;
-    *buf = NULL;
+    nb_job_init(j, NULL);
     if (nb_store_open(&s, db, 1, &err) != 0 || nb_run_get(s, id, &d, &err) != 0) {
         nb_report_err(&err);
         goto out;
@@ -543,31 +580,22 @@ int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf
                d->info.status);
         goto out;
     }
-    const char *rec = NULL;
+    const char *rec = "";
     for (int i = 0; i < d->nparams; i++)
         if (strcmp(d->params[i].key, "argv") == 0) rec = d->params[i].value;
-    if (!rec || !(*buf = strdup(rec))) {
-        nb_die("run %lld has no recorded command line", (long long)id);
+    char *args = strdup(rec);
+    if (!args) {
+        nb_die("out of memory");
         goto out;
     }
-    const char *args[256];
-    int n = 0;
-    args[n++] = "run";
-    for (char *p = *buf; p && n < 250;) {
-        args[n++] = p;
-        p = strchr(p, '\x1f');
-        if (p) *p++ = '\0';
-    }
-    run_args a;
-    if (parse_run(n, args, &a) != 0) {
-        fprintf(stderr, "hint: run %lld's recorded command line no longer parses\n", (long long)id);
+    if (!d->config || nb_job_from_config(j, d->config, args, host_from_args, &err) != 0) {
+        if (!d->config) nb_errf(&err, "it has no stored configuration");
+        nb_die("run %lld's configuration cannot be rebuilt: %s", (long long)id, err.msg);
         rc = NB_EXIT_USAGE;
         goto out;
     }
-    *cfg = a.cfg;
     char ck[4096];
     if (nb_job_checkpoint_file(ck, sizeof ck, db, id, 0, &err) != 0) {
-        nb_task_opts_free(cfg);
         nb_report_err(&err);
         goto out;
     }
@@ -576,7 +604,6 @@ int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf
         /* what the run's kept model must belong to: as resume_prepare checks a checkpoint */
         char store_id[40];
         if (nb_store_id(s, store_id, sizeof store_id, &err) != 0) {
-            nb_task_opts_free(cfg);
             nb_report_err(&err);
             goto out;
         }
@@ -586,10 +613,7 @@ int nb_run_load_config(const char *db, int64_t id, nb_train_cfg *cfg, char **buf
 out:
     nb_run_detail_free(d);
     if (s) nb_store_close(s);
-    if (rc) {
-        free(*buf);
-        *buf = NULL;
-    }
+    if (rc) nb_job_free(j);
     return rc;
 }
 
@@ -616,7 +640,7 @@ int nb_run_parse(int argc, const char **argv, nb_job *j) {
     j->no_fetch = a.no_fetch;
     j->bn_sync = a.bn_sync;
     free(j->args);
-    j->args = join_argv(argc - 1, argv + 1); /* recorded, so that --resume can rebuild it */
+    j->args = join_argv(argc - 1, argv + 1); /* recorded (a resume reads its hosting options) */
     return 0;
 }
 
@@ -661,6 +685,30 @@ int nb_run_job_build(int argc, const char **argv, nb_job *j) {
     return rc;
 }
 
+int nb_run_job_from_config(const char *config, int argc, const char **argv, nb_job *j) {
+    nb_job_init(j, &run_io);
+    j->db = nb_default_db();
+    nb_buf b = {0};
+    for (int i = 1; i < argc; i++) { /* argv[0] is "run" */
+        if (i > 1) nb_buf_puts(&b, "\x1f");
+        nb_buf_puts(&b, argv[i]);
+    }
+    nb_err err;
+    nb_err_clear(&err);
+    char *args = nb_buf_take(&b);
+    if (!args) return nb_die("out of memory");
+    if (nb_job_from_config(j, config, args, host_from_args, &err) != 0) return nb_report_err(&err);
+    nb_note_blas_core();
+    return 0;
+}
+
+int nb_run_job_resume(const char *db, int64_t id, int from_scratch, int quiet, nb_job *j) {
+    nb_job_init(j, &run_io);
+    int rc = nb_job_from_store(j, db, id, from_scratch, quiet, host_from_args);
+    if (rc == 0) nb_note_blas_core();
+    return rc;
+}
+
 /* `run --resume RUN [--db FILE] [--quiet] [--from-scratch]`: the job from the store. */
 static int resume_job(int argc, const char **argv, nb_job *j) {
     int64_t resume_id = 0;
@@ -680,7 +728,7 @@ static int resume_job(int argc, const char **argv, nb_job *j) {
         return prc;
     }
     j->db = nb_default_db(); /* where the run is read from when --db is not given */
-    return nb_job_from_store(j, db, resume_id, from_scratch, quiet, nb_run_parse);
+    return nb_job_from_store(j, db, resume_id, from_scratch, quiet, host_from_args);
 }
 
 /* `run`: the job from the command line or the store, executed. */

@@ -52,23 +52,22 @@ int cmd_sample(int argc, const char **argv) {
     nb_err_clear(&err);
     /* --out: only a regular file or a new name (util/outpath.h), checked before any work */
     if (outp && nb_out_check(outp, "--out", NULL, &err)) return nb_report_err(&err);
-    nb_train_cfg cfg;
+    nb_job job;
     nb_ckpt_ident want;
-    char *buf = NULL, model[4200];
-    rc = nb_run_load_config(db ? db : nb_default_db(), id, &cfg, &buf, model, sizeof model, &want);
+    char model[4200];
+    rc = nb_run_load_config(db ? db : nb_default_db(), id, &job, model, sizeof model, &want);
     if (rc) return rc;
+    nb_train_cfg cfg = job.cfg; /* its strings and task options live in job */
     const nb_task *task = nb_task_find(cfg.task);
     if (!task->sample) {
-        nb_task_opts_free(&cfg);
-        free(buf);
+        nb_job_free(&job);
         return nb_die("run %lld is a '%s' run: only language-model runs (task lm) sample", id,
                       cfg.task);
     }
     size_t len = 0;
     char *text = task->sample(&cfg, model, &want, prompt, (long)tokens, temperature, (uint64_t)seed,
                               &len, &err);
-    nb_task_opts_free(&cfg);
-    free(buf);
+    nb_job_free(&job);
     if (!text) return nb_report_err(&err);
     rc = NB_EXIT_OK;
     if (outp) {

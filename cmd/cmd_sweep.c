@@ -1,7 +1,7 @@
 /* cmd/cmd_sweep.c — `normbench sweep TASK --norms LIST --seeds N [run options]`: the product of
- * norms, seeds and any run option given as a comma-separated list, each job a `normbench run`
- * child process recorded with the tag sweep=KEY, so that a sweep run again skips what already
- * finished. */
+ * norms, seeds and any run option given as a comma-separated list, each job a run (run/job.h)
+ * built and executed in a child process (under MPI: on a rank), recorded with the tag sweep=KEY,
+ * so that a sweep run again skips what already finished. */
 #include "cmd/cmd.h"
 
 #include <errno.h>
@@ -78,7 +78,6 @@ typedef struct job {
     int state;  /* J_* */
     int waited; /* seen held by another process */
     int64_t run;
-    char runbuf[24];
 } job;
 
 /* A job's state in this sweep. */
@@ -139,57 +138,56 @@ static const char *plan_note(const nb_job_state *js, const char *db, char *buf, 
     return buf;
 }
 
-/* The command line of job jb from cargv[1] on (cargv[0] = "normbench"): `run --resume` of its
- * run when it has one (from the checkpoint, or over from step 0 when it has none), else a new
- * run tagged sweep=KEY (tag: room for it). threads_buf NULL: no --threads. Returns the count. */
+/* The `run` arguments of job jb as a new run (args[0] = "run"), tagged sweep=KEY (tag: room for
+ * it), recorded into db, quiet; threads_buf NULL: no --threads. Returns the count. */
 static int job_argv(job *jb, const char *db, const char *threads_buf, char *tag, size_t tag_size,
-                    const char **cargv) {
+                    const char **args) {
     snprintf(tag, tag_size, "sweep=%s", jb->key);
     int c = 0;
-    cargv[c++] = "normbench";
-    if (jb->run) {
-        snprintf(jb->runbuf, sizeof jb->runbuf, "%lld", (long long)jb->run);
-        cargv[c++] = "run";
-        cargv[c++] = "--resume";
-        cargv[c++] = jb->runbuf;
-        if (!has_checkpoint(db, jb->run)) cargv[c++] = "--from-scratch";
-        cargv[c++] = "--db";
-        cargv[c++] = db;
-        cargv[c++] = "--quiet";
-    } else {
-        for (int i = 0; i < jb->argc; i++)
-            cargv[c++] = jb->argv[i];
-        cargv[c++] = "--db";
-        cargv[c++] = db;
-        if (threads_buf) {
-            cargv[c++] = "--threads";
-            cargv[c++] = threads_buf;
-        }
-        cargv[c++] = "--quiet";
-        cargv[c++] = "--tag";
-        cargv[c++] = tag;
-        if (jb->variant[0]) {
-            cargv[c++] = "--variant";
-            cargv[c++] = jb->variant;
-        }
+    for (int i = 0; i < jb->argc; i++)
+        args[c++] = jb->argv[i];
+    args[c++] = "--db";
+    args[c++] = db;
+    if (threads_buf) {
+        args[c++] = "--threads";
+        args[c++] = threads_buf;
     }
-    cargv[c] = NULL;
+    args[c++] = "--quiet";
+    args[c++] = "--tag";
+    args[c++] = tag;
+    if (jb->variant[0]) {
+        args[c++] = "--variant";
+        args[c++] = jb->variant;
+    }
+    args[c] = NULL;
     return c;
 }
 
-/* Starts job jb as a child process (job_argv). Returns the child's pid, or -1. */
-static pid_t start_job(job *jb, const char *db, const char *threads_buf,
+/* Job jb as a job of this process: its run resumed from the store when it has one (from the
+ * checkpoint, or over from step 0 when it has none), else a new run from its arguments
+ * (job_argv's, tagged sweep=KEY: tag gives them room), quiet. Returns 0, or an exit status
+ * after the message. */
+static int build_job(job *jb, const char *db, const char *threads_buf, char *tag, size_t tag_size,
+                     nb_job *j) {
+    if (jb->run) return nb_run_job_resume(db, jb->run, !has_checkpoint(db, jb->run), 1, j);
+    const char *args[MAXARGV + 10];
+    int n = job_argv(jb, db, threads_buf, tag, tag_size, args);
+    return nb_run_job_build(n, args, j);
+}
+
+/* Starts job jb in a child process, which builds it (build_job) and executes it: a job of its
+ * own, its messages on stderr, its stdout to /dev/null, the signals as `run` takes them. The
+ * store (*store, open) is closed across the fork and opened again, so that no SQLite connection
+ * is in the child (it opens its own). Returns the child's pid, or -1 (*store may then be NULL:
+ * the caller's store failed, said). */
+static pid_t start_job(job *jb, const char *db, const char *threads_buf, nb_store **store,
                        const struct sigaction *old_int, const struct sigaction *old_term,
                        const struct sigaction *old_hup) {
-    char tag[2100];
-    const char *cargv[MAXARGV + 10];
-    job_argv(jb, db, threads_buf, tag, sizeof tag, cargv);
+    nb_store_close(*store);
+    *store = NULL;
+    fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "error: cannot start a job: %s\n", strerror(errno));
-        return -1;
-    }
     if (pid == 0) {
         sigaction(SIGINT, old_int, NULL);
         sigaction(SIGTERM, old_term, NULL);
@@ -197,11 +195,20 @@ static pid_t start_job(job *jb, const char *db, const char *threads_buf,
         /* the job's own "run N STATUS" line would mix into the sweep's results */
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
-        execv("/proc/self/exe", (char *const *)cargv);
-        fprintf(stderr, "error: cannot run '/proc/self/exe': %s\n", strerror(errno));
-        _exit(127);
+        char tag[2100];
+        nb_job j;
+        int code = build_job(jb, db, threads_buf, tag, sizeof tag, &j);
+        if (code == 0) code = nb_job_exec(&j);
+        nb_job_free(&j);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(code < 0 ? NB_EXIT_OK : code);
     }
-    return pid;
+    if (pid < 0) fprintf(stderr, "error: cannot start a job: %s\n", strerror(errno));
+    nb_err err;
+    nb_err_clear(&err);
+    if (nb_store_open(store, db, 0, &err) != 0) nb_report_err(&err);
+    return *store ? pid : -1;
 }
 
 /* Tries to claim job jb in the store for this sweep: returns 1 when claimed (jb->run set to
@@ -280,7 +287,9 @@ typedef struct own_job {
 static int rank_job(int argc, const char **argv, const nb_mpi_job *mj, const char *ckpt,
                     const nb_run_rec *rec, volatile sig_atomic_t *stop) {
     nb_job j;
-    int code = nb_run_job_build(argc, argv, &j);
+    /* a new run from the sweep's arguments; a resumed one from its stored configuration */
+    int code = mj->config && mj->config[0] ? nb_run_job_from_config(mj->config, argc, argv, &j)
+                                           : nb_run_job_build(argc, argv, &j);
     if (code == 0) {
         nb_job_host(&j, rec, stop, mj->resume_run, mj->resume_step, &mj->ident, ckpt);
         code = nb_job_exec(&j);
@@ -297,9 +306,10 @@ static void *own_main(void *p) {
 }
 
 /* What job j runs (for rank 0's thread or another rank): its `run` arguments into args (*buf
- * holds them), and for a run to resume, the claim of it (rank 0 is the process that records it)
- * and its checkpoint's path (NULL: it starts over). Returns the count of args, or -1 (the job
- * failed here). */
+ * holds them); for a run to resume, its stored configuration (mj->config, newly allocated, which
+ * it is built from) and recorded arguments (for how it is hosted), the claim of it (rank 0 is the
+ * process that records it) and its checkpoint's path (NULL: it starts over). Returns the count
+ * of args, or -1 (the job failed here). */
 static int prepare_job(nb_store *store, job *jb, const char *db, const char *threads_buf,
                        nb_mpi_job *mj, const char **args, char **buf, char *ckpt, size_t size) {
     nb_err err;
@@ -307,10 +317,10 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     *buf = NULL;
     mj->resume_run = 0;
     mj->ckpt = NULL;
+    mj->config = NULL;
     if (!jb->run) {
         static char tag[2100]; /* rank 0's thread is done with the last one's */
-        int n = job_argv(jb, db, threads_buf, tag, sizeof tag, args) - 1;
-        memmove(args, args + 1, sizeof *args * (size_t)(n + 1));
+        int n = job_argv(jb, db, threads_buf, tag, sizeof tag, args);
         *buf = strdup(tag); /* the thread's own copy */
         for (int i = 0; i < n && *buf; i++)
             if (args[i] == tag) args[i] = *buf;
@@ -319,17 +329,20 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     int64_t step = 0;
     int nargs = 0;
     int scratch = !has_checkpoint(db, jb->run);
-    if (nb_job_resume_prepare(store, db, jb->run, scratch, buf, ckpt, size, &step, &mj->ident, NULL,
-                              NULL, &err) != 0)
+    if (nb_job_resume_prepare(store, db, jb->run, scratch, buf, &mj->config, ckpt, size, &step,
+                              &mj->ident, NULL, NULL, &err) != 0)
         return nb_report_err(&err), -1;
-    nargs = nb_job_split_args(*buf, args, 1, 251) - 1;
+    nargs = (*buf)[0] ? nb_job_split_args(*buf, args, 1, 251) - 1 : 0;
     if (nb_run_resume(store, jb->run, step, &err) != 0) {
         free(*buf);
-        *buf = NULL;
+        free(mj->config);
+        *buf = mj->config = NULL;
         return nb_report_err(&err), -1;
     }
     args[0] = "run";
     int n = nargs + 1;
+    args[n++] = "--db"; /* the hosting options in force: it records into this store, quietly */
+    args[n++] = db;
     args[n++] = "--quiet";
     args[n] = NULL;
     mj->resume_run = jb->run;
@@ -358,6 +371,7 @@ static int give_job(nb_store *store, job *jobs, long j, int r, const char *db,
         if (len < 0) {
             free(bytes);
             free(buf);
+            free(mj.config);
             fprintf(stderr, "error: cannot read checkpoint '%s'\n", ckpt);
             return -1;
         }
@@ -374,6 +388,7 @@ static int give_job(nb_store *store, job *jobs, long j, int r, const char *db,
     nb_buf_free(&joined);
     free(bytes);
     free(buf);
+    free(mj.config);
     return rc;
 }
 
@@ -466,6 +481,7 @@ static int run_jobs_mpi(nb_store *store, job *jobs, long total, const char *db,
             long j = pick_job(store, jobs, total, &next, rescan, &waiting, &store_failed);
             if (j >= 0) {
                 free(own->buf);
+                free(own->mj.config);
                 own->argc = prepare_job(store, &jobs[j], db, threads_buf, &own->mj, own->argv,
                                         &own->buf, own_ckpt, sizeof own_ckpt);
                 own->j = j;
@@ -581,6 +597,7 @@ static int run_jobs_mpi(nb_store *store, job *jobs, long total, const char *db,
     pthread_mutex_unlock(&store_mu);
     free(started);
     free(own->buf);
+    free(own->mj.config);
     free(busy), free(which), free(hosts), free(own);
     return store_failed;
 }
@@ -704,12 +721,19 @@ static int run_jobs(job *jobs, long total, const char *db, int dry, int jobs_n, 
             int slot = 0;
             while (pids[slot])
                 slot++;
-            pid_t pid = start_job(jb, db, threads_buf, &old_int, &old_term, &old_hup);
-            if (pid < 0) {
+            pid_t pid = start_job(jb, db, threads_buf, &store, &old_int, &old_term, &old_hup);
+            if (pid < 0 && store) {
                 jb->state = J_FAILED;
                 nb_job_release(store, jb->key, &err);
                 sweep_stop = 1;
                 break;
+            }
+            if (!store) { /* the store could not be opened again: wait for what runs */
+                store_failed = 1;
+                if (pid < 0) {
+                    jb->state = J_FAILED;
+                    break;
+                }
             }
             pids[slot] = pid;
             which[slot] = j;
@@ -750,7 +774,7 @@ static int run_jobs(job *jobs, long total, const char *db, int dry, int jobs_n, 
                 jb->state = code == 0 ? J_FINISHED_NOW : J_FAILED;
                 fprintf(stderr, "[%ld/%ld] %s (exit %d): normbench run %s\n", which[s] + 1, total,
                         code == 0 ? "finished" : "did not finish", code, jb->key);
-                if (nb_job_release(store, jb->key, &err) != 0) {
+                if (store && nb_job_release(store, jb->key, &err) != 0) {
                     nb_report_err(&err);
                     nb_err_clear(&err);
                 }

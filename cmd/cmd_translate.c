@@ -107,15 +107,15 @@ int cmd_translate(int argc, const char **argv) {
     if (rc) return rc;
     long long id;
     if ((rc = nb_parse_run_operand("translate", npos, pos, &id)) != 0) return rc;
-    nb_train_cfg cfg;
+    nb_job job;
     nb_ckpt_ident want;
-    char *buf = NULL, model[4200];
-    rc = nb_run_load_config(db ? db : nb_default_db(), id, &cfg, &buf, model, sizeof model, &want);
+    char model[4200];
+    rc = nb_run_load_config(db ? db : nb_default_db(), id, &job, model, sizeof model, &want);
     if (rc) return rc;
+    nb_train_cfg cfg = job.cfg; /* its strings and task options live in job */
     const nb_task *task = nb_task_find(cfg.task);
     if (!task->translate_open) {
-        nb_task_opts_free(&cfg);
-        free(buf);
+        nb_job_free(&job);
         return nb_die("run %lld is a '%s' run: only translation runs (task mt) translate", id,
                       cfg.task);
     }
@@ -128,8 +128,7 @@ int cmd_translate(int argc, const char **argv) {
     void *tr = task->translate_open(&cfg, model, &want, batch_tokens, &lim, &err);
     if (!tr) {
         rc = nb_report_err(&err);
-        nb_task_opts_free(&cfg);
-        free(buf);
+        nb_job_free(&job);
         return rc;
     }
     char *lines[WINDOW], *out[WINDOW];
@@ -201,7 +200,6 @@ int cmd_translate(int argc, const char **argv) {
     for (int i = 0; i < WINDOW; i++)
         free(lines[i]);
     task->translate_close(tr);
-    nb_task_opts_free(&cfg);
-    free(buf);
+    nb_job_free(&job);
     return rc;
 }

@@ -212,8 +212,15 @@ static int run_command(int argc, const char **argv) {
     return finish_stdout(c->fn(argc - 1, argv + 1));
 }
 
+/* The MPI layer's messages (run/mpi.h): on stderr. */
+static void mpi_say(void *ctx, const char *text) {
+    (void)ctx;
+    fputs(text, stderr);
+}
+
 int main(int argc, const char **argv) {
     fix_runtime_env((char **)argv);
+    nb_mpi_set_say(mpi_say, NULL);
     /* under mpirun or srun (or with --mpi): one rank of a sweep or a data-parallel run */
     if (nb_mpi_start(&argc, argv) != 0) return NB_EXIT_FAIL;
     return nb_mpi_end(run_command(argc, argv));

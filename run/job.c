@@ -23,6 +23,7 @@
 #include "tasks/checkpoint.h"
 #include "tasks/task.h"
 #include "util/json.h"
+#include "util/num.h"
 
 static const char *const bias_choices[] = {"standard", "none", "kiros", NULL};
 
@@ -45,11 +46,12 @@ typedef struct run_ctx {
     const char *tag, *variant;
     char model_label[128]; /* the task's model label (tag "model"), "" when it has none */
     const char *db;        /* the store's path: checkpoints live beside it */
-    const char *argv_rec;  /* the command line, recorded so that --resume can rebuild it */
-    char ckpt[4096];       /* this run's checkpoint file, once known */
-    char model[4096];      /* this run's model directory, once made */
-    char store_id[40];     /* the store's id, recorded in every checkpoint */
-    nb_ckpt_ident ident;   /* what this run's checkpoints belong to, once known */
+    const char
+        *argv_rec;     /* the command line, recorded (shown; a resume reads its hosting options) */
+    char ckpt[4096];   /* this run's checkpoint file, once known */
+    char model[4096];  /* this run's model directory, once made */
+    char store_id[40]; /* the store's id, recorded in every checkpoint */
+    nb_ckpt_ident ident; /* what this run's checkpoints belong to, once known */
     int have_ident;
     int quiet;
     const nb_job_io *io; /* the job's messages and progress */
@@ -378,13 +380,189 @@ static int64_t config_bn_groups(const char *json) {
     return per_rank && ranks > 1 ? ranks : 1;
 }
 
+/* ---- a configuration read back from the store ------------------------------------------------ */
+
+/* The stored configuration's member key as a number, an integer or one of two names (the
+ * one meaning 1 first), into *out; -1 with err naming the key when it is missing or not such. */
+static int stored_num(const nb_json_object *o, const char *key, double *out, nb_err *err) {
+    const char *v = nb_json_get(o, key);
+    if (!v) return nb_errf(err, "its stored configuration has no '%s'", key);
+    if (nb_json_get_str(o, key) || nb_parse_double(v, out) != 0)
+        return nb_errf(err, "its stored configuration's '%s' is not a number: %s", key, v);
+    return 0;
+}
+static int stored_int(const nb_json_object *o, const char *key, int64_t lo, int64_t hi,
+                      int64_t *out, nb_err *err) {
+    long long x;
+    if (!nb_json_get(o, key)) return nb_errf(err, "its stored configuration has no '%s'", key);
+    if (!nb_json_get_int(o, key, &x) || x < lo || x > hi)
+        return nb_errf(err, "its stored configuration's '%s' is not a valid integer: %s", key,
+                       nb_json_get(o, key));
+    *out = x;
+    return 0;
+}
+static int stored_int32(const nb_json_object *o, const char *key, int *out, nb_err *err) {
+    int64_t x;
+    if (stored_int(o, key, INT32_MIN, INT32_MAX, &x, err) != 0) return -1;
+    *out = (int)x;
+    return 0;
+}
+static int stored_two(const nb_json_object *o, const char *key, const char *one, const char *zero,
+                      int *out, nb_err *err) {
+    const char *s = nb_json_get_str(o, key);
+    if (!nb_json_get(o, key)) return nb_errf(err, "its stored configuration has no '%s'", key);
+    if (!s || (strcmp(s, one) != 0 && strcmp(s, zero) != 0))
+        return nb_errf(err, "its stored configuration's '%s' is neither %s nor %s: %s", key, one,
+                       zero, nb_json_get(o, key));
+    *out = strcmp(s, one) == 0;
+    return 0;
+}
+
+/* The options every task shares, from the stored configuration o into cfg (after the task's
+ * defaults, which they replace). Returns 0, or -1 with err. */
+static int stored_common(const nb_json_object *o, const nb_task *t, nb_train_cfg *cfg,
+                         nb_err *err) {
+    nb_norm_cfg *n = &cfg->norm;
+    nb_adam_cfg *a = &cfg->adam;
+    int64_t seed, steps;
+    int bias = -1;
+    const char *s;
+    if (stored_num(o, "eps", &n->eps, err) ||
+        stored_two(o, "eps_placement", "outside-sqrt", "inside-sqrt", &n->eps_outside, err) ||
+        stored_num(o, "p", &n->p, err) ||
+        stored_two(o, "p_rounding", "floor", "ceil", &n->p_floor, err) ||
+        stored_num(o, "bn_momentum", &n->bn_momentum, err) ||
+        stored_two(o, "bn_batch_variance", "unbiased", "biased", &n->bn_unbiased_batch, err) ||
+        stored_two(o, "bn_running_variance", "unbiased", "biased", &n->bn_unbiased_running, err) ||
+        stored_two(o, "wn_init", "data-dependent", "plain", &n->wn_data_init, err) ||
+        stored_num(o, "lr", &a->lr, err) || stored_num(o, "beta1", &a->beta1, err) ||
+        stored_num(o, "beta2", &a->beta2, err) || stored_num(o, "adam_eps", &a->eps, err) ||
+        stored_two(o, "adam_eps_placement", "inside-sqrt", "outside-sqrt", &a->eps_inside, err) ||
+        stored_two(o, "adam_eps_on", "corrected-v", "raw-v", &a->eps_corrected, err) ||
+        stored_num(o, "clip_global", &cfg->clip, err) ||
+        stored_int(o, "seed", 0, INT64_MAX, &seed, err) ||
+        stored_int32(o, "epochs", &cfg->epochs, err) ||
+        stored_int(o, "steps", 0, INT64_MAX, &steps, err) ||
+        stored_int32(o, "batch", &cfg->batch, err) ||
+        stored_int32(o, "eval_batch", &cfg->eval_batch, err) ||
+        stored_int32(o, "subset", &cfg->subset, err) ||
+        stored_int32(o, "log_every", &cfg->log_every, err) ||
+        stored_int32(o, "threads", &cfg->threads, err) ||
+        stored_two(o, "denormals", "flushed-to-zero", "ieee", &cfg->flush_denormals, err))
+        return -1;
+    cfg->seed = (uint64_t)seed;
+    cfg->steps = steps;
+    s = nb_json_get_str(o, "adam_bias_correction");
+    for (int i = 0; s && bias_choices[i]; i++)
+        if (strcmp(bias_choices[i], s) == 0) bias = i;
+    if (bias < 0)
+        return nb_errf(err, "its stored configuration's 'adam_bias_correction' is not valid: %s",
+                       s ? s : "(none)");
+    a->bias = (nb_adam_bias)bias;
+    const nb_norm_def *nd = nb_norm_get(n->kind);
+    if (nd->nscalars > 0) { /* the scalars' initial value (DyT's alpha, "dyt_alpha") */
+        char key[64];
+        snprintf(key, sizeof key, "%s_%s", nd->name, nd->scalar_name);
+        if (stored_num(o, key, &n->dyt_alpha, err) != 0) return -1;
+    }
+    if (!t->activation) { /* else the task's own, whatever cfg->act says */
+        nb_act_kind act;
+        s = nb_json_get_str(o, "activation");
+        if (!s || nb_act_from_name(s, &act) != 0)
+            return nb_errf(err, "its stored configuration's 'activation' is not valid: %s",
+                           s ? s : "(none)");
+        cfg->act = act;
+    }
+    return 0;
+}
+
+/* Whether cfg, rebuilt from the stored configuration o, writes it again: every member the same
+ * (but data_dir and threads, which the process hosting a run chooses, and what a data-parallel
+ * run adds: its ranks, hosts and BatchNorm statistics), none missing, none left over. Returns
+ * 0, or -1 with err naming the first that differs. */
+static int stored_same(const nb_json_object *o, const nb_train_cfg *cfg, nb_err *err) {
+    char *json = config_json(cfg, 0);
+    if (!json) return nb_errf(err, "out of memory");
+    nb_json_object r;
+    int rc = nb_json_read_object(json, &r) == 0 ? 0 : nb_errf(err, "out of memory");
+    static const char *const host[] = {"data_dir", "threads",       "ranks",
+                                       "hosts",    "bn_statistics", NULL};
+    for (int i = 0; !rc && i < r.n; i++) {
+        const nb_json_member *m = &r.kv[i];
+        int skip = 0;
+        for (int k = 0; host[k]; k++)
+            skip |= strcmp(host[k], m->key) == 0;
+        const char *v = nb_json_get(o, m->key);
+        if (!skip &&
+            (!v || strcmp(v, m->value) != 0 || !nb_json_get_str(o, m->key) != !m->is_string))
+            rc = nb_errf(err,
+                         "its stored configuration does not make the same run again: '%s' is %s "
+                         "stored, %s rebuilt",
+                         m->key, v ? v : "missing", m->value);
+    }
+    for (int i = 0; !rc && i < o->n; i++) {
+        int known = nb_json_get(&r, o->kv[i].key) != NULL;
+        for (int k = 0; host[k]; k++)
+            known |= strcmp(host[k], o->kv[i].key) == 0;
+        if (!known)
+            rc = nb_errf(err,
+                         "its stored configuration has '%s', which this normbench does not know",
+                         o->kv[i].key);
+    }
+    nb_json_object_free(&r);
+    free(json);
+    return rc;
+}
+
+int nb_job_from_config(nb_job *j, const char *config, char *args, nb_job_host_fn host,
+                       nb_err *err) {
+    nb_train_cfg *cfg = &j->cfg;
+    /* the recorded arguments: only for how the process hosting the run is set up */
+    free(j->strings);
+    free((void *)j->argv_store);
+    j->strings = args;
+    j->argv_store = NULL;
+    int argc = args ? 1 : 0;
+    for (const char *p = args; p && *p; p++)
+        argc += *p == '\x1f';
+    const char **argv = malloc(sizeof *argv * (size_t)(argc + 1));
+    if (!argv) return nb_errf(err, "out of memory");
+    j->argv_store = argv;
+    argc = args ? nb_job_split_args(args, argv, 0, argc) : 0;
+    argv[argc] = NULL;
+
+    nb_json_object_free(&j->stored);
+    if (nb_json_read_object(config, &j->stored) != 0)
+        return nb_errf(err, "its stored configuration is not a JSON object");
+    const nb_json_object *o = &j->stored;
+    const char *task = nb_json_get_str(o, "task"), *norm = nb_json_get_str(o, "norm");
+    const nb_task *t = task ? nb_task_find(task) : NULL;
+    nb_norm_kind kind;
+    if (!t) return nb_errf(err, "its stored configuration names no task of this normbench");
+    if (!norm || nb_norm_from_name(norm, &kind) != 0)
+        return nb_errf(err, "its stored configuration names no norm of this normbench");
+    nb_task_opts_free(cfg);
+    memset(cfg, 0, sizeof *cfg);
+    cfg->task = t->name;
+    cfg->norm.kind = kind;
+    /* the dataset first: a task's defaults may depend on it (mt's BPE merges) */
+    cfg->dataset = nb_json_get_str(o, "dataset");
+    if (!cfg->dataset) return nb_errf(err, "its stored configuration has no 'dataset'");
+    if (nb_task_configure_stored(t, cfg, kind, o, err) != 0 || stored_common(o, t, cfg, err) != 0)
+        return -1;
+    cfg->data_dir = NULL;
+    if (host) host(argc, argv, j);
+    if (!cfg->data_dir) cfg->data_dir = nb_json_get_str(o, "data_dir");
+    return stored_same(o, cfg, err);
+}
+
 int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **args,
-                          char *ckpt, size_t ckpt_size, int64_t *ckpt_step, nb_ckpt_ident *ident,
-                          int64_t *ranks, int64_t *bn_groups, nb_err *err) {
+                          char **config, char *ckpt, size_t ckpt_size, int64_t *ckpt_step,
+                          nb_ckpt_ident *ident, int64_t *ranks, int64_t *bn_groups, nb_err *err) {
     nb_store *s = open;
     nb_run_detail *d = NULL;
     int rc = NB_EXIT_FAIL;
-    *args = NULL;
+    *args = *config = NULL;
     if ((!s && nb_store_open(&s, db, 1, err) != 0) || nb_run_get(s, id, &d, err) != 0) goto out;
     if (strcmp(d->info.status, "finished") == 0) {
         nb_errf(err, "run %lld finished already: there is nothing to resume", (long long)id);
@@ -397,11 +575,13 @@ int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_s
                 (long long)id, (long long)d->info.pid, d->info.host);
         goto out;
     }
-    const char *rec = NULL;
+    /* the recorded command line: how the process hosting the run was set up (--data-dir,
+     * --threads, ...); a run recorded without one is hosted as the defaults say */
+    const char *rec = "";
     for (int i = 0; i < d->nparams; i++)
         if (strcmp(d->params[i].key, "argv") == 0) rec = d->params[i].value;
-    if (!rec) {
-        nb_errf(err, "run %lld has no recorded command line: it cannot be resumed", (long long)id);
+    if (!d->config || !d->config[0]) {
+        nb_errf(err, "run %lld has no stored configuration: it cannot be resumed", (long long)id);
         goto out;
     }
     char store_id[40];
@@ -429,7 +609,10 @@ int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_s
         *ckpt_step = st.step;
     }
     *args = strdup(rec);
-    if (!*args) {
+    *config = strdup(d->config);
+    if (!*args || !*config) {
+        free(*args), free(*config);
+        *args = *config = NULL;
         nb_errf(err, "out of memory");
         goto out;
     }
@@ -486,6 +669,7 @@ void nb_job_init(nb_job *j, const nb_job_io *io) {
 
 void nb_job_free(nb_job *j) {
     nb_task_opts_free(&j->cfg);
+    nb_json_object_free(&j->stored);
     free(j->args);
     free(j->strings);
     free((void *)j->argv_store);
@@ -496,15 +680,16 @@ void nb_job_free(nb_job *j) {
 
 /* ---- from the store ------------------------------------------------------------------------ */
 
-/* A data-parallel resume: rank 0's findings (rrc, *args, the checkpoint's step, identity and
- * training) and the checkpoint's bytes to every rank. Returns an exit status. */
-static int share_resume(nb_job *j, int rrc, char **args) {
+/* A data-parallel resume: rank 0's findings (rrc, *args, *config, the checkpoint's step,
+ * identity and training) and the checkpoint's bytes to every rank. Returns an exit status. */
+static int share_resume(nb_job *j, int rrc, char **args, char **config) {
     const int dp_rank = nb_mpi_rank();
     nb_mpi_resume sh;
     memset(&sh, 0, sizeof sh);
     sh.rc = rrc;
     if (dp_rank == 0 && rrc == 0) {
         sh.args = *args;
+        sh.config = *config;
         sh.step = j->resume_step;
         sh.ident = j->resume_ident;
         sh.ranks = j->resume_ranks;
@@ -513,8 +698,10 @@ static int share_resume(nb_job *j, int rrc, char **args) {
     rrc = nb_mpi_share_resume(&sh,
                               dp_rank == 0 && rrc == 0 && !j->from_scratch ? j->resume_ckpt : NULL);
     if (sh.args != *args) free(*args);
+    if (sh.config != *config) free(*config);
     *args = sh.args;
-    if (rrc == 0 && !*args) {
+    *config = sh.config;
+    if (rrc == 0 && (!*args || !*config)) {
         say(&j->io, "error: out of memory\n");
         rrc = NB_EXIT_FAIL;
     }
@@ -536,17 +723,19 @@ static int share_resume(nb_job *j, int rrc, char **args) {
 }
 
 int nb_job_from_store(nb_job *j, const char *db, int64_t id, int from_scratch, int quiet,
-                      nb_job_parse_fn parse) {
+                      nb_job_host_fn host) {
     const int dp_rank = j->dp ? nb_mpi_rank() : 0;
-    char *args = NULL;
+    char *args = NULL, *config = NULL;
     int rrc = 0;
     j->resume_run = id;
     j->from_scratch = from_scratch;
+    if (db) j->db = db;
+    const char *store = j->db; /* the store the run is read from is the one it records into */
     /* data-parallel: rank 0 alone reads the store and the checkpoint */
     if (dp_rank == 0) {
         nb_err err;
         nb_err_clear(&err);
-        rrc = nb_job_resume_prepare(NULL, db ? db : j->db, id, from_scratch, &args, j->resume_ckpt,
+        rrc = nb_job_resume_prepare(NULL, j->db, id, from_scratch, &args, &config, j->resume_ckpt,
                                     sizeof j->resume_ckpt, &j->resume_step, &j->resume_ident,
                                     &j->resume_ranks, &j->resume_bn_groups, &err);
         if (rrc) say_err(&j->io, &err);
@@ -556,39 +745,36 @@ int nb_job_from_store(nb_job *j, const char *db, int64_t id, int from_scratch, i
         snprintf(what, sizeof what, "resumes run %lld%s", (long long)id,
                  from_scratch ? " from scratch" : "");
         if ((rrc = nb_mpi_setup_agree(NB_MPI_START, rrc, what)) != 0) {
-            free(args);
+            free(args), free(config);
             return rrc;
         }
         /* ... and gives every rank what it found, the checkpoint's bytes too */
-        rrc = share_resume(j, rrc, &args);
+        rrc = share_resume(j, rrc, &args, &config);
     }
     if (rrc) {
-        free(args);
+        free(args), free(config);
         return rrc;
     }
-    /* the recorded arguments, then the store named now (it wins over the recorded one, taken
-     * out: an option may not be given twice) and --quiet */
-    const char **rargs = malloc(sizeof *rargs * 256);
-    if (!rargs) {
-        free(args);
-        say(&j->io, "error: out of memory\n");
-        return NB_EXIT_FAIL;
+    /* how it trains: its stored configuration; how this process hosts it: the options of its
+     * recorded command line that say so (host), with quiet in force */
+    nb_err err;
+    nb_err_clear(&err);
+    int brc = nb_job_from_config(j, config, args, host, &err);
+    free(config);
+    if (brc != 0) {
+        nb_err was = err;
+        nb_errf(&err, "run %lld cannot be resumed: %.900s", (long long)id, was.msg);
+        snprintf(err.hint, sizeof err.hint, "%s", was.hint);
+        if (!err.hint[0])
+            nb_hintf(&err,
+                     "it was recorded by another version of normbench: start it anew with the "
+                     "configuration 'normbench show %lld' prints",
+                     (long long)id);
+        return say_err(&j->io, &err);
     }
-    rargs[0] = "run";
-    int nargs = nb_job_split_args(args, rargs, 1, 251);
-    for (int k = 1; db && k < nargs;)
-        if (strcmp(rargs[k], "--db") == 0 || strncmp(rargs[k], "--db=", 5) == 0) {
-            int w = rargs[k][4] == '=' || k + 1 >= nargs ? 1 : 2;
-            memmove(rargs + k, rargs + k + w, sizeof *rargs * (size_t)(nargs - k - w));
-            nargs -= w;
-        } else {
-            k++;
-        }
-    if (db) rargs[nargs++] = "--db", rargs[nargs++] = db;
-    if (quiet) rargs[nargs++] = "--quiet";
-    j->strings = args;
-    j->argv_store = rargs;
-    return parse(nargs, rargs, j);
+    j->db = store;
+    if (quiet) j->quiet = 1;
+    return 0;
 }
 
 /* ---- execution ----------------------------------------------------------------------------- */

@@ -7,7 +7,8 @@
  *   option table and its messages are the command's); sweep and the MPI worker use it for their
  *   jobs' arguments;
  * - from the store: nb_job_from_store reads a run to resume (its claimability, checkpoint and
- *   identity, and through util/json.h's reader how it was trained), also for every rank of a
+ *   identity, and through util/json.h's reader its stored configuration, from which the
+ *   training configuration is rebuilt: nb_job_from_config), also for every rank of a
  *   data-parallel run;
  * - nb_job_exec trains it and records it.
  *
@@ -26,6 +27,7 @@
 #include "tasks/checkpoint.h"
 #include "tasks/task.h"
 #include "util/err.h"
+#include "util/json.h"
 
 /* A command's (and a job's) exit status. */
 enum { NB_EXIT_OK = 0, NB_EXIT_FAIL = 1, NB_EXIT_USAGE = 2 };
@@ -85,6 +87,7 @@ typedef struct nb_job {
     char *args;    /* the arguments as recorded (separated by \x1f), for the store's "argv" */
     char *strings; /* storage the strings above point into, when the job owns it */
     const char **argv_store; /* likewise, the argument vector they were parsed from */
+    nb_json_object stored;   /* a resumed run's stored configuration (cfg's strings point in) */
 
     /* --- the run it continues (resume_run > 0) --- */
     int64_t resume_run, resume_step; /* resume_step -1: from scratch */
@@ -109,18 +112,28 @@ void nb_job_init(nb_job *j, const nb_job_io *io);
 /* Frees what the job owns; j may be an nb_job_init'ed job never built. */
 void nb_job_free(nb_job *j);
 
-/* How a job is built from a `run` argument vector (argv[0] = "run"): cmd/cmd_run.c's
- * nb_run_parse. Returns 0, -1 (help was printed: exit 0) or an exit status after the message. */
-typedef int (*nb_job_parse_fn)(int argc, const char **argv, nb_job *j);
+/* How cmd/ reads, from a run's recorded arguments (argv[0..argc), "run" not among them), the
+ * options that say how the process hosting the run is set up rather than how it trains:
+ * --data-dir (cfg.data_dir: NULL leaves the stored one), --threads, --quiet, --no-fetch,
+ * --device and --bn-sync, into j. The run's configuration never comes from them. */
+typedef void (*nb_job_host_fn)(int argc, const char **argv, nb_job *j);
 
-/* The run id of store db to resume (from_scratch: start it over under its id; quiet: no
- * progress), built into j: the run's claimability and checkpoint (its identity checked), how it
- * was trained (the stored configuration, read with util/json.h), and its recorded arguments
- * parsed by parse with db and quiet in force. For a data-parallel job (j->dp) rank 0 alone reads
- * the store and the checkpoint and sends them to the other ranks. Returns 0, -1 (help) or an
- * exit status after the message. */
+/* Builds j's training configuration from a run's stored configuration (config, the JSON the
+ * run recorded, read with util/json.h's reader: task, norm, dataset, every common option and
+ * the task's own options in force) and its recorded arguments args (newly allocated, separated
+ * by \x1f, owned by j from here; NULL: none) through host. The rebuilt configuration must write
+ * the stored one again (but data_dir, threads and a data-parallel run's ranks, hosts and
+ * BatchNorm statistics): a key missing, not valid, unknown to this normbench or rebuilt
+ * differently is refused. Returns 0, or -1 with err. */
+int nb_job_from_config(nb_job *j, const char *config, char *args, nb_job_host_fn host, nb_err *err);
+
+/* The run id of store db (NULL: j->db) to resume (from_scratch: start it over under its id;
+ * quiet: no progress), built into j: the run's claimability and checkpoint (its identity
+ * checked), and nb_job_from_config from its stored configuration and recorded arguments. For a
+ * data-parallel job (j->dp) rank 0 alone reads the store and the checkpoint and sends them to
+ * the other ranks. Returns 0 or an exit status after the message. */
 int nb_job_from_store(nb_job *j, const char *db, int64_t id, int from_scratch, int quiet,
-                      nb_job_parse_fn parse);
+                      nb_job_host_fn host);
 
 /* Makes j (built from arguments) a job of another command (a sweep's, also on another MPI
  * rank): it records through rec, stops when *stop is set, prints no result line; resume_run > 0:
@@ -138,12 +151,12 @@ int nb_job_exec(nb_job *j);
  * resumed, and where from: its checkpoint's path (ckpt) must exist and belong to it (store, run,
  * task, norm, seed, configuration; its identity into *ident, its step into *ckpt_step; with
  * from_scratch no checkpoint is needed and *ckpt_step is -1). Its recorded arguments go to *args
- * (newly allocated, separated by \x1f), and how it was trained (read from its stored
- * configuration) to *ranks and *bn_groups (either may be NULL). Returns 0, or an exit status with
- * err set. */
+ * (newly allocated, separated by \x1f; "" when it has none) and its stored configuration to
+ * *config (newly allocated), and how it was trained (read from that configuration) to *ranks
+ * and *bn_groups (either may be NULL). Returns 0, or an exit status with err set. */
 int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **args,
-                          char *ckpt, size_t ckpt_size, int64_t *ckpt_step, nb_ckpt_ident *ident,
-                          int64_t *ranks, int64_t *bn_groups, nb_err *err);
+                          char **config, char *ckpt, size_t ckpt_size, int64_t *ckpt_step,
+                          nb_ckpt_ident *ident, int64_t *ranks, int64_t *bn_groups, nb_err *err);
 
 /* DB-checkpoints/run-ID.ckpt, beside the store (make_dir: create the directory). Returns 0, or
  * -1 with err. */

@@ -22,22 +22,43 @@
 
 static int mpi_on = 0, mpi_rank = 0, mpi_size = 1;
 
-/* "error: MSG" (and "hint: HINT") on stderr: a rank's own diagnostics. Returns NB_EXIT_FAIL. */
+/* Where this process's MPI messages go (nb_mpi_set_say): the command prints them. */
+static void (*say_fn)(void *ctx, const char *text);
+static void *say_ctx;
+
+void nb_mpi_set_say(void (*say)(void *ctx, const char *text), void *ctx) {
+    say_fn = say;
+    say_ctx = ctx;
+}
+
+/* printf-style text (whole lines) through the message hook. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    if (!say_fn) return;
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    say_fn(say_ctx, text);
+}
+
+/* "error: MSG" (and "hint: HINT"): a rank's own diagnostics. Returns NB_EXIT_FAIL. */
 static int report_err(const nb_err *e) {
-    fprintf(stderr, "error: %s\n", e->msg[0] ? e->msg : "unknown failure");
-    if (e->hint[0]) fprintf(stderr, "hint: %s\n", e->hint);
+    say("error: %s\n", e->msg[0] ? e->msg : "unknown failure");
+    if (e->hint[0]) say("hint: %s\n", e->hint);
     return NB_EXIT_FAIL;
 }
 
-/* printf-style "error: ..." on stderr. Returns NB_EXIT_FAIL. */
+/* printf-style "error: ...". Returns NB_EXIT_FAIL. */
 static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int die(const char *fmt, ...) {
+    char text[4096];
     va_list ap;
     va_start(ap, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    say("error: %s\n", text);
     return NB_EXIT_FAIL;
 }
 
@@ -64,16 +85,16 @@ int nb_mpi_start(int *argc, const char **argv) {
     /* Rank 0's coordinator and its own job's thread: only one thread calls MPI at a time. */
     int provided = 0;
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "error: MPI_Init failed\nhint: start normbench with mpirun or srun, or "
-                        "without --mpi\n");
+        say("error: MPI_Init failed\nhint: start normbench with mpirun or srun, or "
+            "without --mpi\n");
         return NB_EXIT_FAIL;
     }
     mpi_on = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
     if (provided < MPI_THREAD_SERIALIZED) {
-        fprintf(stderr, "error: this MPI library does not allow calls from more than one thread\n"
-                        "hint: use an MPI built with thread support (Debian's Open MPI is)\n");
+        say("error: this MPI library does not allow calls from more than one thread\n"
+            "hint: use an MPI built with thread support (Debian's Open MPI is)\n");
         MPI_Abort(MPI_COMM_WORLD, NB_EXIT_FAIL);
     }
     return 0;
@@ -308,6 +329,7 @@ int nb_mpi_send_job(int r, const nb_mpi_job *job, nb_err *err) {
     msg m = {0};
     put_i64(&m, job->index);
     put_str(&m, job->args);
+    put_str(&m, job->config ? job->config : "");
     put_i64(&m, job->resume_run);
     put_i64(&m, job->resume_step);
     put(&m, &job->ident, sizeof job->ident);
@@ -611,8 +633,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
     snprintf(dir, sizeof dir, "%s/normbench-rank%d-%ld", tmp && *tmp ? tmp : "/tmp", mpi_rank,
              (long)getpid());
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        fprintf(stderr, "warning: rank %d cannot create '%s': %s\n", mpi_rank, dir,
-                strerror(errno));
+        say("warning: rank %d cannot create '%s': %s\n", mpi_rank, dir, strerror(errno));
     nb_run_rec rec = {.create = rem_create,
                       .tag = rem_tag,
                       .param = rem_param,
@@ -633,6 +654,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
         memset(&job, 0, sizeof job);
         job.index = (long)get_i64(&m);
         job.args = get_str(&m);
+        job.config = get_str(&m);
         job.resume_run = get_i64(&m);
         job.resume_step = get_i64(&m);
         take(&m, &job.ident, sizeof job.ident);
@@ -650,7 +672,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
         nb_err err;
         nb_err_clear(&err);
         if (m.bad || !job.args) {
-            fprintf(stderr, "error: rank %d: a malformed job from rank 0\n", mpi_rank);
+            say("error: rank %d: a malformed job from rank 0\n", mpi_rank);
         } else if (job.ckpt && ((size_t)snprintf(ckpt, sizeof ckpt, "%s/run-%lld.ckpt", dir,
                                                  (long long)job.resume_run) >= sizeof ckpt ||
                                 write_atomic(ckpt, job.ckpt, job.ckpt_len, &err) != 0)) {
@@ -660,6 +682,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
         }
         clear_dir(dir, 0); /* rank 0 keeps the checkpoints: these copies go */
         free(job.args);
+        free(job.config);
         free(job.ckpt);
         msg_free(&m);
         send_ready(job.index, code, stop && *stop);
@@ -712,7 +735,7 @@ static int exchange(int stage, int rc, const char *text, char ***texts, int *fai
     int64_t h[3] = {stage, rc, text ? (int64_t)strlen(text) : 0};
     int64_t *all = malloc(sizeof h * (size_t)mpi_size);
     if (!all) { /* 24 bytes a rank: nothing can go on, and the others must not wait */
-        fprintf(stderr, "error: rank %d: out of memory\n", mpi_rank);
+        say("error: rank %d: out of memory\n", mpi_rank);
         MPI_Abort(MPI_COMM_WORLD, NB_EXIT_FAIL);
     }
     MPI_Allgather(h, 3, MPI_INT64_T, all, 3, MPI_INT64_T, MPI_COMM_WORLD);
@@ -731,10 +754,9 @@ static int exchange(int stage, int rc, const char *text, char ***texts, int *fai
         if (all[3 * r] != all[0]) {
             *failed = r;
             if (mpi_rank == 0)
-                fprintf(stderr,
-                        "error: the ranks are out of step: rank 0 is at %s, rank %d at %s\n"
-                        "hint: start every rank of a data-parallel run with the same command\n",
-                        stage_name(all[0]), r, stage_name(all[3 * r]));
+                say("error: the ranks are out of step: rank 0 is at %s, rank %d at %s\n"
+                    "hint: start every rank of a data-parallel run with the same command\n",
+                    stage_name(all[0]), r, stage_name(all[3 * r]));
             free(all);
             return -1;
         }
@@ -767,7 +789,7 @@ static int exchange(int stage, int rc, const char *text, char ***texts, int *fai
     int64_t l = lost;
     MPI_Allreduce(MPI_IN_PLACE, &l, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     if (l) {
-        if (lost) fprintf(stderr, "error: rank %d: out of memory\n", mpi_rank);
+        if (lost) say("error: rank %d: out of memory\n", mpi_rank);
         for (int r = 0; t && r < mpi_size; r++)
             free(t[r]);
         free(t);
@@ -884,10 +906,9 @@ static char *dir_of(const char *cfg) {
 /* On rank 0: rank `failed` (and perhaps others) could not set up; every rank stops. */
 static void say_failed(int failed) {
     if (mpi_rank == 0 && failed > 0)
-        fprintf(stderr,
-                "error: rank %d could not set up the run (its error is above): every rank "
-                "stops\n",
-                failed);
+        say("error: rank %d could not set up the run (its error is above): every rank "
+            "stops\n",
+            failed);
 }
 
 int nb_mpi_setup_agree(int stage, int rc, const char *text) {
@@ -904,7 +925,7 @@ int nb_mpi_setup_agree(int stage, int rc, const char *text) {
     enum { N = 4200 };
     char *k0 = malloc(N), *v0 = malloc(N), *kr = malloc(N), *vr = malloc(N);
     if (!k0 || !v0 || !kr || !vr) {
-        fprintf(stderr, "error: rank %d: out of memory\n", mpi_rank);
+        say("error: rank %d: out of memory\n", mpi_rank);
         out = NB_EXIT_FAIL;
     }
     for (int r = 1; !out && r < mpi_size; r++) {
@@ -916,32 +937,27 @@ int nb_mpi_setup_agree(int stage, int rc, const char *text) {
         option_of(k0, opt, sizeof opt);
         if (stage != NB_MPI_CONFIG) {
             if (mpi_rank == 0)
-                fprintf(stderr,
-                        "error: the ranks were started differently: rank 0 %s, rank %d %s\n"
-                        "hint: start every rank of a data-parallel run with the same command\n",
-                        t[0], r, t[r]);
+                say("error: the ranks were started differently: rank 0 %s, rank %d %s\n"
+                    "hint: start every rank of a data-parallel run with the same command\n",
+                    t[0], r, t[r]);
         } else if (strcmp(k0, kr) != 0) {
             if (mpi_rank == 0)
-                fprintf(stderr,
-                        "error: the ranks were given different options: rank 0's configuration "
-                        "has %s where rank %d's has %s\n"
-                        "hint: start every rank of a data-parallel run with the same options\n",
-                        k0, r, kr);
+                say("error: the ranks were given different options: rank 0's configuration "
+                    "has %s where rank %d's has %s\n"
+                    "hint: start every rank of a data-parallel run with the same options\n",
+                    k0, r, kr);
         } else if (mpi_rank == 0) {
-            fprintf(stderr,
-                    "error: the ranks were given different options: %s is %s on rank 0 but %s "
-                    "on rank %d (%s)\n"
-                    "hint: start every rank of a data-parallel run with the same options (only "
-                    "--data-dir, --threads, --db, --quiet and --no-fetch may differ)\n",
-                    k0, v0, vr, r, opt);
+            say("error: the ranks were given different options: %s is %s on rank 0 but %s "
+                "on rank %d (%s)\n"
+                "hint: start every rank of a data-parallel run with the same options (only "
+                "--data-dir, --threads, --db, --quiet and --no-fetch may differ)\n",
+                k0, v0, vr, r, opt);
         }
         const char *what = stage == NB_MPI_CONFIG ? "options" : "command line";
         if (mpi_rank == r)
-            fprintf(stderr, "error: rank %d stops: its %s differ from rank 0's (rank 0 says how)\n",
-                    r, what);
+            say("error: rank %d stops: its %s differ from rank 0's (rank 0 says how)\n", r, what);
         else if (mpi_rank != 0)
-            fprintf(stderr, "error: rank %d stops: rank %d's %s differ from rank 0's\n", mpi_rank,
-                    r, what);
+            say("error: rank %d stops: rank %d's %s differ from rank 0's\n", mpi_rank, r, what);
     }
     if (!out && stage == NB_MPI_CONFIG) { /* kept for the data's message */
         setup_dirs_free();
@@ -1070,6 +1086,7 @@ int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
         } else {
             put_i64(&m, r->rc);
             put_str(&m, r->args);
+            put_str(&m, r->config);
             put_i64(&m, r->step);
             put(&m, &r->ident, sizeof r->ident);
             put_i64(&m, r->bn_groups);
@@ -1093,6 +1110,7 @@ int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
             m.len = m.cap = (size_t)n;
             r->rc = (int)get_i64(&m);
             r->args = get_str(&m);
+            r->config = get_str(&m);
             r->step = get_i64(&m);
             take(&m, &r->ident, sizeof r->ident);
             r->bn_groups = get_i64(&m);

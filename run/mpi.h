@@ -30,8 +30,12 @@
 #include "tasks/checkpoint.h"
 #include "tasks/task.h"
 
+/* Where this module's messages go (whole lines, "error: ...", "hint: ...", "warning: ..."):
+ * cmd/ sets it once, before nb_mpi_start, to print them; unset, they are dropped. */
+void nb_mpi_set_say(void (*say)(void *ctx, const char *text), void *ctx);
+
 /* Starts MPI when the environment says a launcher started this process, or when argv holds
- * --mpi (removed from argv, *argc lowered). Returns 0, or NB_EXIT_FAIL after printing an error
+ * --mpi (removed from argv, *argc lowered). Returns 0, or NB_EXIT_FAIL after saying an error
  * (--mpi given but MPI cannot start). */
 int nb_mpi_start(int *argc, const char **argv);
 /* Whether MPI was started, this process's rank, and the number of ranks (1 without MPI). */
@@ -91,6 +95,7 @@ void nb_mpi_setup_fail(int rc);
 typedef struct nb_mpi_resume {
     int rc;              /* rank 0's exit status so far: non-zero, every rank stops with it */
     char *args;          /* the run's recorded arguments, separated by \x1f */
+    char *config;        /* its stored configuration (JSON) */
     int64_t step;        /* the checkpoint's step (-1: the run starts over) */
     nb_ckpt_ident ident; /* what the checkpoint belongs to */
     int64_t bn_groups;   /* how many groups the run's BatchNorm statistics were taken over */
@@ -100,8 +105,8 @@ typedef struct nb_mpi_resume {
 } nb_mpi_resume;
 
 /* Collective: rank 0's *r, and the bytes of the checkpoint ckpt_path (rank 0; NULL: none), to
- * every rank; on the other ranks r->args and r->ckpt are newly allocated (free them on every
- * rank: rank 0's ckpt is allocated here too). Returns r->rc, or NB_EXIT_FAIL on every rank
+ * every rank; on the other ranks r->args, r->config and r->ckpt are newly allocated (free them on
+ * every rank: rank 0's ckpt is allocated here too). Returns r->rc, or NB_EXIT_FAIL on every rank
  * after the rank that failed printed why (rank 0 cannot read the checkpoint; out of memory). */
 int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path);
 
@@ -118,8 +123,9 @@ void nb_mpi_ckpt_copy_drop(const char *path);
  * rank 0 has claimed for it, the run, its checkpoint identity and the checkpoint's bytes (none:
  * it starts over). */
 typedef struct nb_mpi_job {
-    long index; /* the job's number in the sweep (0-based) */
-    char *args; /* arguments separated by \x1f */
+    long index;   /* the job's number in the sweep (0-based) */
+    char *args;   /* arguments separated by \x1f: a new run's; a resumed run's as recorded */
+    char *config; /* a resumed run's stored configuration (JSON), which it is built from */
     int64_t resume_run;
     int64_t resume_step;
     nb_ckpt_ident ident;

@@ -296,3 +296,64 @@ const char *nb_task_norm_label(const nb_task *t, const nb_train_cfg *cfg) {
             return o->norm_as;
     return NULL;
 }
+
+int nb_task_configure_stored(const nb_task *t, nb_train_cfg *cfg, int norm,
+                             const nb_json_object *stored, nb_err *err) {
+    /* the model first (the defaults depend on it), as a run's command line would give it */
+    const nb_task_opt *sel = selector_of(t);
+    nb_given g = {sel ? sel->name : NULL, NULL};
+    if (sel) {
+        char key[128];
+        nb_task_opt_key(sel->name, key, sizeof key);
+        g.value = nb_json_get_str(stored, key);
+        if (!g.value) return nb_errf(err, "its stored configuration has no '%s'", key);
+    }
+    if (nb_task_configure(t, cfg, norm, &g, g.value ? 1 : 0, err) != 0) return -1;
+    /* then every option in force, as recorded: the values the run had (a task's finish() may
+     * have set them past a row's range), so they are set as they are, not range-checked */
+    const char *model = nb_task_model(t, cfg);
+    for (const nb_task_opt *o = t->opts; o && o->name; o++) {
+        if (o->kind == NB_TOPT_ALIAS) continue;
+        if (o->models && model && !in_csv(o->models, model)) continue; /* not in force */
+        char key[128];
+        nb_task_opt_key(o->name, key, sizeof key);
+        const char *v = nb_json_get(stored, key);
+        if (!v) return nb_errf(err, "its stored configuration has no '%s'", key);
+        const char *s = nb_json_get_str(stored, key);
+        int ok = 0;
+        switch (o->kind) {
+        case NB_TOPT_INT: {
+            long long x;
+            ok = !s && nb_json_get_int(stored, key, &x) && x >= -2147483647LL && x <= 2147483647LL;
+            if (ok) set_int(cfg->task_opts, o, (int)x);
+            break;
+        }
+        case NB_TOPT_DOUBLE: {
+            double x;
+            /* as nb_buf_json_num writes it: a number, or "nan", "inf", "-inf" */
+            ok = nb_parse_double(s ? s : v, &x) == 0;
+            if (ok) set_double(cfg->task_opts, o, x);
+            break;
+        }
+        case NB_TOPT_FLAG:
+            ok = s && (strcmp(s, "on") == 0 || strcmp(s, "off") == 0);
+            if (ok) set_int(cfg->task_opts, o, strcmp(s, "on") == 0);
+            break;
+        case NB_TOPT_STR:
+            ok = s != NULL;
+            if (ok) set_str(cfg->task_opts, o, s); /* the object's storage: keep it alive */
+            break;
+        case NB_TOPT_CHOICE:
+            for (int i = 0; s && o->choices[i] && !ok; i++)
+                if (strcmp(o->choices[i], s) == 0) {
+                    set_int(cfg->task_opts, o, i);
+                    ok = 1;
+                }
+            break;
+        case NB_TOPT_ALIAS:
+            break;
+        }
+        if (!ok) return nb_errf(err, "its stored configuration's '%s' is not valid: %s", key, v);
+    }
+    return 0;
+}

@@ -90,6 +90,14 @@ int nb_task_configure(const struct nb_task *t, struct nb_train_cfg *cfg, int nor
                       const nb_given *given, int ngiven, nb_err *err);
 void nb_task_opts_free(struct nb_train_cfg *cfg);
 
+/* Prepares cfg->task_opts for task t as a run recorded them: nb_task_configure with the model
+ * its stored configuration names (the object stored, util/json.h's reader), then every option
+ * in force set to its recorded value (STR values point into stored: keep it alive). The common
+ * options' fields are the caller's. Returns 0, or -1 with err naming a key missing or not
+ * valid. */
+int nb_task_configure_stored(const struct nb_task *t, struct nb_train_cfg *cfg, int norm,
+                             const nb_json_object *stored, nb_err *err);
+
 /* Appends the task's options in force to a JSON object being written (", key: value" for each;
  * flags as "on"/"off", choices as their names). */
 void nb_task_opts_json(const struct nb_task *t, const struct nb_train_cfg *cfg, nb_buf *b);
