@@ -60,8 +60,11 @@ typedef struct nb_bench {
 
 /* ---- the benchmarks ---------------------------------------------------------------------- */
 
-/* The kernels of norms[0..nnorms) on the CPU (bench/kernels.c). */
-int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fmt);
+/* The kernels of norms[0..nnorms) on the CPU (bench/kernels.c), at shapes[0..nshapes) (rows,
+ * columns), or at the default shapes (128x1000, 65536x1024) when shapes is NULL. */
+#define NB_BENCH_MAX_SHAPES 16
+int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fmt,
+                     const int (*shapes)[2], int nshapes);
 /* The same on the GPU, with fp32 or bf16 input and output. */
 int nb_bench_kernels_cuda(const nb_bench_io *io, const int *norms, int nnorms, int fmt,
                           nb_cuda_dtype dt);

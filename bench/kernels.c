@@ -113,9 +113,14 @@ static float *falloc(size_t n, nb_rng *rng, double scale, double offset) {
     return p;
 }
 
-int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fmt) {
+int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fmt,
+                     const int (*shapes)[2], int nshapes) {
     FILE *tab = io->out;
-    static const int shapes[][2] = {{128, 1000}, {65536, 1024}};
+    static const int default_shapes[][2] = {{128, 1000}, {65536, 1024}};
+    if (!shapes) {
+        shapes = default_shapes;
+        nshapes = (int)(sizeof default_shapes / sizeof default_shapes[0]);
+    }
     char settings[1024];
     nb_bench_settings_line(settings, sizeof settings);
     nb_rng rng;
@@ -132,7 +137,7 @@ int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fm
         nb_json_str(tab, settings);
         fprintf(tab, ", \"threads\": %d, \"results\": [", omp_get_max_threads());
     }
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (int s = 0; s < nshapes; s++) {
         kbuf k;
         memset(&k, 0, sizeof k);
         k.B = shapes[s][0];

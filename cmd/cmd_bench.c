@@ -24,12 +24,14 @@
 #include "util/json.h"
 
 static const char bench_usage[] =
-    "usage: normbench bench kernels [--norms LIST] [--format table|csv|json] [--threads N]\n"
+    "usage: normbench bench kernels [--norms LIST] [--shapes LIST] [--format table|csv|json]\n"
+    "                               [--threads N]\n"
     "       normbench bench step TASK [--norms LIST] [--batch LIST] [--steps N]\n"
     "                               [--format table|csv|json] [--threads N] [--against pytorch]\n"
     "  mpirun -np N normbench bench step TASK [--bn-sync] [--against threads] [same options]\n\n"
     "kernels: times each norm's forward and forward+backward on the MLP's shape (128x1000) and\n"
-    "  a memory-bound one (65536x1024), in GB/s (bytes read and written once) and as a ratio\n"
+    "  a memory-bound one (65536x1024), or at the shapes --shapes lists (ROWSxCOLUMNS, comma-\n"
+    "  separated), in GB/s (bytes read and written once) and as a ratio\n"
     "  to a parallel copy: each repetition of a kernel is paired with one of the copy, and\n"
     "  vs_copy is the median over pairs (copy GB/s is the median copy beside that kernel).\n"
     "  'all' (the default, kernels and step alike) includes dyt here (DyT, y = g*tanh(alpha*x)\n"
@@ -68,6 +70,40 @@ static const char bench_usage[] =
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
 static const char *const device_choices[] = {"cpu", "cuda", NULL};
 
+/* --shapes LIST: RxC,RxC,... (at most NB_BENCH_MAX_SHAPES; each side 1..2^20, R*C at most
+ * 2^27 floats: the benchmark holds four such arrays). Returns 0, or says why and returns 1. */
+static int parse_shapes(const char *arg, int shapes[][2], int *n) {
+    const char *p = arg;
+    *n = 0;
+    for (;;) {
+        char *end = (char *)p;
+        long r = -1, c = -1;
+        if (*p >= '0' && *p <= '9') r = strtol(p, &end, 10);
+        if (r >= 0 && (*end == 'x' || *end == 'X') && end[1] >= '0' && end[1] <= '9')
+            c = strtol(end + 1, &end, 10);
+        if (r < 1 || c < 1 || (*end && *end != ',')) {
+            nb_usage_error("bench", "--shapes '%s': each shape is ROWSxCOLUMNS, e.g. 128x1000",
+                           arg);
+            return 1;
+        }
+        if (r > (1L << 20) || c > (1L << 20) || r * c > (1L << 27)) {
+            nb_usage_error("bench",
+                           "--shapes '%s': %ldx%ld is too large (a side at most 2^20, "
+                           "at most 2^27 values)",
+                           arg, r, c);
+            return 1;
+        }
+        if (*n >= NB_BENCH_MAX_SHAPES) {
+            nb_usage_error("bench", "--shapes '%s': at most %d shapes", arg, NB_BENCH_MAX_SHAPES);
+            return 1;
+        }
+        shapes[*n][0] = (int)r;
+        shapes[(*n)++][1] = (int)c;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+}
+
 /* The benchmarks' messages: on stderr. */
 static void bench_say(void *ctx, const char *text) {
     fputs(text, stderr);
@@ -78,12 +114,14 @@ int cmd_bench(int argc, const char **argv) {
     nb_bench *b = &bench;
     memset(b, 0, sizeof *b);
     b->io = (nb_bench_io){.out = stdout, .say = bench_say}; /* the tables on stdout */
-    const char *norms_arg = NULL, *batch_arg = NULL, *against = NULL;
+    const char *norms_arg = NULL, *batch_arg = NULL, *against = NULL, *shapes_arg = NULL;
     int fmt = FMT_TABLE, threads = 0, steps = 30, dtype = 0;
     static const char *const dtype_choices[] = {"fp32", "bf16", NULL};
     nb_opt opts[] = {
         {"norms", NB_OPT_STR, &norms_arg, "LIST", "norms to time, comma-separated, or all (all)"},
         {"batch", NB_OPT_STR, &batch_arg, "LIST", "step: batch sizes (task default; mnist 128,4)"},
+        {"shapes", NB_OPT_STR, &shapes_arg, "LIST",
+         "kernels (CPU): rows x columns to time, e.g. 128x1000,4096x768 (128x1000,65536x1024)"},
         {"steps", NB_OPT_INT, &steps, "N", "step: timed steps per row (30)", NULL, 1, 100000},
         NB_OPT_FORMAT(&fmt, format_choices),
         {"threads", NB_OPT_INT, &threads, "N", "threads (default: OMP_NUM_THREADS or all cores)",
@@ -202,12 +240,19 @@ int cmd_bench(int argc, const char **argv) {
             return nb_usage_error("bench", "%s, not %d ranks: run it without mpirun", why,
                                   nb_mpi_size());
     }
+    if (shapes_arg && strcmp(pos[0], "kernels") != 0)
+        return nb_usage_error("bench", "--shapes goes with 'bench kernels'");
     if (strcmp(pos[0], "kernels") == 0) {
         if (npos > 1) return nb_usage_error("bench", "unexpected argument '%s'", pos[1]);
+        if (b->device && shapes_arg)
+            return nb_usage_error("bench", "--shapes is for the CPU kernels: leave it out with "
+                                           "--device cuda (its shapes are fixed)");
         if (b->device)
             return nb_bench_kernels_cuda(&b->io, norms, nnorms, fmt,
                                          dtype ? NB_CUDA_BF16 : NB_CUDA_F32);
-        return nb_bench_kernels(&b->io, norms, nnorms, fmt);
+        int shapes[NB_BENCH_MAX_SHAPES][2], nshapes = 0;
+        if (shapes_arg && parse_shapes(shapes_arg, shapes, &nshapes)) return NB_EXIT_USAGE;
+        return nb_bench_kernels(&b->io, norms, nnorms, fmt, shapes_arg ? shapes : NULL, nshapes);
     }
     if (strcmp(pos[0], "step") != 0)
         return nb_usage_error("bench", "unknown benchmark '%s': use 'kernels' or 'step TASK'",

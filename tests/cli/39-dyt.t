@@ -7,9 +7,12 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-# one run (the 65536x1024 shape takes seconds): dyt's rows, after layer's
-check "bench kernels --norms layer,dyt" 0 env OMP_NUM_THREADS=1 "$NB" bench kernels --norms layer,dyt --format csv
-for row in '^128x1000,dyt,fwd,' '^128x1000,dyt,fwd\+bwd,' '^65536x1024,dyt,fwd,' '^65536x1024,dyt,fwd\+bwd,'; do
+# one run (the 65536x1024 shape takes seconds; a minute under AddressSanitizer, which times a
+# smaller memory-bound shape with --shapes): dyt's rows, after layer's
+big=65536x1024; shapes=
+[ "$asan" = 1 ] && big=4096x1024 && shapes="--shapes 128x1000,$big"
+check "bench kernels --norms layer,dyt" 0 env OMP_NUM_THREADS=1 "$NB" bench kernels --norms layer,dyt $shapes --format csv
+for row in '^128x1000,dyt,fwd,' '^128x1000,dyt,fwd\+bwd,' "^$big,dyt,fwd," "^$big,dyt,fwd\\+bwd,"; do
     has "a row $row" "$tmp/out" "$row"
 done
 if [ "$(grep -c ',dyt,' "$tmp/out")" = 4 ]; then ok "dyt: 4 rows"; else not_ok "dyt: 4 rows" "$(cat "$tmp/out")"; fi
@@ -18,6 +21,20 @@ if [ "$(sed -n 3p "$tmp/out" | cut -d, -f2)" = layer ] && [ "$(sed -n 4p "$tmp/o
 else
     not_ok "each shape: layer's rows, then dyt's" "$(cat "$tmp/out")"
 fi
+# --shapes: the shapes given, in order, and nothing else; bad lists are usage errors
+check "bench kernels --shapes 64x100,1000x32" 0 env OMP_NUM_THREADS=1 "$NB" bench kernels --norms dyt --shapes 64x100,1000x32 --format csv
+got=$(cut -d, -f1,2,3 "$tmp/out" | tail -n +2 | tr '\n' ' ')
+if [ "$got" = "64x100,dyt,fwd 64x100,dyt,fwd+bwd 1000x32,dyt,fwd 1000x32,dyt,fwd+bwd " ]; then
+    ok "--shapes: rows at the shapes given, in order"
+else
+    not_ok "--shapes: rows at the shapes given, in order" "$got"
+fi
+for bad in 0x5 12 5x 5x5,, 99999999x99 -4x4; do
+    check "--shapes $bad is a usage error" 2 "$NB" bench kernels --norms dyt --shapes "$bad"
+    has "it names --shapes '$bad'" "$tmp/err" "--shapes '$bad'"
+done
+check "--shapes with step is a usage error" 2 "$NB" bench step mnist --shapes 64x100
+has "it says --shapes goes with kernels" "$tmp/err" "goes with 'bench kernels'"
 check "dyt listed twice is a usage error" 2 "$NB" bench kernels --norms dyt,dyt
 has "it says so" "$tmp/err" "norm 'dyt' is listed twice in 'dyt,dyt'"
 check "dyt with --device cuda is a usage error" 2 "$NB" bench kernels --device cuda --norms dyt
