@@ -65,6 +65,10 @@ typedef struct nb_bench {
 #define NB_BENCH_MAX_SHAPES 16
 int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fmt,
                      const int (*shapes)[2], int nshapes);
+/* --shapes LIST: ROWSxCOLUMNS,... into shapes[0..*n) (at most NB_BENCH_MAX_SHAPES; a side at most
+ * 2^20 and at most 2^27 values: the benchmark holds four such arrays). Returns 0, or -1 with err
+ * (naming the list). */
+int nb_bench_parse_shapes(const char *arg, int (*shapes)[2], int *n, nb_err *err);
 /* The same on the GPU, with fp32 or bf16 input and output. */
 int nb_bench_kernels_cuda(const nb_bench_io *io, const int *norms, int nnorms, int fmt,
                           nb_cuda_dtype dt);

@@ -113,6 +113,31 @@ static float *falloc(size_t n, nb_rng *rng, double scale, double offset) {
     return p;
 }
 
+int nb_bench_parse_shapes(const char *arg, int (*shapes)[2], int *n, nb_err *err) {
+    const char *p = arg;
+    *n = 0;
+    for (;;) {
+        char *end = (char *)p;
+        long r = -1, c = -1;
+        if (*p >= '0' && *p <= '9') r = strtol(p, &end, 10);
+        if (r >= 0 && (*end == 'x' || *end == 'X') && end[1] >= '0' && end[1] <= '9')
+            c = strtol(end + 1, &end, 10);
+        if (r < 1 || c < 1 || (*end && *end != ','))
+            return nb_errf(err, "--shapes '%s': each shape is ROWSxCOLUMNS, e.g. 128x1000", arg);
+        if (r > (1L << 20) || c > (1L << 20) || r * c > (1L << 27))
+            return nb_errf(err,
+                           "--shapes '%s': %ldx%ld is too large (a side at most 2^20, at most "
+                           "2^27 values)",
+                           arg, r, c);
+        if (*n >= NB_BENCH_MAX_SHAPES)
+            return nb_errf(err, "--shapes '%s': at most %d shapes", arg, NB_BENCH_MAX_SHAPES);
+        shapes[*n][0] = (int)r;
+        shapes[(*n)++][1] = (int)c;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+}
+
 int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fmt,
                      const int (*shapes)[2], int nshapes) {
     FILE *tab = io->out;

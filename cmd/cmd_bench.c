@@ -70,40 +70,6 @@ static const char bench_usage[] =
 static const char *const format_choices[] = {"table", "csv", "json", NULL};
 static const char *const device_choices[] = {"cpu", "cuda", NULL};
 
-/* --shapes LIST: RxC,RxC,... (at most NB_BENCH_MAX_SHAPES; each side 1..2^20, R*C at most
- * 2^27 floats: the benchmark holds four such arrays). Returns 0, or says why and returns 1. */
-static int parse_shapes(const char *arg, int shapes[][2], int *n) {
-    const char *p = arg;
-    *n = 0;
-    for (;;) {
-        char *end = (char *)p;
-        long r = -1, c = -1;
-        if (*p >= '0' && *p <= '9') r = strtol(p, &end, 10);
-        if (r >= 0 && (*end == 'x' || *end == 'X') && end[1] >= '0' && end[1] <= '9')
-            c = strtol(end + 1, &end, 10);
-        if (r < 1 || c < 1 || (*end && *end != ',')) {
-            nb_usage_error("bench", "--shapes '%s': each shape is ROWSxCOLUMNS, e.g. 128x1000",
-                           arg);
-            return 1;
-        }
-        if (r > (1L << 20) || c > (1L << 20) || r * c > (1L << 27)) {
-            nb_usage_error("bench",
-                           "--shapes '%s': %ldx%ld is too large (a side at most 2^20, "
-                           "at most 2^27 values)",
-                           arg, r, c);
-            return 1;
-        }
-        if (*n >= NB_BENCH_MAX_SHAPES) {
-            nb_usage_error("bench", "--shapes '%s': at most %d shapes", arg, NB_BENCH_MAX_SHAPES);
-            return 1;
-        }
-        shapes[*n][0] = (int)r;
-        shapes[(*n)++][1] = (int)c;
-        if (!*end) return 0;
-        p = end + 1;
-    }
-}
-
 /* The benchmarks' messages: on stderr. */
 static void bench_say(void *ctx, const char *text) {
     fputs(text, stderr);
@@ -251,7 +217,10 @@ int cmd_bench(int argc, const char **argv) {
             return nb_bench_kernels_cuda(&b->io, norms, nnorms, fmt,
                                          dtype ? NB_CUDA_BF16 : NB_CUDA_F32);
         int shapes[NB_BENCH_MAX_SHAPES][2], nshapes = 0;
-        if (shapes_arg && parse_shapes(shapes_arg, shapes, &nshapes)) return NB_EXIT_USAGE;
+        nb_err err;
+        nb_err_clear(&err);
+        if (shapes_arg && nb_bench_parse_shapes(shapes_arg, shapes, &nshapes, &err))
+            return nb_usage_error("bench", "%s", err.msg);
         return nb_bench_kernels(&b->io, norms, nnorms, fmt, shapes_arg ? shapes : NULL, nshapes);
     }
     if (strcmp(pos[0], "step") != 0)

@@ -243,115 +243,6 @@ static void print_csv(const nb_report *r) {
     }
 }
 
-static void json_stat(const nb_stat *s) {
-    printf("{\"n\": %d, \"mean\": ", s->n);
-    if (s->n)
-        nb_json_num(stdout, s->mean);
-    else
-        fputs("null", stdout);
-    fputs(", \"std\": ", stdout);
-    if (s->n > 1)
-        nb_json_num(stdout, s->std);
-    else
-        fputs("null", stdout);
-    /* values left out of n, mean and std: named only when there are any */
-    if (s->pinf + s->ninf + s->nan)
-        printf(", \"inf\": %d, \"-inf\": %d, \"nan\": %d", s->pinf, s->ninf, s->nan);
-    putchar('}');
-}
-
-static void print_json(const nb_report *r, int paper) {
-    putchar('[');
-    for (int i = 0; i < r->n; i++) {
-        const nb_report_group *g = &r->groups[i];
-        printf("%s\n  {\"task\": ", i ? "," : "");
-        nb_json_str(stdout, g->task);
-        fputs(", \"dataset\": ", stdout);
-        nb_json_str(stdout, g->dataset);
-        fputs(", \"norm\": ", stdout);
-        nb_json_str(stdout, g->norm);
-        fputs(", \"model\": ", stdout);
-        nb_json_str(stdout, g->model);
-        printf(", \"runs\": %d, \"diverged\": %d, \"failed\": %d, \"interrupted\": %d, "
-               "\"crashed\": %d, \"running\": %d,\n   \"metrics\": {",
-               g->finished, g->diverged, g->failed, g->interrupted, g->crashed, g->running);
-        for (int j = 0; j < g->nmetrics; j++) {
-            if (j) fputs(", ", stdout);
-            nb_json_str(stdout, g->metrics[j].name);
-            fputs(": ", stdout);
-            json_stat(&g->metrics[j].stat);
-        }
-        fputs("},\n   \"ms_per_step\": ", stdout);
-        json_stat(&g->ms_per_step);
-        fputs(", \"epoch_seconds\": ", stdout);
-        json_stat(&g->epoch_seconds);
-        printf(",\n   \"target\": {\"reached\": %d, \"runs\": %d, \"steps\": ", g->target_reached,
-               g->target_runs);
-        json_stat(&g->target_steps);
-        fputs(", \"seconds\": ", stdout);
-        json_stat(&g->target_seconds);
-        fputs("},\n   \"speedup_vs_layer\": ", stdout);
-        if (g->has_speed) {
-            fputs("{\"value\": ", stdout);
-            nb_json_num(stdout, g->speedup);
-            fputs(", \"std\": ", stdout);
-            if (isnan(g->speedup_std))
-                fputs("null", stdout);
-            else
-                nb_json_num(stdout, g->speedup_std);
-            putchar('}');
-        } else {
-            fputs("null", stdout);
-        }
-        fputs(", \"speed_vs_layer\": ", stdout);
-        if (g->has_speed) {
-            fputs("{\"ratio\": ", stdout);
-            nb_json_num(stdout, g->speed);
-            fputs(", \"std\": ", stdout);
-            if (isnan(g->speed_std))
-                fputs("null", stdout);
-            else
-                nb_json_num(stdout, g->speed_std);
-            char s[160];
-            fputs(", \"sentence\": ", stdout);
-            nb_json_str(stdout, nb_speed_sentence(g, s, sizeof s));
-            putchar('}');
-        } else {
-            fputs("null", stdout);
-        }
-        if (paper) {
-            const nb_task *t = nb_task_find(g->task);
-            fputs(",\n   \"paper\": ", stdout);
-            nb_json_str(stdout, t ? t->paper : NULL);
-            /* this norm's row of each paper table set beside the group (report --paper) */
-            fputs(", \"paper_tables\": [", stdout);
-            int k = 0;
-            for (const nb_paper_table *pt = t ? t->paper_tables : NULL; pt && pt->title; pt++) {
-                const nb_paper_row *pr = nb_report_paper_row(pt, g->norm);
-                if (!pr || !nb_paper_table_applies(pt, g->model)) continue;
-                fputs(k++ ? ",\n     {\"table\": " : "\n     {\"table\": ", stdout);
-                nb_json_str(stdout, pt->title);
-                fputs(", \"paper\": {", stdout);
-                for (int c = 0; c < pt->ncol; c++) {
-                    if (c) fputs(", ", stdout);
-                    nb_json_str(stdout, pt->metric[c]);
-                    fputs(": ", stdout);
-                    nb_json_str(stdout, pr->cells[c]);
-                }
-                fputs("}, \"paper_s_per_1k_steps\": ", stdout);
-                if (pr->seconds > 0)
-                    nb_json_num(stdout, pr->seconds);
-                else
-                    fputs("null", stdout);
-                putchar('}');
-            }
-            putchar(']');
-        }
-        putchar('}');
-    }
-    puts(r->n ? "\n]" : "]");
-}
-
 /* Parses "METRIC<=X" or "METRIC>=X". */
 static int parse_target(const char *spec, nb_target *t, char *name, size_t size) {
     const char *op = strstr(spec, "<=");
@@ -579,7 +470,7 @@ int cmd_report(int argc, const char **argv) {
         print_csv(all);
         break;
     default:
-        print_json(all, paper);
+        nb_report_json(stdout, all, paper);
         break;
     }
     nb_report_free(all);

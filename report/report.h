@@ -52,6 +52,11 @@ int nb_report_block_end(const nb_report *r, int a);
 int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
                    const nb_target *user_target, const char *db, int *failed, nb_err *err);
 
+/* Writes the report's groups to f as one JSON array (report --format json): per group its runs'
+ * counts, each metric's statistics, the step time and speed against layer, and with paper the
+ * task's paper and its paper tables' rows for the group's norm. */
+void nb_report_json(FILE *f, const nb_report *r, int paper);
+
 /* The rows `plot` draws by default and the HTML report shows (metric names into m, at most 2):
  * the training loss, then the task's evaluation metric (its target metric, else the first of
  * val_error, test_error, val_nll, test_nll recorded). Returns how many. */
