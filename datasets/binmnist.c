@@ -10,6 +10,7 @@
 #include "datasets/amat.h"
 #include "datasets/cifar10.h" /* nb_fnv1a */
 #include "datasets/mnist.h"
+#include "datasets/synth.h"
 #include "util/file.h"
 
 #include <errno.h>
@@ -41,13 +42,6 @@ int nb_binarize_parse(const char *name, nb_binarize *rule) {
     return -1;
 }
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 void nb_binarize_images(uint8_t *out, const uint8_t *pixels, int n, int file, int first,
                         nb_binarize rule) {
 #pragma omp parallel for schedule(static)
@@ -61,7 +55,7 @@ void nb_binarize_images(uint8_t *out, const uint8_t *pixels, int n, int file, in
         }
         uint64_t s = NB_BINARIZE_SEED ^ ((uint64_t)file << 32) ^ (uint64_t)(first + i);
         for (int j = 0; j < NB_BIN_DIM; j++) {
-            uint64_t u = splitmix64(&s) >> 32;
+            uint64_t u = nb_synth_next(&s) >> 32;
             o[j] = u * 255u < ((uint64_t)p[j] << 32);
         }
     }
@@ -299,41 +293,30 @@ static int load_idx(nb_binmnist *out, const char *base, const char *data_dir, nb
 
 /* ---- synthetic ------------------------------------------------------------------------------ */
 
-static float unif(uint64_t *s, float lo, float hi) {
-    return lo + (hi - lo) * (float)(splitmix64(s) >> 40) * (1.0f / 16777216.0f);
-}
-
-static float seg_dist2(float x, float y, float ax, float ay, float bx, float by) {
-    float vx = bx - ax, vy = by - ay, wx = x - ax, wy = y - ay;
-    float l2 = vx * vx + vy * vy;
-    float t = l2 > 0 ? (wx * vx + wy * vy) / l2 : 0;
-    t = t < 0 ? 0 : t > 1 ? 1 : t;
-    float dx = wx - t * vx, dy = wy - t * vy;
-    return dx * dx + dy * dy;
-}
-
 static void draw_segment(uint8_t *o, float ax, float ay, float bx, float by, float r) {
     for (int y = 0; y < NB_BIN_SIDE; y++)
         for (int x = 0; x < NB_BIN_SIDE; x++)
-            if (seg_dist2((float)x, (float)y, ax, ay, bx, by) <= r * r) o[y * NB_BIN_SIDE + x] = 1;
+            if (nb_synth_seg_dist2((float)x, (float)y, ax, ay, bx, by) <= r * r)
+                o[y * NB_BIN_SIDE + x] = 1;
 }
 
 static void synth_image(uint8_t *o, uint64_t s) {
     memset(o, 0, NB_BIN_DIM);
-    int nshapes = 1 + (int)(splitmix64(&s) % 4);
+    int nshapes = 1 + (int)(nb_synth_next(&s) % 4);
     for (int k = 0; k < nshapes; k++) {
-        int kind = (int)(splitmix64(&s) % 5);
-        float r = unif(&s, 0.5f, 1.25f); /* half the thickness */
-        float cx = unif(&s, 6, 22), cy = unif(&s, 6, 22);
-        float w = unif(&s, 3, 10), h = unif(&s, 3, 10);
+        int kind = (int)(nb_synth_next(&s) % 5);
+        float r = nb_synth_unif(&s, 0.5f, 1.25f); /* half the thickness */
+        float cx = nb_synth_unif(&s, 6, 22), cy = nb_synth_unif(&s, 6, 22);
+        float w = nb_synth_unif(&s, 3, 10), h = nb_synth_unif(&s, 3, 10);
         if (kind == 0 || kind == 1) { /* a line, or a polyline of two segments */
-            float a = unif(&s, 0, 6.2831853f), len = unif(&s, 6, 18);
+            float a = nb_synth_unif(&s, 0, 6.2831853f), len = nb_synth_unif(&s, 6, 18);
             float ax = cx - 0.5f * len * cosf(a), ay = cy - 0.5f * len * sinf(a);
             float bx = cx + 0.5f * len * cosf(a), by = cy + 0.5f * len * sinf(a);
             draw_segment(o, ax, ay, bx, by, r);
             if (kind == 1) {
-                float a2 = a + unif(&s, 1.0f, 2.4f) * (splitmix64(&s) & 1 ? 1.0f : -1.0f);
-                float l2 = unif(&s, 5, 12);
+                float a2 =
+                    a + nb_synth_unif(&s, 1.0f, 2.4f) * (nb_synth_next(&s) & 1 ? 1.0f : -1.0f);
+                float l2 = nb_synth_unif(&s, 5, 12);
                 draw_segment(o, bx, by, bx + l2 * cosf(a2), by + l2 * sinf(a2), r);
             }
         } else if (kind == 2 || kind == 3) { /* a rectangle outline, or filled */
@@ -371,7 +354,7 @@ int nb_binmnist_synthetic(nb_binmnist *out, int subset, uint64_t seed, nb_err *e
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++) {
             uint64_t s = seed * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(k + 1) << 40) ^ (uint64_t)i;
-            (void)splitmix64(&s);
+            (void)nb_synth_next(&s);
             synth_image(x + (size_t)i * NB_BIN_DIM, s);
         }
     }

@@ -10,8 +10,9 @@
  * well above chance and well short of 100%. Every example is drawn from its own generator,
  * seeded from (seed, split, index), so the data is the same whatever the thread count.
  *
- * The generator is private (splitmix64) so the data does not change when nn/rng.c does. */
+ * The generator is private (datasets/synth.h) so the data does not change when util/rng.c does. */
 #include "datasets/mnist.h"
+#include "datasets/synth.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,31 +29,9 @@
 #define PDIM (PSIDE * PSIDE)
 #define NPART 6
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [lo, hi), 24 random bits. */
-static float unif(uint64_t *s, float lo, float hi) {
-    return lo + (hi - lo) * (float)(splitmix64(s) >> 40) * (1.0f / 16777216.0f);
-}
-
 /* Uniform integer in [lo, hi] (tiny ranges; the modulo bias is negligible). */
 static int unif_int(uint64_t *s, int lo, int hi) {
-    return lo + (int)(splitmix64(s) % (uint64_t)(hi - lo + 1));
-}
-
-/* Squared distance from (x, y) to the segment (ax, ay)-(bx, by). */
-static float seg_dist2(float x, float y, float ax, float ay, float bx, float by) {
-    float vx = bx - ax, vy = by - ay, wx = x - ax, wy = y - ay;
-    float l2 = vx * vx + vy * vy;
-    float t = l2 > 0 ? (wx * vx + wy * vy) / l2 : 0;
-    t = t < 0 ? 0 : t > 1 ? 1 : t;
-    float dx = wx - t * vx, dy = wy - t * vy;
-    return dx * dx + dy * dy;
+    return lo + (int)(nb_synth_next(s) % (uint64_t)(hi - lo + 1));
 }
 
 /* Parts: (NPART, PSIDE, PSIDE), each a stroke or a blob with peak 1, drawn with a zero border of
@@ -62,13 +41,13 @@ static void make_parts(float *parts) {
     for (int k = 0; k < NPART; k++) {
         uint64_t s = PROTO_SEED ^ ((uint64_t)(k + 1) * 0xd1b54a32d192ed03ull);
         int stroke = k % 3 != 2; /* two strokes for every blob */
-        float ax = unif(&s, 6, 22), ay = unif(&s, 5, 23), bx = unif(&s, 6, 22),
-              by = unif(&s, 5, 23);
-        float sig = stroke ? unif(&s, 1.0f, 1.6f) : unif(&s, 1.8f, 3.0f);
+        float ax = nb_synth_unif(&s, 6, 22), ay = nb_synth_unif(&s, 5, 23),
+              bx = nb_synth_unif(&s, 6, 22), by = nb_synth_unif(&s, 5, 23);
+        float sig = stroke ? nb_synth_unif(&s, 1.0f, 1.6f) : nb_synth_unif(&s, 1.8f, 3.0f);
         float *p = parts + (size_t)k * PDIM;
         for (int y = 0; y < SIDE; y++) {
             for (int x = 0; x < SIDE; x++) {
-                float d2 = stroke ? seg_dist2((float)x, (float)y, ax, ay, bx, by)
+                float d2 = stroke ? nb_synth_seg_dist2((float)x, (float)y, ax, ay, bx, by)
                                   : (x - ax) * (x - ax) + (y - ay) * (y - ay);
                 float v = expf(-d2 / (2 * sig * sig));
                 /* flush tiny values: denormals would make every example ~10x slower to draw */
@@ -95,25 +74,25 @@ static int make_example(float *x, const float *parts, const float *stamp, uint64
     while (extra == cp[0] || extra == cp[1] || extra == cp[2]);
     const float *p[4];
     float w[4];
-    float amp = unif(&s, 0.7f, 1.2f);
+    float amp = nb_synth_unif(&s, 0.7f, 1.2f);
     for (int k = 0; k < 4; k++) {
         int part = k < 3 ? cp[k] : extra;
         int dx = unif_int(&s, -MAXSHIFT, MAXSHIFT), dy = unif_int(&s, -MAXSHIFT, MAXSHIFT);
-        if (k > 0 && k < 3 && unif(&s, 0, 1) < 0.7f) { /* parts mostly move together */
+        if (k > 0 && k < 3 && nb_synth_unif(&s, 0, 1) < 0.7f) { /* parts mostly move together */
             dx = 0;
             dy = 0;
         }
         p[k] = parts + (size_t)part * PDIM + (MAXSHIFT - dy) * PSIDE + (MAXSHIFT - dx);
-        w[k] = amp * (k < 3 ? unif(&s, 0.6f, 1.0f) : unif(&s, 0.0f, 0.6f));
+        w[k] = amp * (k < 3 ? nb_synth_unif(&s, 0.6f, 1.0f) : nb_synth_unif(&s, 0.0f, 0.6f));
     }
     for (int r = 0; r < SIDE; r++)
         for (int c = 0; c < SIDE; c++) {
             int o = r * PSIDE + c;
             x[r * SIDE + c] = w[0] * p[0][o] + w[1] * p[1][o] + w[2] * p[2][o] + w[3] * p[3][o];
         }
-    if (unif(&s, 0, 1) < 0.5f) { /* a distractor blob somewhere */
+    if (nb_synth_unif(&s, 0, 1) < 0.5f) { /* a distractor blob somewhere */
         int cx = unif_int(&s, 3, SIDE - 4), cy = unif_int(&s, 3, SIDE - 4);
-        float h = unif(&s, 0.3f, 0.8f);
+        float h = nb_synth_unif(&s, 0.3f, 0.8f);
         for (int r = -STAMP_R; r <= STAMP_R; r++) {
             for (int c = -STAMP_R; c <= STAMP_R; c++) {
                 int yy = cy + r, xx = cx + c;
@@ -125,7 +104,7 @@ static int make_example(float *x, const float *parts, const float *stamp, uint64
     }
     /* Noise: sum of two 16-bit uniforms (triangular, sd 0.12), two values per draw. */
     for (int i = 0; i < DIM; i += 2) {
-        uint64_t u = splitmix64(&s);
+        uint64_t u = nb_synth_next(&s);
         for (int k = 0; k < 2; k++) {
             float a = (float)(u & 0xffff) * (1.0f / 65536.0f);
             float b = (float)((u >> 16) & 0xffff) * (1.0f / 65536.0f);
@@ -148,8 +127,8 @@ static int make_split(nb_split *sp, int n, uint64_t seed, uint64_t split, const 
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         uint64_t s = base ^ (uint64_t)i;
-        splitmix64(&s); /* decorrelate neighbouring indices */
-        s = splitmix64(&s);
+        nb_synth_next(&s); /* decorrelate neighbouring indices */
+        s = nb_synth_next(&s);
         sp->y[i] = make_example(sp->x + (size_t)i * DIM, parts, stamp, s);
     }
     return 0;
