@@ -5,15 +5,18 @@
  * glimpse of a constant image, the stable softplus at large logits). */
 #include "tests/testutil.h"
 #include "nn/nn.h"
+#include "util/rng.h"
 
-static uint64_t rng_state = 0x6472617774657374ull;
+/* The test's random numbers: the project's generator (util/rng.h), one stream for the file. */
+static nb_rng test_rng;
 
 static double urand(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+    static int seeded;
+    if (!seeded) {
+        nb_rng_seed(&test_rng, 0x6472617774657374ull, NB_STREAM_SYNTH);
+        seeded = 1;
+    }
+    return nb_rng_uniform(&test_rng);
 }
 
 static void fill(double *x, size_t n, double lo, double hi) {
