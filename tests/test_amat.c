@@ -4,6 +4,7 @@
  * `fetch binarized-mnist` installs them, and the synthetic set. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "tests/testutil.h"
+#include "tests/tmpdir.h"
 #include "datasets/amat.h"
 #include "datasets/binmnist.h"
 #include "datasets/mnist.h"
@@ -18,33 +19,6 @@
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 #define D NB_AMAT_DIM
-
-static char tmpdir[256];
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/nb-test-amat-XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tpath(const char *name) {
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 /* The value of pixel j of image i in the generated files. */
 static int pix(int i, int j) {
@@ -673,5 +647,5 @@ int main(void) {
         cmocka_unit_test(test_binarized_mnist_files),
         cmocka_unit_test(test_synthetic),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }

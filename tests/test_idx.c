@@ -3,6 +3,7 @@
  * decompression-bomb cap, the real Fashion-MNIST from Debian's package, and the synthetic set. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "tests/testutil.h"
+#include "tests/tmpdir.h"
 #include "datasets/mnist.h"
 
 #include <archive.h>
@@ -14,36 +15,6 @@
 #include <unistd.h>
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
-
-static char tmpdir[256];
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/nb-test-idx-XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* A path under the test's temporary directory (static buffers, four in rotation). */
-static const char *tpath(const char *name) {
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 static void mkdir_p(const char *name) {
     char cmd[600];
@@ -635,5 +606,5 @@ int main(void) {
         cmocka_unit_test(test_fashion_mnist_debian),
         cmocka_unit_test(test_synthetic),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tmpdir_setup, tmpdir_teardown);
 }
