@@ -91,10 +91,7 @@ has "it says the fetch was interrupted" "$tmp/err-sig" "fetch of 'wmt14-en-de' i
 # 1 byte/s limit). Small windows and no retries keep this to seconds.
 mkdir -p "$tmp/srv/~rkiros"
 head -c 4000 /dev/urandom >"$tmp/srv/~rkiros/top4.zip"
-python3 tests/fetch_server.py --root "$tmp/srv" --timeout 60 >"$tmp/port" &
-srv_pid=$!
-for i in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
-port=$(head -n 1 "$tmp/port")
+fetch_server 60
 drip="http://127.0.0.1:$port/drip"
 export NORMBENCH_TEST_RETRIES=0
 t0=$(date +%s)

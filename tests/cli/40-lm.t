@@ -123,10 +123,7 @@ has "with its pinned checksum" "$tmp/out" "checksum: MD5 of the download pinned"
 raw=$tmp/srv/karpathy/char-rnn/master/data/tinyshakespeare
 mkdir -p "$raw"
 cp "$src/input.txt" "$raw/input.txt"
-python3 "$(dirname "$0")/../fetch_server.py" --root "$tmp/srv" --timeout 120 >"$tmp/port" &
-srv_pid=$!
-for i in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
-port=$(head -n 1 "$tmp/port")
+fetch_server 120
 check "fetch tinyshakespeare through a mirror" 0 "$NB" fetch tinyshakespeare --mirror "http://127.0.0.1:$port/ok" --data-dir "$tmp/d1"
 cmp -s "$src/input.txt" "$tmp/d1/tinyshakespeare/input.txt" && ok "the installed text is the published file" || not_ok "the installed text is the published file"
 printf 'x' | dd of="$raw/input.txt" bs=1 seek=1000 conv=notrunc 2>/dev/null

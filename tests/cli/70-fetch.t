@@ -95,10 +95,7 @@ check "synthetic never fetches" 0 "$NB" run mnist --dataset synthetic --steps 2 
 [ ! -e "$tmp/d-syn" ] && ok "synthetic left the data directory alone" || not_ok "synthetic left the data directory alone"
 
 # The local server: mirror, and interruptions at random points (slow mode, about 1 MiB/s).
-python3 tests/fetch_server.py --root "$tmp/srv" --timeout 90 >"$tmp/port" &
-srv_pid=$!
-for i in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
-port=$(head -n 1 "$tmp/port")
+fetch_server 90
 check "fetch through a mirror (NORMBENCH_MIRROR)" 0 env NORMBENCH_MIRROR="http://127.0.0.1:$port/ok" "$NB" fetch cnn-top4 --data-dir "$tmp/d-mirror"
 valid "mirrored dataset matches its manifest" "$tmp/d-mirror/cnn-top4"
 cp "$zip" "$tmp/gen/top4.zip"

@@ -28,10 +28,7 @@ has "multi30k is in the registry" "$tmp/out" "^multi30k\$"
 has "wmt14-en-de is in the registry" "$tmp/out" "^wmt14-en-de\$"
 has "multi30k's SHA-256 is pinned" "$tmp/out" "SHA-256 pinned"
 
-python3 tests/fetch_server.py --root "$tmp/srv" --timeout 120 >"$tmp/port" &
-srv_pid=$!
-for i in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
-port=$(head -n 1 "$tmp/port")
+fetch_server 120
 
 # ok: the eight files, verified against the pinned digests, installed with a manifest
 check "fetch multi30k through a mirror" 0 "$NB" fetch multi30k --mirror "http://127.0.0.1:$port/ok" --data-dir "$tmp/d1"

@@ -32,10 +32,7 @@ has "no checksum is published: trust on first use" "$tmp/entry" "checksum: none 
 has "its format is named" "$tmp/entry" "format:   amat text"
 has "it is absent" "$tmp/entry" "status:   absent"
 
-python3 tests/fetch_server.py --root "$tmp/srv" --timeout 120 >"$tmp/port" &
-srv_pid=$!
-for i in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
-port=$(head -n 1 "$tmp/port")
+fetch_server 120
 
 check "fetch binarized-mnist through a mirror" 0 "$NB" fetch binarized-mnist --mirror "http://127.0.0.1:$port/ok" --data-dir "$tmp/d1"
 valid "the installed files match the manifest" "$tmp/d1/binarized-mnist"

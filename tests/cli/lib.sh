@@ -39,6 +39,14 @@ mt_mkdata() {
 }
 # has DESC FILE REGEX
 has() { if grep -q -E -- "$3" "$2"; then ok "$1"; else not_ok "$1" "$(head -n 5 "$2")"; fi; }
+# fetch_server TIMEOUT: starts tests/fetch_server.py on 127.0.0.1 serving $tmp/srv, for at most
+# TIMEOUT seconds; sets srv_pid, and port (empty when the server did not start within 10 s).
+fetch_server() {
+    python3 "$(dirname "${BASH_SOURCE[0]}")/../fetch_server.py" --root "$tmp/srv" --timeout "$1" >"$tmp/port" &
+    srv_pid=$!
+    for i in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+    port=$(head -n 1 "$tmp/port")
+}
 # mpi_local: skips the file (TAP plan 1..0) where mpirun is missing; else sets Open MPI up for one
 # machine: root allowed, no shared-memory single copy (refused in containers), more ranks than
 # cores, and MPIRUN without core binding.
