@@ -6,8 +6,6 @@
 # the minimum rate, and a download past --timeout is given up with its partial file kept.
 set -u
 . "$(dirname "$0")/lib.sh"
-srv_pid=
-trap '[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 export NORMBENCH_DATA=$tmp/data NORMBENCH_DB=$tmp/nb.db
 unset NORMBENCH_MIRROR NORMBENCH_FETCH_MIN_RATE NORMBENCH_FETCH_RATE_WINDOW NORMBENCH_FETCH_TIMEOUT
 # quick CMD...: check with a 20 s cap (an endless read would otherwise hang the suite: exit 124)

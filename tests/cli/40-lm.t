@@ -6,8 +6,6 @@
 # fetched through a mirror and with --from, and a short run on it (TAP, for prove).
 set -u
 . "$(dirname "$0")/lib.sh"
-srv_pid=
-trap '[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 export NORMBENCH_DB=$tmp/lm.db
 export NORMBENCH_DATA=$tmp/data
 unset NORMBENCH_MIRROR

@@ -5,8 +5,6 @@
 # must leave the data directory valid, and the next fetch must finish the job.
 set -u
 . "$(dirname "$0")/lib.sh"
-srv_pid=
-trap '[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 # valid DESC DIR: the dataset directory is absent, or complete with every file as its manifest says
 valid() {
     if [ ! -e "$2" ] || (cd "$2" && sha256sum --quiet -c MANIFEST.sha256 >/dev/null 2>&1); then

@@ -5,8 +5,6 @@
 # fetch resumes, a corrupted file refused, and `--from DIR`.
 set -u
 . "$(dirname "$0")/lib.sh"
-srv_pid=
-trap '[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 export NORMBENCH_DB=$tmp/nb.db
 unset NORMBENCH_MIRROR NORMBENCH_DATA
 # the published files, from NB_TEST_MULTI30K (make test passes it; CI sets it)

@@ -5,8 +5,6 @@
 # serve them, trust on first use recorded and enforced, and `--from DIR`.
 set -u
 . "$(dirname "$0")/lib.sh"
-srv_pid=
-trap '[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 export NORMBENCH_DB=$tmp/nb.db
 unset NORMBENCH_MIRROR NORMBENCH_DATA
 files="binarized_mnist_train.amat binarized_mnist_valid.amat binarized_mnist_test.amat"

@@ -1,8 +1,10 @@
 # tests/cli/lib.sh — what every command-line test file shares (sourced; TAP helpers for prove).
-# Sets NB (the binary), tmp (a temporary directory removed at exit), and the counters n, fails.
+# Sets NB (the binary), tmp (a temporary directory removed at exit), and the counters n, fails;
+# a file server that fetch_server started (srv_pid) is stopped at exit too.
 NB=${NORMBENCH_BIN:-./normbench}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+srv_pid=
+trap '[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 n=0
 fails=0
 # asan: 1 when the binary under test is an AddressSanitizer build (make asan), where the
