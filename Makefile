@@ -247,10 +247,8 @@ fuzz:
 DEMO_DB     ?= normbench-demo.db
 DEMO_EPOCHS ?= 5
 demo: deps $(BIN)
-	@for n in none batch weight layer rms prms; do \
-	  ./$(BIN) run mnist --dataset fashion-mnist --norm $$n --epochs $(DEMO_EPOCHS) --db $(DEMO_DB) \
-	    || exit 1; \
-	done
+	./$(BIN) sweep mnist --dataset fashion-mnist --norms all --seeds 1 --epochs $(DEMO_EPOCHS) \
+	  --db $(DEMO_DB)
 	./$(BIN) report --db $(DEMO_DB)
 
 # The documentation's generated parts (tools/mkdocs.pl): every `<!-- generated: COMMAND -->`

@@ -34,8 +34,8 @@ static const char bench_usage[] =
     "  separated), in GB/s (bytes read and written once) and as a ratio\n"
     "  to a parallel copy: each repetition of a kernel is paired with one of the copy, and\n"
     "  vs_copy is the median over pairs (copy GB/s is the median copy beside that kernel).\n"
-    "  'all' (the default, kernels and step alike) includes dyt here (DyT, y = g*tanh(alpha*x)\n"
-    "  + b, alpha 0.5), timed last; not with --device cuda, which has no DyT kernels yet.\n"
+    "  'all' (the default, kernels and step alike) is every norm (DyT, y = g*tanh(alpha*x) + b,\n"
+    "  at alpha 0.5); with --device cuda, those with CUDA kernels.\n"
     "  For step, 'all' is the norms the task takes (lm's: all but batch).\n"
     "step TASK: milliseconds per training step (forward, backward, Adam) per norm on generated\n"
     "  data; mnist at batch 128 and 4 by default, cifar at 100, order at 128 (13-word\n"
@@ -143,11 +143,17 @@ int cmd_bench(int argc, const char **argv) {
     if (src > 0) return nb_usage_error("bench", "a norm is listed twice in '%s'", norms_arg);
     int nnorms = rest[0] || !nl ? nb_parse_norm_list("bench", rest, norms, NB_NORMS_MAX) : 0;
     if (nnorms < 0) return NB_EXIT_USAGE;
-    /* 'all' (sweep's) leaves out the norms not yet in its lists (dyt); the benchmarks, kernels
-     * and step alike, time every norm of the table: those too, last (not on CUDA: no kernels) */
-    if (strcmp(rest, "all") == 0 && !b->device)
-        for (int k = 0; k < nb_norm_count(); k++)
-            if (!nb_norm_get((nb_norm_kind)k)->in_all) norms[nnorms++] = k;
+    /* 'all': the benchmarks, kernels and step alike, time every norm of the table (a norm out
+     * of sweep's 'all' too, last); on CUDA those with kernels */
+    if (strcmp(rest, "all") == 0) {
+        if (!b->device)
+            for (int k = 0; k < nb_norm_count(); k++)
+                if (!nb_norm_get((nb_norm_kind)k)->in_all) norms[nnorms++] = k;
+        int kept = 0;
+        for (int i = 0; i < nnorms; i++)
+            if (!b->device || nb_norm_get((nb_norm_kind)norms[i])->cuda) norms[kept++] = norms[i];
+        nnorms = kept;
+    }
     for (int i = 0; i < nnorms; i++)
         if (b->device && !nb_norm_get((nb_norm_kind)norms[i])->cuda)
             return nb_usage_error("bench",

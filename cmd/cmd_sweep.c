@@ -31,7 +31,7 @@ static const char sweep_usage[] =
     "usage: normbench sweep TASK --norms LIST|all --seeds N [--jobs N] [--dry-run] [--threads N]\n"
     "                       [--db FILE] [run options]\n\n"
     "Runs TASK for every norm in LIST on seeds 1..N (every norm on the same seeds: a paired\n"
-    "comparison; 'all' is the six norms: name dyt to add DyT), and for\n"
+    "comparison; 'all' is every norm of 'run --help'), and for\n"
     "every value of any run option given as a comma-separated list, e.g. --batch 128,4 or\n"
     "--lr 1e-3,3e-3. The norms run next to each other (seed by seed), so that\n"
     "a slow spell of the machine is shared by all of them. The numbered job list is printed\n"

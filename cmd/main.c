@@ -50,8 +50,11 @@ static const nb_command *find_command(const char *name) {
 static void print_main_help(FILE *f) {
     fprintf(f, "usage: normbench COMMAND [OPTIONS]\n"
                "       normbench help COMMAND | normbench COMMAND --help | normbench --version\n\n"
-               "Trains the LayerNorm and RMSNorm papers' models with six normalizations\n"
-               "(none, batch, weight, layer, rms, prms) and compares them.\n\ncommands:\n");
+               "Trains the LayerNorm and RMSNorm papers' models with each normalization\n(");
+    const char *const *names = nb_norm_names();
+    for (int i = 0; names[i]; i++)
+        fprintf(f, "%s%s", i ? ", " : "", names[i]);
+    fprintf(f, ") and compares them.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nenvironment: NORMBENCH_DB (store, default ./normbench.db), NORMBENCH_DATA (data "

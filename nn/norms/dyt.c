@@ -386,7 +386,7 @@ const nb_norm_def nb_norm_dyt = {
     .nscalars = 1,
     .scalar_name = "alpha",
     .scalar_init = alpha0,
-    .in_all = 0, /* until every task has it (issue 31, item 2) */
+    .in_all = 1,
     .ops = &nb_norm_ops_dyt,
     .ops_f64 = &nb_norm_ops_dyt_f64,
 };

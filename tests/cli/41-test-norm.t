@@ -55,6 +55,6 @@ check "bench kernels --norms layer,centre" 0 env OMP_NUM_THREADS=1 "$TOY" bench 
 if [ "$(grep -c ',centre,' "$tmp/out")" = 4 ]; then ok "centre: 4 rows (2 shapes, fwd and fwd+bwd)"; else not_ok "centre: 4 rows" "$(cat "$tmp/out")"; fi
 check "sweep mnist --norms all --dry-run" 0 "$TOY" sweep mnist --norms all --seeds 1 --dry-run
 has "all includes centre" "$tmp/out" '--norm centre --seed 1'
-has "7 jobs: the six norms and centre" "$tmp/err" '^7 jobs'
+has "8 jobs: the seven norms and centre" "$tmp/err" '^8 jobs'
 echo "1..$n"
 [ "$fails" -eq 0 ]

@@ -18,10 +18,10 @@ check "an unknown run option is a usage error" 2 "$NB" sweep mnist --norms rms -
 
 check "dry run exits 0" 0 "$NB" sweep mnist --norms all --seeds 2 --batch 128,4 --dataset synthetic --dry-run
 c=$(grep -c 'normbench run mnist' "$tmp/out")
-[ "$c" = 24 ] && ok "dry run lists 6 norms x 2 seeds x 2 batches = 24 jobs" || not_ok "dry run lists 24 jobs (got $c)"
-has "jobs are numbered" "$tmp/out" '^ +24  normbench run mnist --norm prms --seed 2 --batch 4 --dataset synthetic$'
-order=$(sed -n 's/^ *\([0-9]*\)  normbench run mnist --norm \([a-z]*\) --seed \([0-9]\) --batch \([0-9]*\).*/\2 \3 \4/p' "$tmp/out" | head -n 7 | tr '\n' ,)
-[ "$order" = "none 1 128,batch 1 128,weight 1 128,layer 1 128,rms 1 128,prms 1 128,none 1 4," ] \
+[ "$c" = 28 ] && ok "dry run lists 7 norms (all: the table's) x 2 seeds x 2 batches = 28 jobs" || not_ok "dry run lists 28 jobs (got $c)"
+has "jobs are numbered" "$tmp/out" '^ +28  normbench run mnist --norm dyt --seed 2 --batch 4 --dataset synthetic$'
+order=$(sed -n 's/^ *\([0-9]*\)  normbench run mnist --norm \([a-z]*\) --seed \([0-9]\) --batch \([0-9]*\).*/\2 \3 \4/p' "$tmp/out" | head -n 8 | tr '\n' ,)
+[ "$order" = "none 1 128,batch 1 128,weight 1 128,layer 1 128,rms 1 128,prms 1 128,dyt 1 128,none 1 4," ] \
     && ok "the norms run next to each other, seed by seed" || not_ok "norms interleaved" "$order"
 [ ! -e "$db" ] && ok "a dry run creates no store" || not_ok "a dry run creates no store"
 
