@@ -861,6 +861,8 @@ int cmd_sweep(int argc, const char **argv) {
             jobs_seen |= strcmp(name, "jobs") == 0;
         } else if (strcmp(name, "dry-run") == 0) {
             dry = 1;
+        } else if (strcmp(name, "quiet") == 0) {
+            /* every job runs quietly already: not an option of the jobs (nor of their keys) */
         } else if (strcmp(name, "db") == 0) {
             db = v;
             db_seen = 1;

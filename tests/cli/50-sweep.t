@@ -33,6 +33,9 @@ c=$(sqlite3 "$db" "select count(distinct seed) from runs where norm='rms'")
 [ "$c" = 2 ] && ok "each norm on seeds 1 and 2" || not_ok "each norm on both seeds ($c)"
 check "the same sweep again" 0 "$NB" sweep mnist --norms rms,layer --seeds 2 $quick
 has "everything is skipped" "$tmp/out" '^sweep: 4 jobs: 0 finished now, 4 finished before'
+# --quiet changes nothing a job records (jobs run quietly anyway): the same jobs, skipped
+check "the same sweep with --quiet" 0 "$NB" sweep mnist --norms rms,layer --seeds 2 --quiet $quick
+has "everything is skipped with --quiet too" "$tmp/out" '^sweep: 4 jobs: 0 finished now, 4 finished before'
 c=$(sqlite3 "$db" "select count(*) from runs")
 [ "$c" = 4 ] && ok "no run was repeated" || not_ok "no run was repeated ($c runs)"
 
