@@ -282,9 +282,15 @@ void nb_task_model_label(const nb_task *t, const nb_train_cfg *cfg, char *out, s
     for (const nb_task_opt *o = t->opts; o && o->name && cfg->task_opts; o++) {
         if (!o->group || o->kind != NB_TOPT_CHOICE) continue;
         if (o->models && model && !in_csv(o->models, model)) continue; /* not in force */
+        const int named = o->group == NB_GROUP_UNLESS_DEFAULT;
+        if (named && get_int(cfg->task_opts, o) == (int)o->def) continue;
         char val[128];
         nb_task_opt_format(o, cfg->task_opts, val, sizeof val);
-        int w = snprintf(out + len, size - len, "%s%s", len ? " " : "", val);
+        int w = snprintf(out + len, size - len, "%s%s%s%s", len ? " " : "", named ? "--" : "",
+                         named ? o->name : "", named ? " " : "");
+        if (w < 0 || (size_t)w >= size - len) break;
+        len += (size_t)w;
+        w = snprintf(out + len, size - len, "%s", val);
         if (w < 0 || (size_t)w >= size - len) break; /* truncated: what fits */
         len += (size_t)w;
     }

@@ -48,12 +48,18 @@ typedef struct nb_task_opt {
     int selector; /* CHOICE: this option picks the model (at most one per task) */
     /* CHOICE: runs that differ in this option are different models (mt's --model,
      * --norm-position, --preset): the run records its value in the tag "model" and `report`
-     * and `plot` compare runs within it (nb_task_model_label) */
+     * and `plot` compare runs within it (nb_task_model_label); NB_GROUP_UNLESS_DEFAULT: only
+     * where its value is not the default (mt's --src-eos: "--src-eos off" in the label) */
     int group;
     const char *norm_as;   /* FLAG: when on, the run's norm is recorded under this name */
     const char *alias_of;  /* ALIAS: the option it stands for */
     const char *alias_val; /* ALIAS: the value it gives; NULL: it takes a value of its own */
 } nb_task_opt;
+
+/* nb_task_opt.group: an option that labels the model only when it is not at its default (an
+ * option that keeps a former behaviour: runs with it are compared apart, the others' labels
+ * stay as they were) */
+#define NB_GROUP_UNLESS_DEFAULT 2
 
 /* An option given on the command line: its name as typed and its value (NULL for a flag). */
 typedef struct nb_given {
