@@ -453,10 +453,11 @@ void nb_draw_free(nb_draw *m) {
     memset(m, 0, sizeof *m);
 }
 
-static void uniform(real *w, size_t n, int in, int out, nb_rng *rng) {
-    double a = sqrt(6.0 / (in + out));
+/* N(0, sd^2) values: DRAW's public code's draw for every weight (jbornschein/draw, train-draw.py:
+ * IsotropicGaussian(0.01), biases Constant(0)). */
+static void gauss(real *w, size_t n, double sd, nb_rng *rng) {
     for (size_t i = 0; i < n; i++)
-        w[i] = (real)(a * (2 * nb_rng_uniform(rng) - 1));
+        w[i] = (real)(sd * nb_rng_normal(rng));
 }
 
 void nb_draw_init_params(nb_draw *m, real *params, nb_rng *rng) {
@@ -464,14 +465,14 @@ void nb_draw_init_params(nb_draw *m, real *params, nb_rng *rng) {
     nb_lstm_init_params(&m->dec, params, rng);
     const int H = m->H;
     if (m->attn) {
-        uniform(params + m->wr, (size_t)5 * H, H, 5, rng);
-        uniform(params + m->wwa, (size_t)5 * H, H, 5, rng);
+        gauss(params + m->wr, (size_t)5 * H, NB_DRAW_INIT_SD, rng);
+        gauss(params + m->wwa, (size_t)5 * H, NB_DRAW_INIT_SD, rng);
         memset(params + m->br, 0, 5 * sizeof(real));
         memset(params + m->bwa, 0, 5 * sizeof(real));
     }
-    uniform(params + m->wmu, (size_t)m->Z * H, H, m->Z, rng);
-    uniform(params + m->wls, (size_t)m->Z * H, H, m->Z, rng);
-    uniform(params + m->ww, (size_t)m->WO * H, H, m->WO, rng);
+    gauss(params + m->wmu, (size_t)m->Z * H, NB_DRAW_INIT_SD, rng);
+    gauss(params + m->wls, (size_t)m->Z * H, NB_DRAW_INIT_SD, rng);
+    gauss(params + m->ww, (size_t)m->WO * H, NB_DRAW_INIT_SD, rng);
     memset(params + m->bmu, 0, (size_t)m->Z * sizeof(real));
     memset(params + m->bls, 0, (size_t)m->Z * sizeof(real));
     memset(params + m->bw, 0, (size_t)m->WO * sizeof(real));
