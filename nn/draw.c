@@ -550,7 +550,7 @@ double nb_draw_forward(nb_draw *m, const real *x, const real *eps, int B, const 
 void nb_draw_backward(nb_draw *m, real *grads, const real *params) {
     const int B = m->B, T = m->T, H = m->H, Z = m->Z, D = m->D, R = m->R, Ce = m->Cenc, Aw = m->Aw,
               Bh = m->Bh, Nr = m->Nr, Nw = m->Nw;
-    const real inv = (real)(1.0 / B);
+    const real inv = (real)(1.0 / (m->grad_rows > 0 ? m->grad_rows : B));
     const size_t BD = (size_t)B * D;
     memset(m->dc, 0, sizeof(real) * BD);
     nb_draw_bce_backward(m->dc, m->canvas + (size_t)T * B * D, m->x, B, D, inv);

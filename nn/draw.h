@@ -99,6 +99,9 @@ typedef struct nb_draw {
     nb_lstm enc, dec;
     size_t wr, br, wmu, bmu, wls, bls, wwa, bwa, ww, bw; /* offsets; (size_t)-1 without attention */
     int B;
+    /* > 0: backward's gradient is of the loss summed over the forward's rows divided by this
+     * (a data-parallel shard's rows of a larger batch); 0: divided by the forward's rows */
+    int grad_rows;
     double rec, kl; /* the last forward's sums over its rows: reconstruction and KL (nats) */
     const NB_REAL *x, *eps;
     NB_REAL *xe, *xd;             /* (Bmax,T,Cenc), (Bmax,T,Z): the LSTMs' inputs */
