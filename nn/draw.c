@@ -366,7 +366,7 @@ int nb_draw_init(nb_draw *m, int Aw, int Bh, int T, int H, int Z, int Nr, int Nw
     if (nb_fused_kind(norm->kind) == NB_FK_BATCH) {
         nb_errf(err, "draw: batch normalization is not available");
         return nb_hintf(err, "the LSTMs run step by step (each step's input depends on the last "
-                             "one's output): use a row-wise norm (layer, rms, prms, dyt) or none");
+                             "one's output): use none, weight, layer, rms, prms or dyt");
     }
     m->Aw = Aw, m->Bh = Bh, m->D = Aw * Bh, m->T = T, m->H = H, m->Z = Z;
     m->Nr = Nr, m->Nw = Nw, m->attn = attn, m->Bmax = Bmax;

@@ -146,11 +146,15 @@ typedef struct draw_run {
     int B, EB, Bmax, T, Z;
 } draw_run;
 
+/* The sizes in force: the options', or the preset's where 0 (`bench step` configures without
+ * draw_finish). */
 static int model_init(nb_draw *m, const nb_train_cfg *cfg, int Bmax, nb_layout *l, nb_err *err) {
     const draw_opts *o = opts_of(cfg);
+    const draw_preset *p = &presets[o->preset];
     const int attn = o->attention == 0;
     memset(l, 0, sizeof *l);
-    return nb_draw_init(m, NB_BIN_SIDE, NB_BIN_SIDE, o->glimpses, o->dim, o->z_dim,
+    return nb_draw_init(m, NB_BIN_SIDE, NB_BIN_SIDE, o->glimpses ? o->glimpses : p->glimpses,
+                        o->dim ? o->dim : p->dim, o->z_dim ? o->z_dim : p->z_dim,
                         attn ? o->read_n : 0, attn ? o->write_n : 0, attn, Bmax, &cfg->norm, l,
                         err);
 }

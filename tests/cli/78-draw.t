@@ -4,7 +4,8 @@
 # a batch of synthetic images in 30 steps (the bound falls, every value finite, the parts add
 # up); a run stopped by Ctrl-C mid-epoch resumes to the numbers of an uninterrupted one; the
 # kept model draws a PNG grid and a canvas sequence (read back with Python's zlib), the same for
-# the same seed; report --paper sets the LN paper's bounds beside the runs (TAP, for prove).
+# the same seed; report --paper sets the LN paper's bounds beside the runs; bench step draw
+# times every norm it takes (TAP, for prove).
 set -u
 . "$(dirname "$0")/lib.sh"
 export NORMBENCH_DB=$tmp/draw.db
@@ -143,6 +144,15 @@ cp "$tmp/kept.bak" "$kept"
 check "report --paper" 0 "$NB" report --task draw --paper
 has "sets the paper's baseline bound" "$tmp/out" "82\\.36"
 has "and LN's" "$tmp/out" "82\\.09"
+
+# bench step draw: every norm the task takes (dyt too), batch left out of 'all'
+check "bench step draw" 0 "$NB" bench step draw --batch 4 --dim 16 --glimpses 4 --z-dim 4 --steps 2 --threads 1
+for norm in none weight layer rms prms dyt; do has "times $norm" "$tmp/out" "^draw +$norm +4 "; done
+grep -q "^draw  *batch" "$tmp/out" && not_ok "leaves batch out" || ok "leaves batch out"
+check "bench step draw --norms batch is refused" 1 "$NB" bench step draw --norms batch --batch 4 --dim 16 --steps 1
+has "saying so" "$tmp/err" "draw: batch normalization is not available"
+check "bench step draw --preset small" 0 "$NB" bench step draw --preset small --norms layer --batch 2 --glimpses 2 --steps 1 --threads 1
+has "times it" "$tmp/out" "^draw +layer +2 "
 
 echo "1..$n"
 [ "$fails" -eq 0 ]
