@@ -4,7 +4,8 @@
 # a batch of synthetic images in 30 steps (the bound falls, every value finite, the parts add
 # up); a run stopped by Ctrl-C mid-epoch resumes to the numbers of an uninterrupted one; the
 # kept model draws a PNG grid and a canvas sequence (read back with Python's zlib), the same for
-# the same seed; report --paper sets the LN paper's bounds beside the runs; bench step draw
+# the same seed; report --paper sets the LN paper's bounds beside the runs; plot draws the
+# bound against steps and seconds; bench step draw
 # times every norm it takes (TAP, for prove).
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -144,6 +145,15 @@ cp "$tmp/kept.bak" "$kept"
 check "report --paper" 0 "$NB" report --task draw --paper
 has "sets the paper's baseline bound" "$tmp/out" "82\\.36"
 has "and LN's" "$tmp/out" "82\\.09"
+
+# plot --task draw: the bound against steps and seconds
+if command -v gnuplot >/dev/null 2>&1; then
+    check "plot --task draw" 0 "$NB" plot --task draw --term dumb
+    has "draws the validation bound" "$tmp/out" "val_nll"
+    has "against wall-clock time" "$tmp/out" "against wall-clock time"
+else
+    n=$((n + 1)); echo "ok $n # skip gnuplot is not installed"
+fi
 
 # bench step draw: every norm the task takes (dyt too), batch left out of 'all'
 check "bench step draw" 0 "$NB" bench step draw --batch 4 --dim 16 --glimpses 4 --z-dim 4 --steps 2 --threads 1
