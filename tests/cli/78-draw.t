@@ -5,8 +5,7 @@
 # up); a run stopped by Ctrl-C mid-epoch resumes to the numbers of an uninterrupted one; the
 # kept model draws a PNG grid and a canvas sequence (read back with Python's zlib), the same for
 # the same seed; report --paper sets the LN paper's bounds beside the runs; plot draws the
-# bound against steps and seconds; bench step draw
-# times every norm it takes (TAP, for prove).
+# bound against steps and seconds; bench step draw times every norm it takes (TAP, for prove).
 set -u
 . "$(dirname "$0")/lib.sh"
 export NORMBENCH_DB=$tmp/draw.db
