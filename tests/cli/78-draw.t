@@ -2,10 +2,11 @@
 # Command-line tests of task draw (DRAW, LN paper §6.4): its options and refusals (--norm batch,
 # --act, out-of-range sizes, attention options without attention); every norm it takes overfits
 # a batch of synthetic images in 30 steps (the bound falls, every value finite, the parts add
-# up); a run stopped by Ctrl-C mid-epoch resumes to the numbers of an uninterrupted one; the
-# kept model draws a PNG grid and a canvas sequence (read back with Python's zlib), the same for
-# the same seed; report --paper sets the LN paper's bounds beside the runs; plot draws the
-# bound against steps and seconds; bench step draw times every norm it takes (TAP, for prove).
+# up); a run stopped by Ctrl-C mid-epoch resumes to the numbers of an uninterrupted one; two
+# MPI ranks record what one process records; the kept model draws a PNG grid and a canvas
+# sequence (read back with Python's zlib), the same for the same seed; report --paper sets the
+# LN paper's bounds beside the runs; plot draws the bound against steps and seconds; bench step
+# draw times every norm it takes (TAP, for prove).
 set -u
 . "$(dirname "$0")/lib.sh"
 export NORMBENCH_DB=$tmp/draw.db
@@ -99,6 +100,24 @@ a=$(metrics "$ref")
 b=$(metrics "$id")
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "it recorded the numbers of the uninterrupted run" \
     || not_ok "it recorded the numbers of the uninterrupted run" "$(diff <(echo "$a" | tr ' ' '\n') <(echo "$b" | tr ' ' '\n') | head -n 6)"
+
+# data-parallel: two ranks record what one process records (to float rounding of the summed
+# gradients: 1e-5 relative)
+if command -v mpirun >/dev/null 2>&1; then
+    dp="--dataset synthetic --dim 16 --glimpses 4 --z-dim 4 --batch 8 --subset 32 --steps 12 --lr 0.01 --norm layer --threads 1 --quiet"
+    check "one process" 0 "$NB" run draw $dp --db "$tmp/mp1.db"
+    check "mpirun -np 2" 0 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 mpirun --bind-to none -np 2 "$NB" run draw $dp --db "$tmp/mp2.db"
+    a=$(sqlite3 "$tmp/mp1.db" "select group_concat(value, ' ') from (select value from metrics where name = 'val_nll' order by step)")
+    b=$(sqlite3 "$tmp/mp2.db" "select group_concat(value, ' ') from (select value from metrics where name = 'val_nll' order by step)")
+    if [ -n "$a" ] && awk -v a="$a" -v b="$b" 'BEGIN { n = split(a, x, " "); m = split(b, y, " "); if (n != m || n < 3) exit 1
+        for (i = 1; i <= n; i++) { d = (x[i] - y[i]) / x[i]; if (d > 1e-5 || d < -1e-5) exit 1 } }'; then
+        ok "two ranks agree with one process ($a | $b)"
+    else
+        not_ok "two ranks agree with one process ($a | $b)"
+    fi
+else
+    n=$((n + 1)); echo "ok $n # skip mpirun is not installed"
+fi
 
 # sample: a PNG from the kept model
 kept="$NORMBENCH_DB-checkpoints/run-$ref.model/model"
