@@ -366,7 +366,7 @@ int nb_draw_init(nb_draw *m, int Aw, int Bh, int T, int H, int Z, int Nr, int Nw
     if (nb_fused_kind(norm->kind) == NB_FK_BATCH) {
         nb_errf(err, "draw: batch normalization is not available");
         return nb_hintf(err, "the LSTMs run step by step (each step's input depends on the last "
-                             "one's output): use a row-wise norm (layer, rms, prms, dyt) or none");
+                             "one's output): use none, weight, layer, rms, prms or dyt");
     }
     m->Aw = Aw, m->Bh = Bh, m->D = Aw * Bh, m->T = T, m->H = H, m->Z = Z;
     m->Nr = Nr, m->Nw = Nw, m->attn = attn, m->Bmax = Bmax;
@@ -453,10 +453,11 @@ void nb_draw_free(nb_draw *m) {
     memset(m, 0, sizeof *m);
 }
 
-static void uniform(real *w, size_t n, int in, int out, nb_rng *rng) {
-    double a = sqrt(6.0 / (in + out));
+/* N(0, sd^2) values: DRAW's public code's draw for every weight (jbornschein/draw, train-draw.py:
+ * IsotropicGaussian(0.01), biases Constant(0)). */
+static void gauss(real *w, size_t n, double sd, nb_rng *rng) {
     for (size_t i = 0; i < n; i++)
-        w[i] = (real)(a * (2 * nb_rng_uniform(rng) - 1));
+        w[i] = (real)(sd * nb_rng_normal(rng));
 }
 
 void nb_draw_init_params(nb_draw *m, real *params, nb_rng *rng) {
@@ -464,14 +465,14 @@ void nb_draw_init_params(nb_draw *m, real *params, nb_rng *rng) {
     nb_lstm_init_params(&m->dec, params, rng);
     const int H = m->H;
     if (m->attn) {
-        uniform(params + m->wr, (size_t)5 * H, H, 5, rng);
-        uniform(params + m->wwa, (size_t)5 * H, H, 5, rng);
+        gauss(params + m->wr, (size_t)5 * H, NB_DRAW_INIT_SD, rng);
+        gauss(params + m->wwa, (size_t)5 * H, NB_DRAW_INIT_SD, rng);
         memset(params + m->br, 0, 5 * sizeof(real));
         memset(params + m->bwa, 0, 5 * sizeof(real));
     }
-    uniform(params + m->wmu, (size_t)m->Z * H, H, m->Z, rng);
-    uniform(params + m->wls, (size_t)m->Z * H, H, m->Z, rng);
-    uniform(params + m->ww, (size_t)m->WO * H, H, m->WO, rng);
+    gauss(params + m->wmu, (size_t)m->Z * H, NB_DRAW_INIT_SD, rng);
+    gauss(params + m->wls, (size_t)m->Z * H, NB_DRAW_INIT_SD, rng);
+    gauss(params + m->ww, (size_t)m->WO * H, NB_DRAW_INIT_SD, rng);
     memset(params + m->bmu, 0, (size_t)m->Z * sizeof(real));
     memset(params + m->bls, 0, (size_t)m->Z * sizeof(real));
     memset(params + m->bw, 0, (size_t)m->WO * sizeof(real));
@@ -549,7 +550,7 @@ double nb_draw_forward(nb_draw *m, const real *x, const real *eps, int B, const 
 void nb_draw_backward(nb_draw *m, real *grads, const real *params) {
     const int B = m->B, T = m->T, H = m->H, Z = m->Z, D = m->D, R = m->R, Ce = m->Cenc, Aw = m->Aw,
               Bh = m->Bh, Nr = m->Nr, Nw = m->Nw;
-    const real inv = (real)(1.0 / B);
+    const real inv = (real)(1.0 / (m->grad_rows > 0 ? m->grad_rows : B));
     const size_t BD = (size_t)B * D;
     memset(m->dc, 0, sizeof(real) * BD);
     nb_draw_bce_backward(m->dc, m->canvas + (size_t)T * B * D, m->x, B, D, inv);

@@ -99,6 +99,9 @@ typedef struct nb_draw {
     nb_lstm enc, dec;
     size_t wr, br, wmu, bmu, wls, bls, wwa, bwa, ww, bw; /* offsets; (size_t)-1 without attention */
     int B;
+    /* > 0: backward's gradient is of the loss summed over the forward's rows divided by this
+     * (a data-parallel shard's rows of a larger batch); 0: divided by the forward's rows */
+    int grad_rows;
     double rec, kl; /* the last forward's sums over its rows: reconstruction and KL (nats) */
     const NB_REAL *x, *eps;
     NB_REAL *xe, *xd;             /* (Bmax,T,Cenc), (Bmax,T,Z): the LSTMs' inputs */
@@ -117,8 +120,14 @@ typedef struct nb_draw {
 int nb_draw_init(nb_draw *m, int Aw, int Bh, int T, int H, int Z, int Nr, int Nw, int attn,
                  int Bmax, const nb_norm_cfg *norm, nb_layout *l, nb_err *err);
 void nb_draw_free(nb_draw *m);
-/* The LSTMs as nb_lstm_init_params draws them; the dense layers uniform +-sqrt(6/(in+out)),
- * biases 0. */
+/* The LSTMs as nb_lstm_init_params draws them; the dense layers (read and write attention,
+ * mu, log sigma, write) N(0, NB_DRAW_INIT_SD^2), biases 0, as DRAW's public code draws every
+ * weight (jbornschein/draw, train-draw.py: IsotropicGaussian(0.01), Constant(0)). So the first
+ * canvas is near 0 and the first posterior near N(0, I): the initial loss is about D ln 2 (543
+ * nats at 28x28) plus a KL of a few tens of nats with a norm in the LSTMs (their states are
+ * then larger). Glorot-uniform dense layers gave 2,340 nats per image with layer (KL 1,782:
+ * mu and log sigma of order 1 at each of 64 steps), 598 with none. */
+#define NB_DRAW_INIT_SD 0.01
 void nb_draw_init_params(nb_draw *m, NB_REAL *params, nb_rng *rng);
 /* The loss of B <= Bmax images x (B,D) with noise eps; keeps what backward needs (x and eps are
  * not copied: unchanged until backward). Returns the loss (nats per image). */

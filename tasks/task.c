@@ -13,10 +13,12 @@ extern const nb_task nb_task_order;
 extern const nb_task nb_task_reader;
 extern const nb_task nb_task_mt;
 extern const nb_task nb_task_lm;
+extern const nb_task nb_task_draw;
 
 /* One row per task, in the order help and reports list them. */
 static const nb_task *const tasks[] = {&nb_task_mnist,  &nb_task_cifar, &nb_task_order,
-                                       &nb_task_reader, &nb_task_mt,    &nb_task_lm};
+                                       &nb_task_reader, &nb_task_mt,    &nb_task_lm,
+                                       &nb_task_draw};
 enum { NTASKS = sizeof tasks / sizeof tasks[0] };
 
 /* Tasks a build adds of its own (the test build's, in tests/), listed after these; NULL-terminated.

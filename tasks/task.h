@@ -230,6 +230,15 @@ typedef struct nb_task {
      * OpenBLAS sgemm alone on the same shapes. Returns how many shapes were written. */
     double (*bench_flops)(void *bench);
     int (*bench_gemms)(void *bench, nb_gemm_shape *out, int max);
+    /* Images from a finished run's model (`normbench sample RUN --out FILE.png`): loads the model
+     * kept in dir as sample does (refusing one of another run or store than want, or changed
+     * since), draws count images from the model with a generator seeded by seed and returns
+     * them as a PNG, newly allocated (*len its bytes), or NULL with err set. frames 0: a grid
+     * of the images; frames > 0: a row per image, its canvas at up to `frames` points of its
+     * drawing, the finished image last. NULL: the task draws no images. */
+    unsigned char *(*sample_png)(const nb_train_cfg *cfg, const char *dir,
+                                 const struct nb_ckpt_ident *want, int count, int frames,
+                                 uint64_t seed, size_t *len, nb_err *err);
 } nb_task;
 
 /* The task called name, or NULL. */

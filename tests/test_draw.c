@@ -483,13 +483,59 @@ static void test_generate(void **state) {
     }
 }
 
+/* The initial loss at the paper's sizes (28x28, 64 glimpses, 256 units, z 100, read 2, write 5)
+ * is about D ln 2, the bound of a canvas of 0, plus a small KL: the dense layers start at
+ * N(0, 0.01^2) as DRAW's code draws them. Glorot-uniform ones gave 2,340 nats with layer
+ * (KL 1,782) and 598 with none. */
+static void test_initial_loss(void **state) {
+    (void)state;
+    enum { IB = 4, IT = 64, IH = 256, IZ = 100, ID = 28 * 28 };
+    const nb_norm_kind kinds[] = {NB_NORM_NONE, NB_NORM_LAYER, NB_NORM_RMS, NB_NORM_DYT};
+    float *x = malloc(sizeof(float) * IB * ID), *eps = malloc(sizeof(float) * IB * IT * IZ);
+    assert_non_null(x);
+    assert_non_null(eps);
+    for (int i = 0; i < IB * ID; i++)
+        x[i] = urand() < 0.2f;
+    nb_rng rng;
+    nb_rng_seed(&rng, 11, 1);
+    for (int i = 0; i < IB * IT * IZ; i++)
+        eps[i] = (float)nb_rng_normal(&rng);
+    for (int attn = 0; attn <= 1; attn++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            nb_norm_cfg cfg;
+            nb_norm_cfg_default(&cfg, kinds[k]);
+            nb_layout lay;
+            memset(&lay, 0, sizeof lay);
+            nb_draw m;
+            nb_err err;
+            assert_int_equal(nb_draw_init(&m, 28, 28, IT, IH, IZ, 2, 5, attn, IB, &cfg, &lay, &err),
+                             0);
+            float *p = calloc(lay.total, sizeof(float));
+            assert_non_null(p);
+            nb_draw_init_params(&m, p, &rng);
+            const double loss = nb_draw_forward(&m, x, eps, IB, p), dl2 = ID * log(2.0);
+            fprintf(stderr,
+                    "# initial loss %-5s%s: %.2f (reconstruction %.2f, KL %.2f; D ln 2 %.2f)\n",
+                    nb_norm_name(kinds[k]), attn ? "" : " no-attention", loss, m.rec / IB,
+                    m.kl / IB, dl2);
+            /* without attention the canvas sums 64 full-image writes: a little more */
+            assert_true(m.rec / IB < dl2 + (attn ? 2 : 100));
+            assert_true(m.rec / IB > dl2 - 2);
+            assert_true(m.kl / IB < 40);
+            nb_draw_free(&m);
+            free(p);
+        }
+    free(x);
+    free(eps);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_filterbank),     cmocka_unit_test(test_read_write),
         cmocka_unit_test(test_read_constant),  cmocka_unit_test(test_chain),
         cmocka_unit_test(test_terms),          cmocka_unit_test(test_model_gradients),
         cmocka_unit_test(test_model_refusals), cmocka_unit_test(test_model_float),
-        cmocka_unit_test(test_generate),
+        cmocka_unit_test(test_generate),       cmocka_unit_test(test_initial_loss),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
