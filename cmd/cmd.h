@@ -173,4 +173,12 @@ int nb_unknown_task(const char *cmd, const char *name);
  * returns the count, or -1 after printing a usage error naming the bad name and the valid ones. */
 int nb_parse_norm_list(const char *cmd, const char *list, int *kinds, int max);
 
+/* Keeps in kinds[0..n) the norms task takes with the options given (lm and draw refuse batch):
+ * what 'all' means for a task. Returns the count kept; n when the task would take none of them
+ * (the caller's own checks then name the refusal). */
+struct nb_task;
+struct nb_given;
+int nb_norms_task_takes(const struct nb_task *task, int *kinds, int n, const struct nb_given *given,
+                        int ngiven);
+
 #endif

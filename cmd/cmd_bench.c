@@ -262,24 +262,8 @@ int cmd_bench(int argc, const char **argv) {
         if (bad) return nb_usage_error("bench", "%s", gerr.msg);
     }
     /* step's 'all': the table's norms that this task takes (lm refuses batch) */
-    if (strcmp(rest, "all") == 0) {
-        int kept = 0;
-        for (int i = 0; i < nnorms; i++) {
-            nb_train_cfg cfg;
-            nb_err terr;
-            memset(&cfg, 0, sizeof cfg);
-            cfg.norm.kind = (nb_norm_kind)norms[i];
-            cfg.task = task->name;
-            cfg.dataset = task->default_dataset;
-            int refused =
-                norms[i] < NB_NORMS_MAX &&
-                (nb_task_configure(task, &cfg, norms[i], b->given, b->ngiven, &terr) != 0 ||
-                 (task->finish && task->finish(&cfg, b->given, b->ngiven, &terr) != 0));
-            nb_task_opts_free(&cfg);
-            if (!refused) norms[kept++] = norms[i];
-        }
-        if (kept > 0) nnorms = kept;
-    }
+    if (strcmp(rest, "all") == 0)
+        nnorms = nb_norms_task_takes(task, norms, nnorms, b->given, b->ngiven);
     if (b->device) {
         nb_err derr;
         nb_err_clear(&derr);

@@ -937,6 +937,11 @@ int cmd_sweep(int argc, const char **argv) {
         free_opts(opts, nopts);
         return NB_EXIT_USAGE;
     }
+    /* 'all': the norms this task takes (lm and draw refuse batch); a task sweep does not know is
+     * named by the jobs' own checks below */
+    const nb_task *tk = nb_task_find(task);
+    if (tk && strcmp(norms_arg, "all") == 0)
+        nnorms = nb_norms_task_takes(tk, norms, nnorms, NULL, 0);
 
     /* The product: seed (outer) x every list option, in the order given x norm (inner), so
      * that the norms being compared run next to each other and a slow spell of the machine

@@ -217,6 +217,24 @@ const char *nb_default_data_dir(void) {
     return buf;
 }
 
+int nb_norms_task_takes(const nb_task *task, int *kinds, int n, const nb_given *given, int ngiven) {
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        nb_train_cfg cfg;
+        nb_err err;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.norm.kind = (nb_norm_kind)kinds[i];
+        cfg.task = task->name;
+        cfg.dataset = task->default_dataset;
+        int refused = kinds[i] < NB_NORMS_MAX &&
+                      (nb_task_configure(task, &cfg, kinds[i], given, ngiven, &err) != 0 ||
+                       (task->finish && task->finish(&cfg, given, ngiven, &err) != 0));
+        nb_task_opts_free(&cfg);
+        if (!refused) kinds[kept++] = kinds[i];
+    }
+    return kept > 0 ? kept : n;
+}
+
 int nb_parse_norm_list(const char *cmd, const char *list, int *kinds, int max) {
     int n = 0;
     if (strcmp(list, "all") == 0) {

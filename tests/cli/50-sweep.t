@@ -24,6 +24,11 @@ order=$(sed -n 's/^ *\([0-9]*\)  normbench run mnist --norm \([a-z]*\) --seed \(
 [ "$order" = "none 1 128,batch 1 128,weight 1 128,layer 1 128,rms 1 128,prms 1 128,dyt 1 128,none 1 4," ] \
     && ok "the norms run next to each other, seed by seed" || not_ok "norms interleaved" "$order"
 [ ! -e "$db" ] && ok "a dry run creates no store" || not_ok "a dry run creates no store"
+# 'all' is the norms the task takes: lm refuses batch, so its 'all' is the other six
+check "sweep lm --norms all" 0 "$NB" sweep lm --norms all --seeds 1 --dataset synthetic --dry-run
+c=$(grep -c 'normbench run lm' "$tmp/out")
+[ "$c" = 6 ] && ok "lm's all: 6 jobs" || not_ok "lm's all: 6 jobs (got $c)"
+if grep -q -- '--norm batch' "$tmp/out"; then not_ok "no batch job for lm"; else ok "no batch job for lm"; fi
 
 check "a small sweep runs" 0 "$NB" sweep mnist --norms rms,layer --seeds 2 --jobs 2 $quick
 has "sweep summary on stdout" "$tmp/out" '^sweep: 4 jobs: 4 finished now, 0 finished before'
