@@ -328,8 +328,10 @@ static void recv_msg(int from, int tag, msg *m, MPI_Status *st) {
 int nb_mpi_send_job(int r, const nb_mpi_job *job, nb_err *err) {
     msg m = {0};
     put_i64(&m, job->index);
+    put_str(&m, job->config);
     put_str(&m, job->args);
-    put_str(&m, job->config ? job->config : "");
+    put_str(&m, job->tag);
+    put_str(&m, job->variant);
     put_i64(&m, job->resume_run);
     put_i64(&m, job->resume_step);
     put(&m, &job->ident, sizeof job->ident);
@@ -653,36 +655,32 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
         nb_mpi_job job;
         memset(&job, 0, sizeof job);
         job.index = (long)get_i64(&m);
-        job.args = get_str(&m);
         job.config = get_str(&m);
+        job.args = get_str(&m);
+        job.tag = get_str(&m);
+        job.variant = get_str(&m);
         job.resume_run = get_i64(&m);
         job.resume_step = get_i64(&m);
         take(&m, &job.ident, sizeof job.ident);
         job.ckpt = get_bytes(&m, &job.ckpt_len);
         int code = NB_EXIT_FAIL;
         char ckpt[4200] = "";
-        const char *args[256];
-        int nargs = 0;
-        for (char *p = job.args; p && nargs < 255;) {
-            args[nargs++] = p;
-            p = strchr(p, '\x1f');
-            if (p) *p++ = '\0';
-        }
-        args[nargs] = NULL;
         nb_err err;
         nb_err_clear(&err);
-        if (m.bad || !job.args) {
+        if (m.bad || !job.config || !job.args) {
             say("error: rank %d: a malformed job from rank 0\n", mpi_rank);
         } else if (job.ckpt && ((size_t)snprintf(ckpt, sizeof ckpt, "%s/run-%lld.ckpt", dir,
                                                  (long long)job.resume_run) >= sizeof ckpt ||
                                 write_atomic(ckpt, job.ckpt, job.ckpt_len, &err) != 0)) {
             report_err(&err);
         } else {
-            code = run(nargs, args, &job, job.ckpt ? ckpt : NULL, &rec, stop);
+            code = run(&job, job.ckpt ? ckpt : NULL, &rec, stop);
         }
         clear_dir(dir, 0); /* rank 0 keeps the checkpoints: these copies go */
-        free(job.args);
         free(job.config);
+        free(job.args);
+        free(job.tag);
+        free(job.variant);
         free(job.ckpt);
         msg_free(&m);
         send_ready(job.index, code, stop && *stop);
