@@ -327,9 +327,10 @@ static int new_job_msg(job *jb, const char *db, const char *threads_buf, nb_mpi_
     if (rc == 0) {
         mj->config = nb_job_config_json(&j);
         mj->args = j.args ? strdup(j.args) : NULL;
-        mj->tag = strdup(tag);
-        mj->variant = jb->variant[0] ? strdup(jb->variant) : NULL;
-        if (!mj->config || !mj->args || !mj->tag || (jb->variant[0] && !mj->variant))
+        /* as parsed: sweep=KEY, and the variant sweep made or the one the user gave */
+        mj->tag = j.tag ? strdup(j.tag) : NULL;
+        mj->variant = j.variant ? strdup(j.variant) : NULL;
+        if (!mj->config || !mj->args || (j.tag && !mj->tag) || (j.variant && !mj->variant))
             rc = nb_die("out of memory");
     }
     nb_job_free(&j);

@@ -55,6 +55,18 @@ grep -q 'variant|--batch 16' mpi.txt && grep -q 'sweep|mnist --norm rms' mpi.txt
     && ok "  the runs carry their sweep tag and variant" || not_ok "  the sweep tag and variant" "$(head -n 12 mpi.txt)"
 same "  the same runs as without MPI: configuration, tags, arguments, metrics" plain.txt mpi.txt
 
+# the user's own --variant (no list of values): on every rank's runs, as without MPI
+check "a plain sweep with --variant" 0 "$NB" sweep mnist --norms rms,layer --seeds 1 --variant mylabel \
+    --dataset synthetic --subset 600 --batch 16 --steps 8 --threads 1 --db plainv.db
+check "the same over 2 ranks" 0 $MPIRUN -np 2 "$NB" sweep mnist --norms rms,layer --seeds 1 --variant mylabel \
+    --dataset synthetic --subset 600 --batch 16 --steps 8 --threads 1 --db mpiv.db
+has "  rank 1 trained a job" "$tmp/err" 'started on rank 1 '
+c=$(sqlite3 mpiv.db "select count(*) from tags where key = 'variant' and value = 'mylabel'")
+[ "$c" = 2 ] && ok "  both runs carry the variant" || not_ok "  both runs carry the variant ($c)"
+dump plainv.db plainv.db >plainv.txt
+dump mpiv.db mpiv.db >mpiv.txt
+same "  the same runs as without MPI" plainv.txt mpiv.txt
+
 # a job whose run did not finish is started over under its id (no checkpoint): built on its rank
 # from the configuration stored with it
 sqlite3 mpi.db "update runs set status = 'interrupted'"
