@@ -131,7 +131,8 @@ typedef struct nb_mpi_job {
     char *args;   /* its recorded arguments (separated by \x1f, "run" not among them), read only
                      for how the rank hosts it (--db, --threads, --quiet, --data-dir, ...: the
                      hosting options of run/job.h's nb_job_host_fn); a new run records them */
-    char *tag;    /* a new run's --tag (sweep=KEY) and --variant; NULL: none */
+    char *tag;    /* a new run's --tag (sweep=KEY) and --variant as rank 0 parsed them; NULL:
+                     none */
     char *variant;
     int64_t resume_run;
     int64_t resume_step;
