@@ -57,10 +57,11 @@ int nb_run_parse(int argc, const char **argv, nb_job *j);
  * the progress line, the dataset's fetch): nb_job_init, nb_run_parse, and the note on the BLAS
  * kernels. Returns as nb_run_parse; free j with nb_job_free either way. */
 int nb_run_job_build(int argc, const char **argv, nb_job *j);
-/* The same for a run resumed from its stored configuration config (nb_job_from_config), argv
- * its recorded arguments (argv[0] = "run") with those of its host after them. Returns 0, or an
- * exit status after the message. */
-int nb_run_job_from_config(const char *config, int argc, const char **argv, nb_job *j);
+/* The same for a job built from a run's configuration config (nb_job_from_config: a resumed
+ * run's as stored, or a job an MPI sweep hands to a rank), hosted as its recorded arguments args
+ * say (separated by \x1f, "run" not among them; its host's after them; NULL: none). Returns 0,
+ * or an exit status after the message. */
+int nb_run_job_from_config(const char *config, const char *args, nb_job *j);
 /* The job of `run --resume ID --db DB` (from_scratch, quiet: its options), built from the store
  * (nb_job_from_store) with the command's nb_job_io. Returns 0 or an exit status after the
  * message; free j with nb_job_free either way. */

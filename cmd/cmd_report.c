@@ -335,6 +335,11 @@ static int append_report(nb_report *dst, nb_report *src) {
     return 0;
 }
 
+/* The HTML page's messages (nb_report_io), on stderr. */
+static void html_say(void *ctx, const char *text) {
+    fputs(text, stderr);
+}
+
 /* The HTML page to stdout (out NULL or "-"), or to out through a temporary file beside it,
  * renamed into place once written whole (util/outpath.h: a reader never sees half a page; a
  * failure leaves out as it was; only a regular file or a new name is written). */
@@ -343,13 +348,15 @@ static int write_html(nb_store *s, const nb_report *all, const char *task, const
     nb_err err;
     nb_err_clear(&err);
     int failed = 0;
+    const nb_report_io io = {.say = html_say};
     if (!out || strcmp(out, "-") == 0) {
-        if (nb_report_html(stdout, s, all, task, ut, db, &failed, &err)) return nb_report_err(&err);
+        if (nb_report_html(stdout, s, all, task, ut, db, &io, &failed, &err))
+            return nb_report_err(&err);
         return failed ? NB_EXIT_FAIL : NB_EXIT_OK;
     }
     nb_out o;
     if (nb_out_open(&o, out, "--out", &err)) return nb_report_err(&err);
-    if (nb_report_html(o.f, s, all, task, ut, db, &failed, &err) != 0) {
+    if (nb_report_html(o.f, s, all, task, ut, db, &io, &failed, &err) != 0) {
         nb_out_abort(&o);
         return nb_report_err(&err);
     }

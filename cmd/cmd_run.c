@@ -685,19 +685,14 @@ int nb_run_job_build(int argc, const char **argv, nb_job *j) {
     return rc;
 }
 
-int nb_run_job_from_config(const char *config, int argc, const char **argv, nb_job *j) {
+int nb_run_job_from_config(const char *config, const char *args, nb_job *j) {
     nb_job_init(j, &run_io);
     j->db = nb_default_db();
-    nb_buf b = {0};
-    for (int i = 1; i < argc; i++) { /* argv[0] is "run" */
-        if (i > 1) nb_buf_puts(&b, "\x1f");
-        nb_buf_puts(&b, argv[i]);
-    }
     nb_err err;
     nb_err_clear(&err);
-    char *args = nb_buf_take(&b);
-    if (!args) return nb_die("out of memory");
-    if (nb_job_from_config(j, config, args, host_from_args, &err) != 0) return nb_report_err(&err);
+    char *copy = strdup(args ? args : "");
+    if (!copy) return nb_die("out of memory");
+    if (nb_job_from_config(j, config, copy, host_from_args, &err) != 0) return nb_report_err(&err);
     nb_note_blas_core();
     return 0;
 }

@@ -272,24 +272,27 @@ static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Rank 0's own job, trained in a thread beside the coordinator. */
 typedef struct own_job {
     pthread_t th;
-    const char *argv[MAXARGV + 260];
-    int argc, code, active;
+    int code, active;
     volatile int done;
     long j;
     nb_mpi_job mj; /* what it runs (mj.ckpt: the checkpoint's path beside the store) */
     nb_run_rec rec;
     nb_store_rec rec_ctx;
-    char *buf;
 } own_job;
 
 /* A job handed to a rank (nb_mpi_sweep_worker; rank 0's own, own_main): built from its
- * arguments, hosted, executed. */
-static int rank_job(int argc, const char **argv, const nb_mpi_job *mj, const char *ckpt,
-                    const nb_run_rec *rec, volatile sig_atomic_t *stop) {
+ * configuration (a new run's labels and recorded arguments beside it), hosted, executed. */
+static int rank_job(const nb_mpi_job *mj, const char *ckpt, const nb_run_rec *rec,
+                    volatile sig_atomic_t *stop) {
     nb_job j;
-    /* a new run from the sweep's arguments; a resumed one from its stored configuration */
-    int code = mj->config && mj->config[0] ? nb_run_job_from_config(mj->config, argc, argv, &j)
-                                           : nb_run_job_build(argc, argv, &j);
+    int code = nb_run_job_from_config(mj->config, mj->args, &j);
+    if (code == 0 && !mj->resume_run) { /* a new run: what it records beside its configuration */
+        j.tag = mj->tag;
+        j.variant = mj->variant;
+        free(j.args);
+        j.args = strdup(mj->args);
+        if (!j.args) code = nb_die("out of memory");
+    }
     if (code == 0) {
         nb_job_host(&j, rec, stop, mj->resume_run, mj->resume_step, &mj->ident, ckpt);
         code = nb_job_exec(&j);
@@ -300,55 +303,80 @@ static int rank_job(int argc, const char **argv, const nb_mpi_job *mj, const cha
 
 static void *own_main(void *p) {
     own_job *o = p;
-    o->code = rank_job(o->argc, o->argv, &o->mj, o->mj.ckpt, &o->rec, &sweep_stop);
+    o->code = rank_job(&o->mj, o->mj.ckpt, &o->rec, &sweep_stop);
     __atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
-/* What job j runs (for rank 0's thread or another rank): its `run` arguments into args (*buf
- * holds them); for a run to resume, its stored configuration (mj->config, newly allocated, which
- * it is built from) and recorded arguments (for how it is hosted), the claim of it (rank 0 is the
- * process that records it) and its checkpoint's path (NULL: it starts over). Returns the count
- * of args, or -1 (the job failed here). */
+/* Frees the texts prepare_job allocated in mj (not its checkpoint). */
+static void job_msg_free(nb_mpi_job *mj) {
+    free(mj->config), free(mj->args), free(mj->tag), free(mj->variant);
+    mj->config = mj->args = mj->tag = mj->variant = NULL;
+}
+
+/* A new job's message: its configuration as built here from its `run` arguments (job_argv's),
+ * its recorded arguments, tag and variant (newly allocated). Returns 0, or -1 after the
+ * message. */
+static int new_job_msg(job *jb, const char *db, const char *threads_buf, nb_mpi_job *mj) {
+    char tag[2100];
+    const char *args[MAXARGV + 10];
+    int n = job_argv(jb, db, threads_buf, tag, sizeof tag, args);
+    nb_job j;
+    nb_job_init(&j, NULL);
+    int rc = nb_run_parse(n, args, &j); /* checked before the sweep began: no message */
+    if (rc == 0) {
+        mj->config = nb_job_config_json(&j);
+        mj->args = j.args ? strdup(j.args) : NULL;
+        /* as parsed: sweep=KEY, and the variant sweep made or the one the user gave */
+        mj->tag = j.tag ? strdup(j.tag) : NULL;
+        mj->variant = j.variant ? strdup(j.variant) : NULL;
+        if (!mj->config || !mj->args || (j.tag && !mj->tag) || (j.variant && !mj->variant))
+            rc = nb_die("out of memory");
+    }
+    nb_job_free(&j);
+    if (rc) job_msg_free(mj);
+    return rc ? -1 : 0;
+}
+
+/* What job jb runs (for rank 0's thread or another rank), into mj (its texts newly allocated:
+ * job_msg_free): a new run's configuration (new_job_msg); a run to resume's stored
+ * configuration and recorded arguments, with this store and --quiet as its hosting options, the
+ * claim of it (rank 0 is the process that records it) and its checkpoint's path (mj->ckpt =
+ * ckpt; NULL: it starts over). Returns 0, or -1 (the job failed here, said). */
 static int prepare_job(nb_store *store, job *jb, const char *db, const char *threads_buf,
-                       nb_mpi_job *mj, const char **args, char **buf, char *ckpt, size_t size) {
+                       nb_mpi_job *mj, char *ckpt, size_t size) {
     nb_err err;
     nb_err_clear(&err);
-    *buf = NULL;
     mj->resume_run = 0;
     mj->ckpt = NULL;
-    mj->config = NULL;
-    if (!jb->run) {
-        static char tag[2100]; /* rank 0's thread is done with the last one's */
-        int n = job_argv(jb, db, threads_buf, tag, sizeof tag, args);
-        *buf = strdup(tag); /* the thread's own copy */
-        for (int i = 0; i < n && *buf; i++)
-            if (args[i] == tag) args[i] = *buf;
-        return *buf ? n : -1;
-    }
+    mj->config = mj->args = mj->tag = mj->variant = NULL;
+    if (!jb->run) return new_job_msg(jb, db, threads_buf, mj);
     int64_t step = 0;
-    int nargs = 0;
     int scratch = !has_checkpoint(db, jb->run);
-    if (nb_job_resume_prepare(store, db, jb->run, scratch, buf, &mj->config, ckpt, size, &step,
+    char *rec = NULL;
+    if (nb_job_resume_prepare(store, db, jb->run, scratch, &rec, &mj->config, ckpt, size, &step,
                               &mj->ident, NULL, NULL, &err) != 0)
         return nb_report_err(&err), -1;
-    nargs = (*buf)[0] ? nb_job_split_args(*buf, args, 1, 251) - 1 : 0;
+    /* the hosting options in force: it records into this store, quietly */
+    nb_buf b = {0};
+    nb_buf_puts(&b, rec);
+    nb_buf_puts(&b, rec[0] ? "\x1f--db\x1f" : "--db\x1f");
+    nb_buf_puts(&b, db);
+    nb_buf_puts(&b, "\x1f--quiet");
+    free(rec);
+    mj->args = nb_buf_take(&b);
+    if (!mj->args) {
+        job_msg_free(mj);
+        return nb_die("out of memory"), -1;
+    }
     if (nb_run_resume(store, jb->run, step, &err) != 0) {
-        free(*buf);
-        free(mj->config);
-        *buf = mj->config = NULL;
+        job_msg_free(mj);
         return nb_report_err(&err), -1;
     }
-    args[0] = "run";
-    int n = nargs + 1;
-    args[n++] = "--db"; /* the hosting options in force: it records into this store, quietly */
-    args[n++] = db;
-    args[n++] = "--quiet";
-    args[n] = NULL;
     mj->resume_run = jb->run;
     mj->resume_step = step;
     if (!scratch) mj->ckpt = ckpt;
-    return n;
+    return 0;
 }
 
 /* Hands job j to rank r, with its checkpoint's bytes when it resumes one. Returns 0, or -1 (the
@@ -360,35 +388,20 @@ static int give_job(nb_store *store, job *jobs, long j, int r, const char *db,
     nb_mpi_job mj;
     memset(&mj, 0, sizeof mj);
     mj.index = j;
-    char *buf = NULL, ckpt[4200];
-    const char *args[MAXARGV + 260];
-    int n = prepare_job(store, &jobs[j], db, threads_buf, &mj, args, &buf, ckpt, sizeof ckpt);
-    if (n < 0) return -1;
+    char ckpt[4200];
+    if (prepare_job(store, &jobs[j], db, threads_buf, &mj, ckpt, sizeof ckpt) != 0) return -1;
     char *bytes = NULL;
-    if (mj.ckpt) {
-        nb_err rerr;
-        long len = nb_read_file(ckpt, NB_MPI_CKPT_MAX, 0, &bytes, &mj.ckpt_len, &rerr) ? -1 : 0;
-        if (len < 0) {
-            free(bytes);
-            free(buf);
-            free(mj.config);
-            fprintf(stderr, "error: cannot read checkpoint '%s'\n", ckpt);
-            return -1;
-        }
+    if (mj.ckpt && nb_read_file(ckpt, NB_MPI_CKPT_MAX, 0, &bytes, &mj.ckpt_len, &err) != 0) {
+        free(bytes);
+        job_msg_free(&mj);
+        fprintf(stderr, "error: cannot read checkpoint '%s'\n", ckpt);
+        return -1;
     }
     mj.ckpt = bytes;
-    nb_buf joined = {0};
-    for (int i = 0; i < n; i++) {
-        if (i) nb_buf_puts(&joined, "\x1f");
-        nb_buf_puts(&joined, args[i]);
-    }
-    mj.args = joined.p;
-    int rc = joined.oom ? (nb_errf(&err, "out of memory"), -1) : nb_mpi_send_job(r, &mj, &err);
+    int rc = nb_mpi_send_job(r, &mj, &err);
     if (rc) nb_report_err(&err);
-    nb_buf_free(&joined);
     free(bytes);
-    free(buf);
-    free(mj.config);
+    job_msg_free(&mj);
     return rc;
 }
 
@@ -480,14 +493,13 @@ static int run_jobs_mpi(nb_store *store, job *jobs, long total, const char *db,
         if (!own->active && !own_out && !halt) {
             long j = pick_job(store, jobs, total, &next, rescan, &waiting, &store_failed);
             if (j >= 0) {
-                free(own->buf);
-                free(own->mj.config);
-                own->argc = prepare_job(store, &jobs[j], db, threads_buf, &own->mj, own->argv,
-                                        &own->buf, own_ckpt, sizeof own_ckpt);
+                job_msg_free(&own->mj);
+                int prc = prepare_job(store, &jobs[j], db, threads_buf, &own->mj, own_ckpt,
+                                      sizeof own_ckpt);
                 own->j = j;
                 own->done = 0;
-                if (own->argc < 0 || pthread_create(&own->th, NULL, own_main, own) != 0) {
-                    if (own->argc >= 0) fprintf(stderr, "error: cannot start a thread for a job\n");
+                if (prc < 0 || pthread_create(&own->th, NULL, own_main, own) != 0) {
+                    if (prc >= 0) fprintf(stderr, "error: cannot start a thread for a job\n");
                     jobs[j].state = J_FAILED;
                     nb_err err;
                     nb_job_release(store, jobs[j].key, &err);
@@ -596,8 +608,7 @@ static int run_jobs_mpi(nb_store *store, job *jobs, long total, const char *db,
     }
     pthread_mutex_unlock(&store_mu);
     free(started);
-    free(own->buf);
-    free(own->mj.config);
+    job_msg_free(&own->mj);
     free(busy), free(which), free(hosts), free(own);
     return store_failed;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util/file.h"
 #include "util/rng.h"
 
 /* Decodes one UTF-8 character at s (len bytes left); returns its length (1-4) with *cp set, or 0
@@ -129,36 +130,12 @@ int nb_chars_from_bytes(const char *buf, size_t len, const char *what, nb_chars 
 
 int nb_chars_load(const char *path, nb_chars *t, nb_err *err) {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        nb_errf(err, "cannot open '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        nb_errf(err, "'%s' is not a regular file", path);
-        return -1;
-    }
-    if ((uint64_t)st.st_size > NB_CHARS_MAX_BYTES) {
-        fclose(f);
-        nb_errf(err, "'%s' is %lld bytes: more than the %zu MiB a text may have", path,
-                (long long)st.st_size, NB_CHARS_MAX_BYTES >> 20);
-        return -1;
-    }
-    size_t len = (size_t)st.st_size;
-    char *buf = malloc(len ? len : 1);
-    if (!buf) {
-        fclose(f);
-        nb_errf(err, "out of memory reading '%s'", path);
-        return -1;
-    }
-    size_t got = fread(buf, 1, len, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || got != len) {
-        free(buf);
-        nb_errf(err, "cannot read '%s' (%zu of %zu bytes)", path, got, len);
+    char *buf = NULL;
+    size_t len = 0;
+    if (nb_read_file(path, NB_CHARS_MAX_BYTES, NB_READ_REGULAR, &buf, &len, err) != 0) {
+        if (errno == EFBIG)
+            nb_errf(err, "'%s' is larger than the %zu MiB a text may have", path,
+                    NB_CHARS_MAX_BYTES >> 20);
         return -1;
     }
     char what[1100];

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "datasets/npy.h"
+#include "util/file.h"
 #include "util/rng.h"
 
 /* ---- captions ---------------------------------------------------------------------------------
@@ -98,40 +99,22 @@ int nb_captions_parse(const uint8_t *buf, size_t n, nb_captions *out, nb_err *er
 
 int nb_captions_load(const char *path, nb_captions *out, nb_err *err) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return nb_errf(err, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    int rc = -1;
-    uint8_t *buf = NULL;
-    if (fstat(fileno(f), &st) != 0) {
-        nb_errf(err, "cannot stat '%s': %s", path, strerror(errno));
-        goto out;
+    char *buf = NULL;
+    size_t n = 0;
+    if (nb_read_file(path, NB_CAPTION_MAX_BYTES, NB_READ_REGULAR, &buf, &n, err) != 0) {
+        if (errno == EFBIG)
+            nb_errf(err, "'%s' is too large for a caption file (more than %zu bytes)", path,
+                    NB_CAPTION_MAX_BYTES);
+        return -1;
     }
-    if ((uint64_t)st.st_size > NB_CAPTION_MAX_BYTES) {
-        nb_errf(err, "'%s' is too large for a caption file (%lld bytes)", path,
-                (long long)st.st_size);
-        goto out;
-    }
-    size_t n = (size_t)st.st_size;
-    buf = malloc(n ? n : 1);
-    if (!buf) {
-        nb_errf(err, "out of memory reading '%s'", path);
-        goto out;
-    }
-    if (fread(buf, 1, n, f) != n) {
-        nb_errf(err, "cannot read '%s': %s", path, ferror(f) ? strerror(errno) : "short read");
-        goto out;
-    }
-    if (nb_captions_parse(buf, n, out, err) != 0) {
+    int rc = 0;
+    if (nb_captions_parse((const uint8_t *)buf, n, out, err) != 0) {
         char m[sizeof err->msg];
         snprintf(m, sizeof m, "%s", err->msg);
         nb_errf(err, "'%s': %s", path, m);
-        goto out;
+        rc = -1;
     }
-    rc = 0;
-out:
     free(buf);
-    fclose(f);
     return rc;
 }
 

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/file.h"
+
 enum { IT_MARK, IT_INT, IT_STR, IT_LIST, IT_DICT };
 
 typedef struct item {
@@ -638,40 +640,13 @@ out:
 
 int nb_pickle_load(const char *path, nb_pickle *out, nb_err *err) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        nb_errf(err, "cannot open '%s': %s", path, strerror(errno));
+    char *text = NULL;
+    size_t n = 0;
+    if (nb_read_file(path, (size_t)4 << 30, 0, &text, &n, err) != 0) {
+        if (errno == EFBIG) nb_errf(err, "'%s' is larger than 4 GiB", path);
         return -1;
     }
-    uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            size_t c = cap ? cap * 2 : (1u << 20);
-            if (c > ((size_t)4 << 30)) {
-                fclose(f);
-                free(buf);
-                return nb_errf(err, "'%s' is larger than 4 GiB", path);
-            }
-            uint8_t *nb = realloc(buf, c);
-            if (!nb) {
-                fclose(f);
-                free(buf);
-                return nb_errf(err, "out of memory reading '%s'", path);
-            }
-            buf = nb;
-            cap = c;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        return nb_errf(err, "cannot read '%s'", path);
-    }
+    uint8_t *buf = (uint8_t *)text;
     int rc = nb_pickle_parse(buf, n, path, out, err);
     free(buf);
     return rc;

@@ -299,22 +299,16 @@ int nb_top4_load(nb_cloze *c, const char *data_dir, nb_err *err) {
         stamp[2 * i + 1] = (uint64_t)sb.st_mtime;
     }
     snprintf(path, sizeof path, "%s/cache-v1.bin", dir);
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        uint8_t *buf = NULL;
-        struct stat sb;
-        int ok = fstat(fileno(f), &sb) == 0 && sb.st_size > 0 &&
-                 (uint64_t)sb.st_size < ((uint64_t)16 << 30);
-        if (ok) buf = malloc((size_t)sb.st_size);
-        if (buf && fread(buf, 1, (size_t)sb.st_size, f) == (size_t)sb.st_size &&
-            parse_cache(c, buf, (size_t)sb.st_size, stamp) == 0) {
+    char *buf = NULL;
+    size_t len = 0;
+    nb_err rerr;
+    if (nb_read_file(path, ((size_t)16 << 30) - 1, NB_READ_REGULAR, &buf, &len, &rerr) == 0) {
+        if (len > 0 && parse_cache(c, (const uint8_t *)buf, len, stamp) == 0) {
             free(buf);
-            fclose(f);
             snprintf(c->source, sizeof c->source, "%.900s (cache of the top4 pickles)", path);
             return 0;
         }
         free(buf);
-        fclose(f);
     }
     /* no cache, or a stale or damaged one: convert from the pickles */
     if (convert(c, dir, err) != 0) {

@@ -12,6 +12,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -801,8 +803,21 @@ static int find_figure(const nb_plot_set *set, const char *task, const char *gro
     return -1;
 }
 
+/* A message through io (nb_report_io), formatted. */
+static void say(const nb_report_io *io, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const nb_report_io *io, const char *fmt, ...) {
+    if (!io || !io->say) return;
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    io->say(io->ctx, text);
+}
+
 int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
-                   const nb_target *user_target, const char *db, int *failed, nb_err *err) {
+                   const nb_target *user_target, const char *db, const nb_report_io *io,
+                   int *failed, nb_err *err) {
     *failed = 0;
     const int have_gnuplot = nb_plot_have_gnuplot("gnuplot");
     run *runs = NULL;
@@ -946,8 +961,8 @@ int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
                   f);
             free(svg);
         } else {
-            /* a figure that gnuplot failed to draw is an error, on the page and on stderr (and
-             * the exit status); no gnuplot or nothing to draw is a note */
+            /* a figure that gnuplot failed to draw is an error, on the page and said (and the
+             * exit status); no gnuplot or nothing to draw is a note */
             int broken = fk >= 0 && have_gnuplot && !nothing;
             fputs(broken ? "<p class=\"error\"><b>Error: the figure failed:</b> "
                          : "<p class=\"meta\">No figure: ",
@@ -958,15 +973,15 @@ int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
                 char shown[700], name[300];
                 nb_buf lb = {0};
                 nb_buf_printf(&lb, "%s / %s", g->task, g->dataset);
-                fprintf(stderr, "error: the figure of %s failed: %s\n",
-                        nb_escape(name, sizeof name, lb.p ? lb.p : ""),
-                        nb_escape(shown, sizeof shown, why));
+                say(io, "error: the figure of %s failed: %s\n",
+                    nb_escape(name, sizeof name, lb.p ? lb.p : ""),
+                    nb_escape(shown, sizeof shown, why));
                 nb_buf_free(&lb);
                 (*failed)++;
             } else if (fk >= 0 && !warned) {
                 char shown[700];
-                fprintf(stderr, "warning: the report has no figures: %s\n",
-                        nb_escape(shown, sizeof shown, why));
+                say(io, "warning: the report has no figures: %s\n",
+                    nb_escape(shown, sizeof shown, why));
                 warned = 1;
             }
         }

@@ -43,14 +43,22 @@ const nb_paper_row *nb_report_paper_row(const nb_paper_table *pt, const char *no
 /* The end of the task/dataset block that starts at group a. */
 int nb_report_block_end(const nb_report *r, int a);
 
+/* Where the HTML page's messages go, as the command gives them: whole lines ("error: ...",
+ * "warning: ...") through say (NULL: dropped). Nothing in report/ prints on its own. */
+typedef struct nb_report_io {
+    void (*say)(void *ctx, const char *text);
+    void *ctx;
+} nb_report_io;
+
 /* Writes the report as one self-contained HTML page to f: per task/dataset block the table,
  * the speed sentences, the papers' numbers, the figure (inline SVG drawn by gnuplot; a note when
- * gnuplot is missing, with a warning on stderr) and the provenance of its runs; then every run
- * with its configuration. db is shown as the store's name. A figure that gnuplot failed to draw
- * is shown as an error in its place and printed on stderr ("error: the figure of ... failed"),
- * and counted in *failed; the page is still whole. Returns 0, or -1 with err set. */
+ * gnuplot is missing, with a warning said through io) and the provenance of its runs; then every
+ * run with its configuration. db is shown as the store's name. A figure that gnuplot failed to
+ * draw is shown as an error in its place and said through io ("error: the figure of ...
+ * failed"), and counted in *failed; the page is still whole. Returns 0, or -1 with err set. */
 int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
-                   const nb_target *user_target, const char *db, int *failed, nb_err *err);
+                   const nb_target *user_target, const char *db, const nb_report_io *io,
+                   int *failed, nb_err *err);
 
 /* Writes the report's groups to f as one JSON array (report --format json): per group its runs'
  * counts, each metric's statistics, the step time and speed against layer, and with paper the

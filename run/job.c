@@ -356,6 +356,10 @@ static char *config_json(const nb_train_cfg *cfg, int hosts) {
     return nb_buf_take(&j);
 }
 
+char *nb_job_config_json(const nb_job *j) {
+    return config_json(&j->cfg, 0);
+}
+
 /* The integer member key of a configuration's JSON (util/json.h's reader), or def. */
 static int64_t config_int(const char *json, const char *key, int64_t def) {
     nb_json_object o;
@@ -514,6 +518,18 @@ static int stored_same(const nb_json_object *o, const nb_train_cfg *cfg, nb_err 
     return rc;
 }
 
+/* Splits args (separated by \x1f, modified in place) into argv[first..], at most max in all;
+ * returns the new count. */
+static int split_args(char *args, const char **argv, int first, int max) {
+    int n = first;
+    for (char *p = args; p && n < max;) {
+        argv[n++] = p;
+        p = strchr(p, '\x1f');
+        if (p) *p++ = '\0';
+    }
+    return n;
+}
+
 int nb_job_from_config(nb_job *j, const char *config, char *args, nb_job_host_fn host,
                        nb_err *err) {
     nb_train_cfg *cfg = &j->cfg;
@@ -528,7 +544,7 @@ int nb_job_from_config(nb_job *j, const char *config, char *args, nb_job_host_fn
     const char **argv = malloc(sizeof *argv * (size_t)(argc + 1));
     if (!argv) return nb_errf(err, "out of memory");
     j->argv_store = argv;
-    argc = args ? nb_job_split_args(args, argv, 0, argc) : 0;
+    argc = args ? split_args(args, argv, 0, argc) : 0;
     argv[argc] = NULL;
 
     nb_json_object_free(&j->stored);
@@ -623,16 +639,6 @@ out:
     nb_run_detail_free(d);
     if (s && s != open) nb_store_close(s);
     return rc;
-}
-
-int nb_job_split_args(char *args, const char **argv, int first, int max) {
-    int n = first;
-    for (char *p = args; p && n < max;) {
-        argv[n++] = p;
-        p = strchr(p, '\x1f');
-        if (p) *p++ = '\0';
-    }
-    return n;
 }
 
 /* Removes the checkpoint temporary files that a run killed while writing left beside the store

@@ -2,10 +2,13 @@
  * where it records, the run it resumes and that run's checkpoint, the data-parallel context, the
  * stop flag), built once and then executed.
  *
- * Three entry points:
+ * Its entry points:
  * - from arguments: cmd/cmd_run.c's nb_run_parse fills a job from a `run` command line (the
- *   option table and its messages are the command's); sweep and the MPI worker use it for their
- *   jobs' arguments;
+ *   option table and its messages are the command's); sweep uses it for its jobs' arguments;
+ * - from a configuration: nb_job_from_config builds a job from the configuration a run records
+ *   (nb_job_config_json): a resumed run's from the store, and every job an MPI sweep hands to a
+ *   rank (run/mpi.h) from the configuration rank 0 built, so that no rank parses a command line
+ *   for how a run trains;
  * - from the store: nb_job_from_store reads a run to resume (its claimability, checkpoint and
  *   identity, and through util/json.h's reader its stored configuration, from which the
  *   training configuration is rebuilt: nb_job_from_config), also for every rank of a
@@ -127,6 +130,11 @@ typedef void (*nb_job_host_fn)(int argc, const char **argv, nb_job *j);
  * differently is refused. Returns 0, or -1 with err. */
 int nb_job_from_config(nb_job *j, const char *config, char *args, nb_job_host_fn host, nb_err *err);
 
+/* j's training configuration as the store records it (what nb_job_from_config builds a job
+ * from; without a data-parallel run's ranks and hosts), newly allocated; NULL when out of
+ * memory. A sweep under MPI sends it to the rank that runs the job. */
+char *nb_job_config_json(const nb_job *j);
+
 /* The run id of store db (NULL: j->db) to resume (from_scratch: start it over under its id;
  * quiet: no progress), built into j: the run's claimability and checkpoint (its identity
  * checked), and nb_job_from_config from its stored configuration and recorded arguments. For a
@@ -162,9 +170,5 @@ int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_s
  * -1 with err. */
 int nb_job_checkpoint_file(char *out, size_t size, const char *db, int64_t id, int make_dir,
                            nb_err *err);
-
-/* Splits args (separated by \x1f, modified in place) into argv[first..], at most max in all;
- * returns the new count. */
-int nb_job_split_args(char *args, const char **argv, int first, int max);
 
 #endif

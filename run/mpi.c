@@ -328,8 +328,10 @@ static void recv_msg(int from, int tag, msg *m, MPI_Status *st) {
 int nb_mpi_send_job(int r, const nb_mpi_job *job, nb_err *err) {
     msg m = {0};
     put_i64(&m, job->index);
+    put_str(&m, job->config);
     put_str(&m, job->args);
-    put_str(&m, job->config ? job->config : "");
+    put_str(&m, job->tag);
+    put_str(&m, job->variant);
     put_i64(&m, job->resume_run);
     put_i64(&m, job->resume_step);
     put(&m, &job->ident, sizeof job->ident);
@@ -653,36 +655,32 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
         nb_mpi_job job;
         memset(&job, 0, sizeof job);
         job.index = (long)get_i64(&m);
-        job.args = get_str(&m);
         job.config = get_str(&m);
+        job.args = get_str(&m);
+        job.tag = get_str(&m);
+        job.variant = get_str(&m);
         job.resume_run = get_i64(&m);
         job.resume_step = get_i64(&m);
         take(&m, &job.ident, sizeof job.ident);
         job.ckpt = get_bytes(&m, &job.ckpt_len);
         int code = NB_EXIT_FAIL;
         char ckpt[4200] = "";
-        const char *args[256];
-        int nargs = 0;
-        for (char *p = job.args; p && nargs < 255;) {
-            args[nargs++] = p;
-            p = strchr(p, '\x1f');
-            if (p) *p++ = '\0';
-        }
-        args[nargs] = NULL;
         nb_err err;
         nb_err_clear(&err);
-        if (m.bad || !job.args) {
+        if (m.bad || !job.config || !job.args) {
             say("error: rank %d: a malformed job from rank 0\n", mpi_rank);
         } else if (job.ckpt && ((size_t)snprintf(ckpt, sizeof ckpt, "%s/run-%lld.ckpt", dir,
                                                  (long long)job.resume_run) >= sizeof ckpt ||
                                 write_atomic(ckpt, job.ckpt, job.ckpt_len, &err) != 0)) {
             report_err(&err);
         } else {
-            code = run(nargs, args, &job, job.ckpt ? ckpt : NULL, &rec, stop);
+            code = run(&job, job.ckpt ? ckpt : NULL, &rec, stop);
         }
         clear_dir(dir, 0); /* rank 0 keeps the checkpoints: these copies go */
-        free(job.args);
         free(job.config);
+        free(job.args);
+        free(job.tag);
+        free(job.variant);
         free(job.ckpt);
         msg_free(&m);
         send_ready(job.index, code, stop && *stop);
@@ -805,44 +803,6 @@ static void texts_free(char **t) {
     free(t);
 }
 
-/* The configuration's next "KEY": VALUE pair from *p (a flat JSON object as cmd_run.c's
- * config_json writes it, values strings, numbers or one array), into key and val (a string's
- * text with its quotes and escapes as written). Returns 0 at the end. */
-static int next_pair(const char **p, char *key, size_t ksize, char *val, size_t vsize) {
-    const char *s = *p;
-    while (*s && *s != '"')
-        s++;
-    if (!*s) return 0;
-    const char *k = ++s;
-    while (*s && *s != '"')
-        s += s[0] == '\\' && s[1] ? 2 : 1;
-    snprintf(key, ksize, "%.*s", (int)(s - k), k);
-    if (*s) s++;
-    while (*s == ':' || *s == ' ')
-        s++;
-    const char *v = s;
-    int depth = 0, str = 0;
-    for (; *s; s++) {
-        if (str) {
-            if (*s == '\\' && s[1])
-                s++;
-            else if (*s == '"')
-                str = 0;
-        } else if (*s == '"') {
-            str = 1;
-        } else if (*s == '[' || *s == '{') {
-            depth++;
-        } else if ((*s == ']' || *s == '}') && depth > 0) {
-            depth--;
-        } else if ((*s == ',' || *s == '}') && depth == 0) {
-            break;
-        }
-    }
-    snprintf(val, vsize, "%.*s", (int)(s - v), v);
-    *p = s;
-    return 1;
-}
-
 /* The keys that may differ per rank: where the data lie (the data themselves are compared when
  * loaded) and how many threads a rank uses. */
 static int per_rank_key(const char *key) {
@@ -872,35 +832,56 @@ static void option_of(const char *key, char *out, size_t size) {
         if (*c == '_') *c = '-';
 }
 
-/* Whether rank r's configuration differs from rank 0's: the first differing key and both
- * values (keys k0/kr differ when the configurations hold different keys there). */
+/* The next member of configuration o from *i on that must be the same on every rank, or NULL. */
+static const nb_json_member *shared_member(const nb_json_object *o, int *i) {
+    while (*i < o->n && per_rank_key(o->kv[*i].key))
+        (*i)++;
+    return *i < o->n ? &o->kv[(*i)++] : NULL;
+}
+
+/* Member m's key and value as a message shows them (a string in quotes; none: "(none)"). */
+static void shown(const nb_json_member *m, char *k, char *v, size_t size) {
+    snprintf(k, size, "%s", m ? m->key : "(none)");
+    snprintf(v, size, m && m->is_string ? "\"%s\"" : "%s", m ? m->value : "");
+}
+
+/* Whether rank r's configuration cr differs from rank 0's c0 (each read with util/json.h's
+ * reader): the first differing key and both values (keys k0/kr differ when the configurations
+ * hold different keys there). A configuration that is not one whole JSON object differs. */
 static int config_diff(const char *c0, const char *cr, char *k0, char *v0, char *kr, char *vr,
                        size_t size) {
-    for (;;) {
-        int a, b;
-        do
-            a = next_pair(&c0, k0, size, v0, size);
-        while (a && per_rank_key(k0));
-        do
-            b = next_pair(&cr, kr, size, vr, size);
-        while (b && per_rank_key(kr));
-        if (!a && !b) return 0;
-        if (!a) snprintf(k0, size, "(none)"), v0[0] = '\0';
-        if (!b) snprintf(kr, size, "(none)"), vr[0] = '\0';
-        if (a != b || strcmp(k0, kr) != 0 || strcmp(v0, vr) != 0) return 1;
+    nb_json_object o0, orr;
+    int bad = nb_json_read_object(c0, &o0) != 0;
+    bad |= nb_json_read_object(cr, &orr) != 0;
+    int diff = 0;
+    for (int i = 0, j = 0; !diff;) {
+        const nb_json_member *a = shared_member(&o0, &i), *b = shared_member(&orr, &j);
+        if (!a && !b) break;
+        shown(a, k0, v0, size);
+        shown(b, kr, vr, size);
+        diff = !a || !b || strcmp(a->key, b->key) != 0 || strcmp(a->value, b->value) != 0 ||
+               a->is_string != b->is_string;
     }
+    if (bad && !diff) { /* read alike up to where one is malformed: the texts */
+        snprintf(k0, size, "(configuration)");
+        snprintf(kr, size, "(configuration)");
+        snprintf(v0, size, "%s", c0 ? c0 : "");
+        snprintf(vr, size, "%s", cr ? cr : "");
+        diff = strcmp(c0 ? c0 : "", cr ? cr : "") != 0;
+    }
+    nb_json_object_free(&o0);
+    nb_json_object_free(&orr);
+    return diff;
 }
 
 /* A rank's data_dir from its configuration ("?" when none). */
 static char *dir_of(const char *cfg) {
-    char k[256], v[4200];
-    while (next_pair(&cfg, k, sizeof k, v, sizeof v))
-        if (strcmp(k, "data_dir") == 0) {
-            size_t n = strlen(v);
-            if (n >= 2 && v[0] == '"' && v[n - 1] == '"') v[n - 1] = '\0';
-            return strdup(v[0] == '"' ? v + 1 : v);
-        }
-    return strdup("?");
+    nb_json_object o;
+    nb_json_read_object(cfg, &o);
+    const char *d = nb_json_get_str(&o, "data_dir");
+    char *out = strdup(d ? d : "?");
+    nb_json_object_free(&o);
+    return out;
 }
 
 /* On rank 0: rank `failed` (and perhaps others) could not set up; every rank stops. */

@@ -119,13 +119,21 @@ void nb_mpi_ckpt_copy_drop(const char *path);
 
 /* ---- the sweep's messages ---------------------------------------------------------------- */
 
-/* A job handed to a rank: the `run` arguments (argv[0] = "run"), and when it resumes a run that
- * rank 0 has claimed for it, the run, its checkpoint identity and the checkpoint's bytes (none:
- * it starts over). */
+/* A job handed to a rank: its configuration, which the rank builds the job from
+ * (nb_job_from_config: no rank parses a `run` command line), how it is hosted and labelled, and
+ * when it resumes a run that rank 0 has claimed for it, the run, its checkpoint identity and the
+ * checkpoint's bytes (none: it starts over). */
 typedef struct nb_mpi_job {
     long index;   /* the job's number in the sweep (0-based) */
-    char *args;   /* arguments separated by \x1f: a new run's; a resumed run's as recorded */
-    char *config; /* a resumed run's stored configuration (JSON), which it is built from */
+    char *config; /* its configuration as the store records it (JSON): a new run's as rank 0
+                     built it from the sweep's arguments (nb_job_config_json), a resumed one's
+                     as stored */
+    char *args;   /* its recorded arguments (separated by \x1f, "run" not among them), read only
+                     for how the rank hosts it (--db, --threads, --quiet, --data-dir, ...: the
+                     hosting options of run/job.h's nb_job_host_fn); a new run records them */
+    char *tag;    /* a new run's --tag (sweep=KEY) and --variant as rank 0 parsed them; NULL:
+                     none */
+    char *variant;
     int64_t resume_run;
     int64_t resume_step;
     nb_ckpt_ident ident;
@@ -158,11 +166,11 @@ typedef struct nb_mpi_heard {
  * and answers it; record requests are written to store (checkpoints beside db). */
 nb_mpi_event nb_mpi_poll(nb_store *store, const char *db, int wait, nb_mpi_heard *heard);
 
-/* How a rank runs a job handed to it: builds it from its `run` arguments (argc, argv), hosts
- * it (records through rec, stops on *stop; resumes job->resume_run from ckpt, NULL: from scratch)
+/* How a rank runs a job handed to it: builds it from job->config and job->args, hosts it
+ * (records through rec, stops on *stop; resumes job->resume_run from ckpt, NULL: from scratch)
  * and executes it (run/job.h). Returns the exit status. */
-typedef int (*nb_mpi_job_fn)(int argc, const char **argv, const nb_mpi_job *job, const char *ckpt,
-                             const nb_run_rec *rec, volatile sig_atomic_t *stop);
+typedef int (*nb_mpi_job_fn)(const nb_mpi_job *job, const char *ckpt, const nb_run_rec *rec,
+                             volatile sig_atomic_t *stop);
 
 /* A rank other than 0: asks rank 0 for jobs and runs each in this process with run, recording
  * through rank 0, until rank 0 says there is no more work. stop is the rank's stop flag

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/file.h"
+
 /* Everything the loop tracks, so that helpers can take one pointer. */
 typedef struct loop {
     const nb_train_cfg *cfg;
@@ -460,16 +462,7 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
             snprintf(path, sizeof path, "%.4000s", dump);
         dump = path;
         if (t->sync) t->sync(t->self, 0);
-        FILE *f = fopen(dump, "wb");
-        if (!f || fwrite(t->params, sizeof(float), P, f) != P) {
-            nb_errf(err, "cannot write '%s'", dump);
-            if (f) fclose(f);
-            goto out;
-        }
-        if (fclose(f) != 0) {
-            nb_errf(err, "cannot write '%s'", dump);
-            goto out;
-        }
+        if (nb_write_atomic(dump, t->params, sizeof(float) * P, err) != 0) goto out;
     }
     rc = 0;
 out:
