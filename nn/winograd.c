@@ -1,0 +1,436 @@
+#include "real.h"
+
+/* nn/winograd.c — Winograd F(m×m, 3×3) convolution, stride 1, pad 0 or 1 (generic: compiled as
+ * float and, with -DNB_F64, as double; see nn/nn.h). Contracts in nn/conv.h.
+ *
+ * Dimension letters as nn/conv.c; A = m + 2 the transformed tile's side, X = A*A its points,
+ * t a tile of m×m outputs (tw × th tiles per image), NT the most tiles of one block.
+ *
+ * Forward (Lavin & Gray 2016): Y = Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A per tile and channel pair, the sum
+ * over input channels taken in the transformed domain as X gemms per block of tiles:
+ *   M[ξ] (OC × nt) = U[ξ] (OC × C) · V[ξ] (C × nt),  U = G g Gᵀ,  V = Bᵀ d B.
+ * Data gradient: the same forward over dout, with the filter rotated by 180° and its channel
+ * axes swapped, padded by 2 − pad (its output tiles are disjoint: no scatter-add).
+ * Weight gradient: the adjoint of the forward's per-tile formula,
+ *   dg = Gᵀ [Σ_t (A dY Aᵀ) ⊙ (Bᵀ d B)] G,
+ * the sum over tiles as X gemms  Mw[ξ] (OC × C) += D[ξ] (OC × nt) · V[ξ]ᵀ (nt × C).
+ *
+ * Threads: blocks of tiles are split over threads (contiguous ranges, as nn/conv.c splits
+ * images); each thread transforms its blocks and calls the single-threaded gemm. Block
+ * boundaries do not depend on the thread count. exact != 0: blocks never span two images, and
+ * the weight gradient is summed block by block in double (nn/conv.h's dwd), so that an image's
+ * results do not depend on how the batch is grouped or threaded.
+ * Transforms work on LN tiles at once (one vector lane per tile). */
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Tiles per lane group, and the most tiles in one block (a multiple of LN). */
+#define LN 16
+#define NTMAX 128
+/* Below this many multiply-adds the convolution runs on one thread (as nn/conv.c). */
+#define WINO_PAR_MIN 2e6
+
+/* F(2×2, 3×3), interpolation points 0, 1, −1, ∞. */
+static const real BT2[16] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
+static const real G2[12] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+static const real AT2[8] = {1, 1, 1, 0, 0, 1, -1, -1};
+/* F(4×4, 3×3), points 0, ±1, ±2, ∞. */
+static const real BT4[36] = {4, 0,  -5, 0, 1, 0, 0, -4, -4, 1,  1, 0, 0, 4, -4, -1, 1, 0,
+                             0, -2, -1, 2, 1, 0, 0, 2,  -1, -2, 1, 0, 0, 4, 0,  -5, 0, 1};
+static const real G4[18] = {(real)(1.0 / 4),
+                            0,
+                            0,
+                            (real)(-1.0 / 6),
+                            (real)(-1.0 / 6),
+                            (real)(-1.0 / 6),
+                            (real)(-1.0 / 6),
+                            (real)(1.0 / 6),
+                            (real)(-1.0 / 6),
+                            (real)(1.0 / 24),
+                            (real)(1.0 / 12),
+                            (real)(1.0 / 6),
+                            (real)(1.0 / 24),
+                            (real)(-1.0 / 12),
+                            (real)(1.0 / 6),
+                            0,
+                            0,
+                            1};
+static const real AT4[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0,
+                             0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+
+typedef struct wtab {
+    int m, A;
+    real bt[36], g[18], at[24]; /* Bᵀ (A×A), G (A×3), Aᵀ (m×A) */
+    real a[24], gt[18];         /* A = (Aᵀ)ᵀ (A×m), Gᵀ (3×A) */
+} wtab;
+
+static void tab_of(wtab *t, int m) {
+    const int A = m + 2;
+    t->m = m, t->A = A;
+    memcpy(t->bt, m == 2 ? BT2 : BT4, sizeof(real) * A * A);
+    memcpy(t->g, m == 2 ? G2 : G4, sizeof(real) * A * 3);
+    memcpy(t->at, m == 2 ? AT2 : AT4, sizeof(real) * m * A);
+    for (int i = 0; i < A; i++) {
+        for (int j = 0; j < m; j++)
+            t->a[i * m + j] = t->at[j * A + i];
+        for (int j = 0; j < 3; j++)
+            t->gt[j * A + i] = t->g[i * 3 + j];
+    }
+}
+
+/* out[i] (i < R, stride os) = Σ_j L[i][j] in[j] (j < S, stride is), each a vector of LN lanes;
+ * zero coefficients skipped, unit ones added. */
+static inline void tr1(real *restrict out, size_t os, const real *restrict in, size_t is,
+                       const real *L, int R, int S) {
+    for (int i = 0; i < R; i++) {
+        real acc[LN] = {0};
+        for (int j = 0; j < S; j++) {
+            const real c = L[i * S + j], *x = in + (size_t)j * is;
+            if (c == 0) continue;
+            if (c == 1) {
+#pragma omp simd
+                for (int l = 0; l < LN; l++)
+                    acc[l] += x[l];
+            } else if (c == -1) {
+#pragma omp simd
+                for (int l = 0; l < LN; l++)
+                    acc[l] -= x[l];
+            } else {
+#pragma omp simd
+                for (int l = 0; l < LN; l++)
+                    acc[l] += c * x[l];
+            }
+        }
+        memcpy(out + (size_t)i * os, acc, sizeof acc);
+    }
+}
+
+/* out (R×R×LN) = L in Lᵀ, in (S×S×LN), L (R×S); tmp (R×S×LN). */
+static inline void tr2(real *out, real *tmp, const real *in, const real *L, int R, int S) {
+    for (int b = 0; b < S; b++)
+        tr1(tmp + (size_t)b * LN, (size_t)S * LN, in + (size_t)b * LN, (size_t)S * LN, L, R, S);
+    for (int i = 0; i < R; i++)
+        tr1(out + (size_t)i * R * LN, LN, tmp + (size_t)i * S * LN, LN, L, R, S);
+}
+
+/* The tiling of one convolution: maps H×W in, OH×OW out, tiles tw×th per image. */
+typedef struct tiling {
+    int N, C, H, W, pad, OH, OW, tw, th, tpi, exact;
+    long ntiles;
+} tiling;
+
+static tiling tiling_of(int N, int C, int H, int W, int pad, int m, int exact) {
+    tiling g;
+    g.N = N, g.C = C, g.H = H, g.W = W, g.pad = pad;
+    g.OH = H + 2 * pad - 2, g.OW = W + 2 * pad - 2;
+    g.tw = (g.OW + m - 1) / m, g.th = (g.OH + m - 1) / m, g.tpi = g.tw * g.th;
+    g.exact = exact;
+    g.ntiles = (long)N * g.tpi;
+    return g;
+}
+
+/* Blocks of tiles: exact, ceil(tpi/NTMAX) per image; else ceil(ntiles/NTMAX) over the batch. */
+static long nblocks(const tiling *g) {
+    if (g->exact) return (long)g->N * ((g->tpi + NTMAX - 1) / NTMAX);
+    return (g->ntiles + NTMAX - 1) / NTMAX;
+}
+
+static void block_of(const tiling *g, long b, long *t0, int *nt) {
+    if (g->exact) {
+        int bpi = (g->tpi + NTMAX - 1) / NTMAX;
+        long n = b / bpi, part = b % bpi;
+        *t0 = n * g->tpi + part * NTMAX;
+        *nt = (int)(g->tpi - part * NTMAX < NTMAX ? g->tpi - part * NTMAX : NTMAX);
+    } else {
+        *t0 = b * NTMAX;
+        *nt = (int)(g->ntiles - *t0 < NTMAX ? g->ntiles - *t0 : NTMAX);
+    }
+}
+
+/* V[ξ][c][l] (ld NTMAX) = Bᵀ d B for the tiles t0.. t0+nt of inp (N, C, H, W), from input
+ * corners (y0, x0) = (ti m − pad, tj m − pad), zeros outside the map. */
+static void input_tf(real *V, const real *inp, const tiling *g, const wtab *T, long t0, int nt) {
+    const int A = T->A, m = T->m, X = A * A, C = g->C, H = g->H, W = g->W;
+    size_t off[NTMAX];
+    int y0[NTMAX], x0[NTMAX];
+    for (int l = 0; l < nt; l++) {
+        long t = t0 + l;
+        int n = (int)(t / g->tpi), r = (int)(t % g->tpi);
+        off[l] = (size_t)n * C * H * W;
+        y0[l] = (r / g->tw) * m - g->pad;
+        x0[l] = (r % g->tw) * m - g->pad;
+    }
+    real d[36 * LN], tmp[36 * LN], v[36 * LN];
+    for (int c = 0; c < C; c++)
+        for (int l0 = 0; l0 < nt; l0 += LN) {
+            const int cnt = nt - l0 < LN ? nt - l0 : LN;
+            for (int l = 0; l < LN; l++) {
+                if (l >= cnt) {
+                    for (int k = 0; k < X; k++)
+                        d[k * LN + l] = 0;
+                    continue;
+                }
+                const int ya = y0[l0 + l], xa = x0[l0 + l];
+                const real *s = inp + off[l0 + l] + (size_t)c * H * W;
+                if (ya >= 0 && xa >= 0 && ya + A <= H && xa + A <= W) {
+                    for (int a = 0; a < A; a++)
+                        for (int b = 0; b < A; b++)
+                            d[(a * A + b) * LN + l] = s[(size_t)(ya + a) * W + xa + b];
+                } else {
+                    for (int a = 0; a < A; a++)
+                        for (int b = 0; b < A; b++) {
+                            int y = ya + a, x = xa + b;
+                            d[(a * A + b) * LN + l] =
+                                y >= 0 && y < H && x >= 0 && x < W ? s[(size_t)y * W + x] : 0;
+                        }
+                }
+            }
+            tr2(v, tmp, d, T->bt, A, A);
+            for (int k = 0; k < X; k++)
+                memcpy(V + ((size_t)k * C + c) * NTMAX + l0, v + k * LN, sizeof(real) * LN);
+        }
+}
+
+/* out (N, OC, OH, OW) (acc: +=) ← Aᵀ M A for the tiles t0.., M[ξ][o][l] (ld NTMAX). */
+static void output_tf(real *out, const real *M, int OC, const tiling *g, const wtab *T, long t0,
+                      int nt, int acc) {
+    const int A = T->A, m = T->m, X = A * A, OH = g->OH, OW = g->OW;
+    real mm[36 * LN], tmp[36 * LN], y[16 * LN];
+    for (int o = 0; o < OC; o++)
+        for (int l0 = 0; l0 < nt; l0 += LN) {
+            const int cnt = nt - l0 < LN ? nt - l0 : LN;
+            for (int k = 0; k < X; k++)
+                memcpy(mm + k * LN, M + ((size_t)k * OC + o) * NTMAX + l0, sizeof(real) * LN);
+            tr2(y, tmp, mm, T->at, m, A);
+            for (int l = 0; l < cnt; l++) {
+                long t = t0 + l0 + l;
+                int n = (int)(t / g->tpi), r = (int)(t % g->tpi);
+                int i0 = (r / g->tw) * m, j0 = (r % g->tw) * m;
+                real *dst = out + ((size_t)n * OC + o) * OH * OW;
+                for (int i = 0; i < m && i0 + i < OH; i++)
+                    for (int j = 0; j < m && j0 + j < OW; j++) {
+                        real v = y[(i * m + j) * LN + l];
+                        real *p = dst + (size_t)(i0 + i) * OW + j0 + j;
+                        *p = acc ? *p + v : v;
+                    }
+            }
+        }
+}
+
+/* D[ξ][o][l] (ld NTMAX) = A dY Aᵀ for the tiles t0.. of dout (N, OC, OH, OW), zeros past the
+ * map's edge. */
+static void grad_tf(real *D, const real *dout, int OC, const tiling *g, const wtab *T, long t0,
+                    int nt) {
+    const int A = T->A, m = T->m, X = A * A, OH = g->OH, OW = g->OW;
+    real dy[16 * LN], tmp[36 * LN], v[36 * LN];
+    for (int o = 0; o < OC; o++)
+        for (int l0 = 0; l0 < nt; l0 += LN) {
+            const int cnt = nt - l0 < LN ? nt - l0 : LN;
+            for (int l = 0; l < LN; l++) {
+                long t = t0 + l0 + l;
+                int n = (int)(t / g->tpi), r = (int)(t % g->tpi);
+                int i0 = (r / g->tw) * m, j0 = (r % g->tw) * m;
+                const real *s = dout + ((size_t)n * OC + o) * OH * OW;
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < m; j++)
+                        dy[(i * m + j) * LN + l] = l < cnt && i0 + i < OH && j0 + j < OW
+                                                       ? s[(size_t)(i0 + i) * OW + j0 + j]
+                                                       : 0;
+            }
+            tr2(v, tmp, dy, T->a, A, m);
+            for (int k = 0; k < X; k++)
+                memcpy(D + ((size_t)k * OC + o) * NTMAX + l0, v + k * LN, sizeof(real) * LN);
+        }
+}
+
+/* U[ξ][q] = G g_q Gᵀ over the q < OC*C filters of w (OC, C, 3, 3) in rows [q0, q1); rot: q = c*OC
+ * + o takes w[o][c] rotated by 180° (the data gradient's filter). */
+static void filter_tf(real *U, const real *w, int OC, int C, int rot, const wtab *T, size_t q0,
+                      size_t q1) {
+    const int A = T->A, X = A * A;
+    const size_t Q = (size_t)OC * C;
+    real gg[9 * LN], tmp[18 * LN], u[36 * LN];
+    for (size_t k0 = q0; k0 < q1; k0 += LN) {
+        const int cnt = q1 - k0 < LN ? (int)(q1 - k0) : LN;
+        for (int l = 0; l < LN; l++) {
+            size_t q = k0 + (l < cnt ? l : 0);
+            const real *f = rot ? w + ((q % (size_t)OC) * C + q / (size_t)OC) * 9 : w + q * 9;
+            for (int k = 0; k < 9; k++)
+                gg[k * LN + l] = rot ? f[8 - k] : f[k];
+        }
+        tr2(u, tmp, gg, T->g, A, 3);
+        for (int k = 0; k < X; k++)
+            for (int l = 0; l < cnt; l++)
+                U[k * Q + k0 + l] = u[k * LN + l];
+    }
+}
+
+/* dw[q][3×3] (+=) = Gᵀ Mw[·][q] G over rows [q0, q1) of Q; into dw (real) or, per block, into
+ * the double partial dp. */
+static void wgrad_tf(real *dw, double *dp, const real *Mw, size_t Q, const wtab *T, size_t q0,
+                     size_t q1) {
+    const int A = T->A, X = A * A;
+    real mm[36 * LN], tmp[18 * LN], o[9 * LN];
+    for (size_t k0 = q0; k0 < q1; k0 += LN) {
+        const int cnt = q1 - k0 < LN ? (int)(q1 - k0) : LN;
+        for (int k = 0; k < X; k++)
+            for (int l = 0; l < LN; l++)
+                mm[k * LN + l] = l < cnt ? Mw[k * Q + k0 + l] : 0;
+        tr2(o, tmp, mm, T->gt, 3, A);
+        for (int l = 0; l < cnt; l++)
+            for (int k = 0; k < 9; k++) {
+                if (dp)
+                    dp[(k0 + l) * 9 + k] += (double)o[k * LN + l];
+                else
+                    dw[(k0 + l) * 9 + k] += o[k * LN + l];
+            }
+    }
+}
+
+int nb_wino_fits(int KS, int H, int W, int pad) {
+    return KS == 3 && (pad == 0 || pad == 1) && H + 2 * pad >= 3 && W + 2 * pad >= 3;
+}
+
+static size_t up16(size_t n) {
+    return (n + 15) & ~(size_t)15;
+}
+
+/* Per-thread parts: V and M/D (X·max(C,OC)·NTMAX each), Mw (X·OC·C); shared: U (X·OC·C). */
+size_t nb_wino_scratch(int m, int C, int OC, int nthreads) {
+    const size_t X = (size_t)(m + 2) * (m + 2), CM = (size_t)(C > OC ? C : OC);
+    size_t per = 2 * up16(X * CM * NTMAX) + up16(X * (size_t)OC * C);
+    return up16(X * (size_t)OC * C) + per * (size_t)(nthreads > 0 ? nthreads : 1);
+}
+
+static int threads_of(int nthreads, long nb, double madds) {
+    int T = madds < WINO_PAR_MIN ? 1 : omp_get_max_threads();
+    if (T > nthreads) T = nthreads;
+    if (T > nb) T = (int)nb;
+    return T < 1 ? 1 : T;
+}
+
+/* out (N, Co, OH, OW) (+= when acc) = the convolution of inp (N, Ci, H, W) whose transformed
+ * filters U (X, Co, Ci) the caller filled (Ushared), through per-thread scratch ws. */
+static void wino_conv(real *out, const real *inp, const real *U, real *ws, size_t per, int Tn,
+                      int Ci, int Co, const tiling *g, const wtab *T, int acc) {
+    const int X = T->A * T->A;
+    const long nb = nblocks(g);
+#pragma omp parallel num_threads(Tn)
+    {
+        const int t = omp_get_thread_num(), nt_ = omp_get_num_threads();
+        real *V = ws + (size_t)t * per, *M = V + per / 2;
+        for (long b = nb * t / nt_; b < nb * (t + 1) / nt_; b++) {
+            long t0;
+            int nt;
+            block_of(g, b, &t0, &nt);
+            input_tf(V, inp, g, T, t0, nt);
+            for (int k = 0; k < X; k++)
+                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, Co, nt, Ci, (real)1,
+                           U + (size_t)k * Co * Ci, Ci, V + (size_t)k * Ci * NTMAX, NTMAX, (real)0,
+                           M + (size_t)k * Co * NTMAX, NTMAX);
+            output_tf(out, M, Co, g, T, t0, nt, acc);
+        }
+    }
+}
+
+/* The per-thread part of the scratch (V, then M; Mw after them). */
+static size_t per_thread(int m, int C, int OC) {
+    const size_t X = (size_t)(m + 2) * (m + 2), CM = (size_t)(C > OC ? C : OC);
+    return 2 * up16(X * CM * NTMAX);
+}
+
+static void fill_u(real *U, const real *w, int OC, int C, int rot, const wtab *T, int Tn) {
+    const size_t Q = (size_t)OC * C;
+    const size_t nchunks = (Q + LN - 1) / LN;
+#pragma omp parallel for schedule(static) num_threads(Tn)
+    for (size_t i = 0; i < nchunks; i++) {
+        size_t q0 = i * LN, q1 = q0 + LN < Q ? q0 + LN : Q;
+        filter_tf(U, w, OC, C, rot, T, q0, q1);
+    }
+}
+
+void nb_wino_forward(real *out, real *scratch, int nthreads, const real *inp, const real *w, int N,
+                     int C, int H, int W, int OC, int pad, int m, int exact) {
+    if (N <= 0 || !nb_wino_fits(3, H, W, pad)) return;
+    wtab T;
+    tab_of(&T, m);
+    const tiling g = tiling_of(N, C, H, W, pad, m, exact);
+    const size_t X = (size_t)T.A * T.A, per = per_thread(m, C, OC);
+    const size_t pt = per + up16(X * (size_t)OC * C);
+    const int Tn = threads_of(nthreads, nblocks(&g), 9.0 * N * OC * C * g.OH * g.OW);
+    real *U = scratch, *ws = scratch + up16(X * (size_t)OC * C);
+    fill_u(U, w, OC, C, 0, &T, Tn);
+    wino_conv(out, inp, U, ws, pt, Tn, C, OC, &g, &T, 0);
+}
+
+void nb_wino_backward(real *dinp, real *dw, double *dwd, double *dpart, real *scratch, int nthreads,
+                      const real *dout, const real *inp, const real *w, int N, int C, int H, int W,
+                      int OC, int pad, int m, int acc) {
+    if (N <= 0 || !nb_wino_fits(3, H, W, pad)) return;
+    wtab T;
+    tab_of(&T, m);
+    const int exact = dwd != NULL;
+    const tiling g = tiling_of(N, C, H, W, pad, m, exact);
+    const size_t X = (size_t)T.A * T.A, per = per_thread(m, C, OC), Q = (size_t)OC * C;
+    const size_t pt = per + up16(X * Q);
+    const long nb = nblocks(&g);
+    const int Tn = threads_of(nthreads, nb, 9.0 * N * OC * C * g.OH * g.OW);
+    real *U = scratch, *ws = scratch + up16(X * Q);
+    if (dinp) {
+        /* dinp = dout (N, OC, OH, OW) convolved with the rotated filters, pad 2 − pad */
+        const tiling gd = tiling_of(N, OC, g.OH, g.OW, 2 - pad, m, exact);
+        fill_u(U, w, OC, C, 1, &T, Tn);
+        wino_conv(dinp, dout, U, ws, pt, threads_of(nthreads, nblocks(&gd), 1e9), OC, C, &gd, &T,
+                  acc);
+    }
+    /* weight gradient: per-thread Mw partials (float, or per block in double when exact) */
+#pragma omp parallel num_threads(Tn)
+    {
+        const int t = omp_get_thread_num(), nt_ = omp_get_num_threads();
+        real *V = ws + (size_t)t * pt, *D = V + per / 2, *Mw = V + per;
+        double *dp = exact ? dpart + (size_t)t * Q * 9 : NULL;
+        if (dp) memset(dp, 0, sizeof(double) * Q * 9);
+        int first = 1;
+        for (long b = nb * t / nt_; b < nb * (t + 1) / nt_; b++) {
+            long t0;
+            int nt;
+            block_of(&g, b, &t0, &nt);
+            input_tf(V, inp, &g, &T, t0, nt);
+            grad_tf(D, dout, OC, &g, &T, t0, nt);
+            for (size_t k = 0; k < X; k++)
+                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, nt, (real)1,
+                           D + k * OC * NTMAX, NTMAX, V + k * C * NTMAX, NTMAX,
+                           (real)(first || exact ? 0 : 1), Mw + k * Q, C);
+            first = 0;
+            if (exact) wgrad_tf(NULL, dp, Mw, Q, &T, 0, Q);
+        }
+        if (first && !exact) memset(Mw, 0, sizeof(real) * X * Q);
+#pragma omp barrier
+        if (exact) {
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < Q * 9; i++) {
+                double s = 0;
+                for (int u = 0; u < nt_; u++)
+                    s += dpart[(size_t)u * Q * 9 + i];
+                dwd[i] += s;
+            }
+        } else {
+            /* the partials in thread order into U (free now), then Gᵀ · G into dw */
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < X * Q; i++) {
+                real s = 0;
+                for (int u = 0; u < nt_; u++)
+                    s += ws[(size_t)u * pt + per + i];
+                U[i] = s;
+            }
+            const size_t nchunks = (Q + LN - 1) / LN;
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < nchunks; i++) {
+                size_t q0 = i * LN, q1 = q0 + LN < Q ? q0 + LN : Q;
+                wgrad_tf(dw, NULL, U, Q, &T, q0, q1);
+            }
+        }
+    }
+}
