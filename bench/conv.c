@@ -24,7 +24,7 @@ typedef struct clayer {
 } clayer;
 
 static const clayer layers[] = {
-    {3, 32, 32, 96, 1, 1},  {96, 32, 32, 96, 1, 2},   {96, 16, 16, 192, 1, 1},
+    {3, 32, 32, 96, 1, 1},    {96, 32, 32, 96, 1, 2}, {96, 16, 16, 192, 1, 1},
     {192, 16, 16, 192, 1, 2}, {192, 8, 8, 192, 0, 1},
 };
 enum { NL = sizeof layers / sizeof layers[0], NE = 3, MAXR = 64 };
@@ -52,8 +52,8 @@ static double run_once(cbuf *b, int e, int backward) {
         float *dx = b->first ? NULL : b->dx;
         double *dwd = b->exact ? b->dwd : NULL;
         if (m)
-            nb_wino_backward(dx, b->dw, dwd, b->dpart, b->scratch, T, b->dy, b->x, b->w, b->N,
-                             L->C, L->H, L->W, L->OC, L->pad, m, 0);
+            nb_wino_backward(dx, b->dw, dwd, b->scratch, T, b->dy, b->x, b->w, b->N, L->C, L->H,
+                             L->W, L->OC, L->pad, m, 0);
         else
             nb_conv2d_backward(dx, b->dw, dwd, b->dpart, b->scratch, T, b->dy, b->x, b->w, b->N,
                                L->C, L->H, L->W, L->OC, 3, L->pad, 0);
@@ -119,8 +119,8 @@ int nb_bench_conv(const nb_bench_io *io, int N, int rounds, int fmt) {
         if (!b.x || !b.w || !b.y || !b.dy || !b.dx || !b.dw || !b.scratch || !b.dwd || !b.dpart) {
             free(b.x), free(b.w), free(b.y), free(b.dy), free(b.dx), free(b.dw), free(b.scratch);
             free(b.dwd), free(b.dpart);
-            return nb_bench_fail(io, "out of memory for the %dx%dx%d layer at batch %d", L->C,
-                                 L->H, L->W, N);
+            return nb_bench_fail(io, "out of memory for the %dx%dx%d layer at batch %d", L->C, L->H,
+                                 L->W, N);
         }
         char name[48];
         snprintf(name, sizeof name, "%d>%d %dx%d p%d (x%d)", L->C, L->OC, L->H, L->W, L->pad,
@@ -131,7 +131,7 @@ int nb_bench_conv(const nb_bench_io *io, int N, int rounds, int fmt) {
                 double t[NE][MAXR], med[NE], ratio[NE][MAXR], lo[NE], hi[NE], rmed[NE],
                     scr[4 * MAXR];
                 for (int e = 0; e < NE; e++)
-                    run_once(&b, e, bw); /* warm-up */
+                    run_once(&b, e, bw);         /* warm-up */
                 for (int r = 0; r < rounds; r++) /* each round in another order */
                     for (int k = 0; k < NE; k++) {
                         const int e = (k + r) % NE;
@@ -154,8 +154,9 @@ int nb_bench_conv(const nb_bench_io *io, int N, int rounds, int fmt) {
                     fprintf(tab, "%-22s %-5s %-7s %9.2f %9.2f %9.2f %8.2f %-15s %8.2f %-15s\n",
                             name, sums, pass, med[0], med[1], med[2], rmed[1], i2, rmed[2], i4);
                 } else if (fmt == FMT_CSV) {
-                    fprintf(tab, "%d>%d %dx%d p%d,%d,%s,%s,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,"
-                                 "%.4f,%d,%d,",
+                    fprintf(tab,
+                            "%d>%d %dx%d p%d,%d,%s,%s,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,"
+                            "%.4f,%d,%d,",
                             L->C, L->OC, L->H, L->W, L->pad, L->count, sums, pass, med[0], med[1],
                             med[2], rmed[1], lo[1], hi[1], rmed[2], lo[2], hi[2], N, T);
                     nb_csv_field(tab, settings);
@@ -178,8 +179,9 @@ int nb_bench_conv(const nb_bench_io *io, int N, int rounds, int fmt) {
     }
     if (getloadavg(load1, 3) < 0) load1[0] = -1;
     if (fmt == FMT_TABLE)
-        fprintf(tab, "# load at the end %.2f (1-minute load average; 2 busy threads of other "
-                     "processes make the ratios indicative only)\n",
+        fprintf(tab,
+                "# load at the end %.2f (1-minute load average; 2 busy threads of other "
+                "processes make the ratios indicative only)\n",
                 load1[0]);
     else if (fmt == FMT_JSON)
         fprintf(tab, "], \"load_end\": %.2f}\n", load1[0]);

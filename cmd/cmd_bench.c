@@ -135,7 +135,8 @@ int cmd_bench(int argc, const char **argv) {
     int rc = nb_parse_opts("bench", bench_usage, nargs, args, opts, pos, 2, &npos);
     if (rc < 0) return NB_EXIT_OK;
     if (rc) return rc;
-    if (npos < 1) return nb_usage_error("bench", "what to benchmark? 'kernels', 'conv' or 'step TASK'");
+    if (npos < 1)
+        return nb_usage_error("bench", "what to benchmark? 'kernels', 'conv' or 'step TASK'");
     if (b->ngiven && (strcmp(pos[0], "step") != 0 || npos < 2))
         return nb_usage_error("bench", "'--%s' is a task's option: it goes with 'bench step TASK'",
                               b->given[0].name);
@@ -220,8 +221,10 @@ int cmd_bench(int argc, const char **argv) {
                                            "--threads (its layers and engines are fixed)");
         int N = 100, rounds = 5;
         if (batch_arg && (nb_bench_parse_int_list(batch_arg, &N, 1) != 1 || N < 1 || N > 4096))
-            return nb_usage_error("bench", "--batch '%s': 'bench conv' takes one batch size, 1 to "
-                                           "4096", batch_arg);
+            return nb_usage_error("bench",
+                                  "--batch '%s': 'bench conv' takes one batch size, 1 to "
+                                  "4096",
+                                  batch_arg);
         for (int i = 1; i < argc; i++)
             if (strcmp(argv[i], "--steps") == 0 || strncmp(argv[i], "--steps=", 8) == 0)
                 rounds = steps; /* given: else 5 rounds, not step's 30 */
@@ -245,8 +248,8 @@ int cmd_bench(int argc, const char **argv) {
         return nb_bench_kernels(&b->io, norms, nnorms, fmt, shapes_arg ? shapes : NULL, nshapes);
     }
     if (strcmp(pos[0], "step") != 0)
-        return nb_usage_error("bench", "unknown benchmark '%s': use 'kernels', 'conv' or 'step TASK'",
-                              pos[0]);
+        return nb_usage_error(
+            "bench", "unknown benchmark '%s': use 'kernels', 'conv' or 'step TASK'", pos[0]);
     if (npos < 2) return nb_usage_error("bench", "which task? e.g. 'normbench bench step mnist'");
     const nb_task *task = nb_task_find(pos[1]);
     if (!task) return nb_unknown_task("bench", pos[1]);

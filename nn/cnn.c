@@ -598,8 +598,8 @@ void nb_cnn_backward(nb_cnn *m, const int *y) {
                 memset(dw, 0, sizeof(real) * wsize(L));
             }
             if (L->wino)
-                nb_wino_backward(first ? NULL : other, dw, dwd, m->dpart, m->scratch, m->nscratch,
-                                 cur, in, w, B, L->C, L->H, L->W, L->OC, L->spec.pad, L->wino, 0);
+                nb_wino_backward(first ? NULL : other, dw, dwd, m->scratch, m->nscratch, cur, in, w,
+                                 B, L->C, L->H, L->W, L->OC, L->spec.pad, L->wino, 0);
             else
                 nb_conv2d_backward(first ? NULL : other, dw, dwd, m->dpart, m->scratch, m->nscratch,
                                    cur, in, w, B, L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad,

@@ -60,6 +60,12 @@ static const real G4[18] = {(real)(1.0 / 4),
 static const real AT4[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0,
                              0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
 
+/* G in double, for the exact weight gradient's last transform (Gᵀ · G of the double sums). */
+static const double G2D[12] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+static const double G4D[18] = {1.0 / 4,  0,         0,        -1.0 / 6, -1.0 / 6, -1.0 / 6,
+                               -1.0 / 6, 1.0 / 6,   -1.0 / 6, 1.0 / 24, 1.0 / 12, 1.0 / 6,
+                               1.0 / 24, -1.0 / 12, 1.0 / 6,  0,        0,        1};
+
 typedef struct wtab {
     int m, A;
     real bt[36], g[18], at[24]; /* Bᵀ (A×A), G (A×3), Aᵀ (m×A) */
@@ -115,6 +121,95 @@ static inline void tr2(real *out, real *tmp, const real *in, const real *L, int 
         tr1(out + (size_t)i * R * LN, LN, tmp + (size_t)i * S * LN, LN, L, R, S);
 }
 
+/* ---- the hot transforms, written out: 1-D on LN lanes (o[k], stride os, from x[j], stride
+ * is), then 2-D as two passes (columns into tmp, then rows) ------------------------------- */
+
+/* F(2×2): Bᵀ (4 from 4), Aᵀ (2 from 4), A (4 from 2). */
+static inline void bt2(real *restrict o, size_t os, const real *restrict x, size_t is) {
+#pragma omp simd
+    for (int l = 0; l < LN; l++) {
+        const real d0 = x[l], d1 = x[is + l], d2 = x[2 * is + l], d3 = x[3 * is + l];
+        o[l] = d0 - d2;
+        o[os + l] = d1 + d2;
+        o[2 * os + l] = d2 - d1;
+        o[3 * os + l] = d1 - d3;
+    }
+}
+static inline void at2(real *restrict o, size_t os, const real *restrict x, size_t is) {
+#pragma omp simd
+    for (int l = 0; l < LN; l++) {
+        const real m0 = x[l], m1 = x[is + l], m2 = x[2 * is + l], m3 = x[3 * is + l];
+        o[l] = m0 + m1 + m2;
+        o[os + l] = m1 - m2 - m3;
+    }
+}
+static inline void a2(real *restrict o, size_t os, const real *restrict x, size_t is) {
+#pragma omp simd
+    for (int l = 0; l < LN; l++) {
+        const real y0 = x[l], y1 = x[is + l];
+        o[l] = y0;
+        o[os + l] = y0 + y1;
+        o[2 * os + l] = y0 - y1;
+        o[3 * os + l] = -y1;
+    }
+}
+/* F(4×4): Bᵀ (6 from 6), Aᵀ (4 from 6), A (6 from 4). */
+static inline void bt4(real *restrict o, size_t os, const real *restrict x, size_t is) {
+#pragma omp simd
+    for (int l = 0; l < LN; l++) {
+        const real d0 = x[l], d1 = x[is + l], d2 = x[2 * is + l], d3 = x[3 * is + l],
+                   d4 = x[4 * is + l], d5 = x[5 * is + l];
+        o[l] = 4 * d0 - 5 * d2 + d4;
+        o[os + l] = -4 * (d1 + d2) + d3 + d4;
+        o[2 * os + l] = 4 * (d1 - d2) - d3 + d4;
+        o[3 * os + l] = 2 * (d3 - d1) - d2 + d4;
+        o[4 * os + l] = 2 * (d1 - d3) - d2 + d4;
+        o[5 * os + l] = 4 * d1 - 5 * d3 + d5;
+    }
+}
+static inline void at4(real *restrict o, size_t os, const real *restrict x, size_t is) {
+#pragma omp simd
+    for (int l = 0; l < LN; l++) {
+        const real m0 = x[l], m1 = x[is + l], m2 = x[2 * is + l], m3 = x[3 * is + l],
+                   m4 = x[4 * is + l], m5 = x[5 * is + l];
+        const real s12 = m1 + m2, d12 = m1 - m2, s34 = m3 + m4, d34 = m3 - m4;
+        o[l] = m0 + s12 + s34;
+        o[os + l] = d12 + 2 * d34;
+        o[2 * os + l] = s12 + 4 * s34;
+        o[3 * os + l] = d12 + 8 * d34 + m5;
+    }
+}
+static inline void a4(real *restrict o, size_t os, const real *restrict x, size_t is) {
+#pragma omp simd
+    for (int l = 0; l < LN; l++) {
+        const real y0 = x[l], y1 = x[is + l], y2 = x[2 * is + l], y3 = x[3 * is + l];
+        const real e = y0 + y2, f = y1 + y3, e4 = y0 + 4 * y2, f4 = 2 * y1 + 8 * y3;
+        o[l] = y0;
+        o[os + l] = e + f;
+        o[2 * os + l] = e - f;
+        o[3 * os + l] = e4 + f4;
+        o[4 * os + l] = e4 - f4;
+        o[5 * os + l] = y3;
+    }
+}
+
+/* out[i][j] (strides oi, oj) = L in Lᵀ for in[a][b] (strides ia, ib), L (R×S) one of the above. */
+#define TR2D(name, f, R, S)                                                                        \
+    static inline void name(real *out, size_t oi, size_t oj, const real *in, size_t ia,            \
+                            size_t ib) {                                                           \
+        real tmp[(R) * (S)*LN];                                                                    \
+        for (int b = 0; b < (S); b++)                                                              \
+            f(tmp + (size_t)b * LN, (size_t)(S)*LN, in + (size_t)b * ib, ia);                      \
+        for (int i = 0; i < (R); i++)                                                              \
+            f(out + (size_t)i * oi, oj, tmp + (size_t)i * (S)*LN, LN);                             \
+    }
+TR2D(bt2_2d, bt2, 4, 4)
+TR2D(at2_2d, at2, 2, 4)
+TR2D(a2_2d, a2, 4, 2)
+TR2D(bt4_2d, bt4, 6, 6)
+TR2D(at4_2d, at4, 4, 6)
+TR2D(a4_2d, a4, 6, 4)
+
 /* The tiling of one convolution: maps H×W in, OH×OW out, tiles tw×th per image. */
 typedef struct tiling {
     int N, C, H, W, pad, OH, OW, tw, th, tpi, exact;
@@ -137,43 +232,46 @@ static long nblocks(const tiling *g) {
     return (g->ntiles + NTMAX - 1) / NTMAX;
 }
 
-static void block_of(const tiling *g, long b, long *t0, int *nt) {
+/* A block's tiles: count, and per tile its image and its first output row and column. */
+typedef struct block {
+    int nt;
+    int n[NTMAX], i0[NTMAX], j0[NTMAX];
+} block;
+
+static void block_of(const tiling *g, int m, long b, block *k) {
+    long t0;
     if (g->exact) {
         int bpi = (g->tpi + NTMAX - 1) / NTMAX;
         long n = b / bpi, part = b % bpi;
-        *t0 = n * g->tpi + part * NTMAX;
-        *nt = (int)(g->tpi - part * NTMAX < NTMAX ? g->tpi - part * NTMAX : NTMAX);
+        t0 = n * g->tpi + part * NTMAX;
+        k->nt = (int)(g->tpi - part * NTMAX < NTMAX ? g->tpi - part * NTMAX : NTMAX);
     } else {
-        *t0 = b * NTMAX;
-        *nt = (int)(g->ntiles - *t0 < NTMAX ? g->ntiles - *t0 : NTMAX);
+        t0 = b * NTMAX;
+        k->nt = (int)(g->ntiles - t0 < NTMAX ? g->ntiles - t0 : NTMAX);
+    }
+    int n = (int)(t0 / g->tpi), r = (int)(t0 % g->tpi);
+    for (int l = 0; l < k->nt; l++) {
+        k->n[l] = n, k->i0[l] = (r / g->tw) * m, k->j0[l] = (r % g->tw) * m;
+        if (++r == g->tpi) r = 0, n++;
     }
 }
 
-/* V[ξ][c][l] (ld NTMAX) = Bᵀ d B for the tiles t0.. t0+nt of inp (N, C, H, W), from input
- * corners (y0, x0) = (ti m − pad, tj m − pad), zeros outside the map. */
-static void input_tf(real *V, const real *inp, const tiling *g, const wtab *T, long t0, int nt) {
-    const int A = T->A, m = T->m, X = A * A, C = g->C, H = g->H, W = g->W;
-    size_t off[NTMAX];
-    int y0[NTMAX], x0[NTMAX];
-    for (int l = 0; l < nt; l++) {
-        long t = t0 + l;
-        int n = (int)(t / g->tpi), r = (int)(t % g->tpi);
-        off[l] = (size_t)n * C * H * W;
-        y0[l] = (r / g->tw) * m - g->pad;
-        x0[l] = (r % g->tw) * m - g->pad;
-    }
-    real d[36 * LN], tmp[36 * LN], v[36 * LN];
+/* V[ξ][c][l] (ld NTMAX) = Bᵀ d B for the block's tiles of inp (N, C, H, W), input corners
+ * (i0 − pad, j0 − pad), zeros outside the map. */
+static void input_tf(real *V, const real *inp, const tiling *g, const wtab *T, const block *k) {
+    const int A = T->A, C = g->C, H = g->H, W = g->W, nt = k->nt;
+    real d[36 * LN];
     for (int c = 0; c < C; c++)
         for (int l0 = 0; l0 < nt; l0 += LN) {
             const int cnt = nt - l0 < LN ? nt - l0 : LN;
             for (int l = 0; l < LN; l++) {
                 if (l >= cnt) {
-                    for (int k = 0; k < X; k++)
-                        d[k * LN + l] = 0;
+                    for (int q = 0; q < A * A; q++)
+                        d[q * LN + l] = 0;
                     continue;
                 }
-                const int ya = y0[l0 + l], xa = x0[l0 + l];
-                const real *s = inp + off[l0 + l] + (size_t)c * H * W;
+                const int ya = k->i0[l0 + l] - g->pad, xa = k->j0[l0 + l] - g->pad;
+                const real *s = inp + ((size_t)k->n[l0 + l] * C + c) * H * W;
                 if (ya >= 0 && xa >= 0 && ya + A <= H && xa + A <= W) {
                     for (int a = 0; a < A; a++)
                         for (int b = 0; b < A; b++)
@@ -187,61 +285,70 @@ static void input_tf(real *V, const real *inp, const tiling *g, const wtab *T, l
                         }
                 }
             }
-            tr2(v, tmp, d, T->bt, A, A);
-            for (int k = 0; k < X; k++)
-                memcpy(V + ((size_t)k * C + c) * NTMAX + l0, v + k * LN, sizeof(real) * LN);
+            real *v = V + (size_t)c * NTMAX + l0;
+            const size_t oj = (size_t)C * NTMAX;
+            if (A == 4)
+                bt2_2d(v, 4 * oj, oj, d, 4 * LN, LN);
+            else
+                bt4_2d(v, 6 * oj, oj, d, 6 * LN, LN);
         }
 }
 
-/* out (N, OC, OH, OW) (acc: +=) ← Aᵀ M A for the tiles t0.., M[ξ][o][l] (ld NTMAX). */
-static void output_tf(real *out, const real *M, int OC, const tiling *g, const wtab *T, long t0,
-                      int nt, int acc) {
-    const int A = T->A, m = T->m, X = A * A, OH = g->OH, OW = g->OW;
-    real mm[36 * LN], tmp[36 * LN], y[16 * LN];
+/* out (N, OC, OH, OW) (acc: +=) ← Aᵀ M A for the block's tiles, M[ξ][o][l] (ld NTMAX). */
+static void output_tf(real *out, const real *M, int OC, const tiling *g, const wtab *T,
+                      const block *k, int acc) {
+    const int A = T->A, m = T->m, OH = g->OH, OW = g->OW, nt = k->nt;
+    real y[16 * LN];
+    const size_t ib = (size_t)OC * NTMAX;
     for (int o = 0; o < OC; o++)
         for (int l0 = 0; l0 < nt; l0 += LN) {
             const int cnt = nt - l0 < LN ? nt - l0 : LN;
-            for (int k = 0; k < X; k++)
-                memcpy(mm + k * LN, M + ((size_t)k * OC + o) * NTMAX + l0, sizeof(real) * LN);
-            tr2(y, tmp, mm, T->at, m, A);
+            const real *src = M + (size_t)o * NTMAX + l0;
+            if (A == 4)
+                at2_2d(y, 2 * LN, LN, src, 4 * ib, ib);
+            else
+                at4_2d(y, 4 * LN, LN, src, 6 * ib, ib);
             for (int l = 0; l < cnt; l++) {
-                long t = t0 + l0 + l;
-                int n = (int)(t / g->tpi), r = (int)(t % g->tpi);
-                int i0 = (r / g->tw) * m, j0 = (r % g->tw) * m;
-                real *dst = out + ((size_t)n * OC + o) * OH * OW;
-                for (int i = 0; i < m && i0 + i < OH; i++)
-                    for (int j = 0; j < m && j0 + j < OW; j++) {
-                        real v = y[(i * m + j) * LN + l];
-                        real *p = dst + (size_t)(i0 + i) * OW + j0 + j;
-                        *p = acc ? *p + v : v;
+                const int i0 = k->i0[l0 + l], j0 = k->j0[l0 + l];
+                const int ni = OH - i0 < m ? OH - i0 : m, nj = OW - j0 < m ? OW - j0 : m;
+                real *dst = out + ((size_t)k->n[l0 + l] * OC + o) * OH * OW + (size_t)i0 * OW + j0;
+                for (int i = 0; i < ni; i++)
+                    for (int j = 0; j < nj; j++) {
+                        const real v = y[(i * m + j) * LN + l];
+                        dst[(size_t)i * OW + j] = acc ? dst[(size_t)i * OW + j] + v : v;
                     }
             }
         }
 }
 
-/* D[ξ][o][l] (ld NTMAX) = A dY Aᵀ for the tiles t0.. of dout (N, OC, OH, OW), zeros past the
+/* D[ξ][o][l] (ld NTMAX) = A dY Aᵀ for the block's tiles of dout (N, OC, OH, OW), zeros past the
  * map's edge. */
-static void grad_tf(real *D, const real *dout, int OC, const tiling *g, const wtab *T, long t0,
-                    int nt) {
-    const int A = T->A, m = T->m, X = A * A, OH = g->OH, OW = g->OW;
-    real dy[16 * LN], tmp[36 * LN], v[36 * LN];
+static void grad_tf(real *D, const real *dout, int OC, const tiling *g, const wtab *T,
+                    const block *k) {
+    const int A = T->A, m = T->m, OH = g->OH, OW = g->OW, nt = k->nt;
+    real dy[16 * LN];
+    const size_t oj = (size_t)OC * NTMAX;
     for (int o = 0; o < OC; o++)
         for (int l0 = 0; l0 < nt; l0 += LN) {
             const int cnt = nt - l0 < LN ? nt - l0 : LN;
             for (int l = 0; l < LN; l++) {
-                long t = t0 + l0 + l;
-                int n = (int)(t / g->tpi), r = (int)(t % g->tpi);
-                int i0 = (r / g->tw) * m, j0 = (r % g->tw) * m;
-                const real *s = dout + ((size_t)n * OC + o) * OH * OW;
+                if (l >= cnt) {
+                    for (int q = 0; q < m * m; q++)
+                        dy[q * LN + l] = 0;
+                    continue;
+                }
+                const int i0 = k->i0[l0 + l], j0 = k->j0[l0 + l];
+                const real *s = dout + ((size_t)k->n[l0 + l] * OC + o) * OH * OW;
                 for (int i = 0; i < m; i++)
                     for (int j = 0; j < m; j++)
-                        dy[(i * m + j) * LN + l] = l < cnt && i0 + i < OH && j0 + j < OW
-                                                       ? s[(size_t)(i0 + i) * OW + j0 + j]
-                                                       : 0;
+                        dy[(i * m + j) * LN + l] =
+                            i0 + i < OH && j0 + j < OW ? s[(size_t)(i0 + i) * OW + j0 + j] : 0;
             }
-            tr2(v, tmp, dy, T->a, A, m);
-            for (int k = 0; k < X; k++)
-                memcpy(D + ((size_t)k * OC + o) * NTMAX + l0, v + k * LN, sizeof(real) * LN);
+            real *dst = D + (size_t)o * NTMAX + l0;
+            if (A == 4)
+                a2_2d(dst, 4 * oj, oj, dy, 2 * LN, LN);
+            else
+                a4_2d(dst, 6 * oj, oj, dy, 4 * LN, LN);
         }
 }
 
@@ -267,10 +374,8 @@ static void filter_tf(real *U, const real *w, int OC, int C, int rot, const wtab
     }
 }
 
-/* dw[q][3×3] (+=) = Gᵀ Mw[·][q] G over rows [q0, q1) of Q; into dw (real) or, per block, into
- * the double partial dp. */
-static void wgrad_tf(real *dw, double *dp, const real *Mw, size_t Q, const wtab *T, size_t q0,
-                     size_t q1) {
+/* dw[q][3×3] += Gᵀ Mw[·][q] G over rows [q0, q1) of Q. */
+static void wgrad_tf(real *dw, const real *Mw, size_t Q, const wtab *T, size_t q0, size_t q1) {
     const int A = T->A, X = A * A;
     real mm[36 * LN], tmp[18 * LN], o[9 * LN];
     for (size_t k0 = q0; k0 < q1; k0 += LN) {
@@ -280,12 +385,8 @@ static void wgrad_tf(real *dw, double *dp, const real *Mw, size_t Q, const wtab 
                 mm[k * LN + l] = l < cnt ? Mw[k * Q + k0 + l] : 0;
         tr2(o, tmp, mm, T->gt, 3, A);
         for (int l = 0; l < cnt; l++)
-            for (int k = 0; k < 9; k++) {
-                if (dp)
-                    dp[(k0 + l) * 9 + k] += (double)o[k * LN + l];
-                else
-                    dw[(k0 + l) * 9 + k] += o[k * LN + l];
-            }
+            for (int k = 0; k < 9; k++)
+                dw[(k0 + l) * 9 + k] += o[k * LN + l];
     }
 }
 
@@ -297,10 +398,11 @@ static size_t up16(size_t n) {
     return (n + 15) & ~(size_t)15;
 }
 
-/* Per-thread parts: V and M/D (X·max(C,OC)·NTMAX each), Mw (X·OC·C); shared: U (X·OC·C). */
+/* Per-thread parts: V and M/D (X·max(C,OC)·NTMAX each), Mw (X·OC·C), the exact sums (X·OC·C
+ * doubles); shared: U (X·OC·C). */
 size_t nb_wino_scratch(int m, int C, int OC, int nthreads) {
     const size_t X = (size_t)(m + 2) * (m + 2), CM = (size_t)(C > OC ? C : OC);
-    size_t per = 2 * up16(X * CM * NTMAX) + up16(X * (size_t)OC * C);
+    size_t per = 2 * up16(X * CM * NTMAX) + 3 * up16(X * (size_t)OC * C);
     return up16(X * (size_t)OC * C) + per * (size_t)(nthreads > 0 ? nthreads : 1);
 }
 
@@ -321,16 +423,15 @@ static void wino_conv(real *out, const real *inp, const real *U, real *ws, size_
     {
         const int t = omp_get_thread_num(), nt_ = omp_get_num_threads();
         real *V = ws + (size_t)t * per, *M = V + per / 2;
+        block blk;
         for (long b = nb * t / nt_; b < nb * (t + 1) / nt_; b++) {
-            long t0;
-            int nt;
-            block_of(g, b, &t0, &nt);
-            input_tf(V, inp, g, T, t0, nt);
+            block_of(g, T->m, b, &blk);
+            input_tf(V, inp, g, T, &blk);
             for (int k = 0; k < X; k++)
-                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, Co, nt, Ci, (real)1,
+                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, Co, blk.nt, Ci, (real)1,
                            U + (size_t)k * Co * Ci, Ci, V + (size_t)k * Ci * NTMAX, NTMAX, (real)0,
                            M + (size_t)k * Co * NTMAX, NTMAX);
-            output_tf(out, M, Co, g, T, t0, nt, acc);
+            output_tf(out, M, Co, g, T, &blk, acc);
         }
     }
 }
@@ -358,14 +459,37 @@ void nb_wino_forward(real *out, real *scratch, int nthreads, const real *inp, co
     tab_of(&T, m);
     const tiling g = tiling_of(N, C, H, W, pad, m, exact);
     const size_t X = (size_t)T.A * T.A, per = per_thread(m, C, OC);
-    const size_t pt = per + up16(X * (size_t)OC * C);
+    const size_t pt = per + 3 * up16(X * (size_t)OC * C);
     const int Tn = threads_of(nthreads, nblocks(&g), 9.0 * N * OC * C * g.OH * g.OW);
     real *U = scratch, *ws = scratch + up16(X * (size_t)OC * C);
     fill_u(U, w, OC, C, 0, &T, Tn);
     wino_conv(out, inp, U, ws, pt, Tn, C, OC, &g, &T, 0);
 }
 
-void nb_wino_backward(real *dinp, real *dw, double *dwd, double *dpart, real *scratch, int nthreads,
+/* dwd[q][3×3] += Gᵀ M[·][q] G in double over q in [q0, q1), M (X, Q) doubles. */
+static void wgrad_tf_double(double *dwd, const double *M, size_t Q, int m, size_t q0, size_t q1) {
+    const int A = m + 2;
+    const double *G = m == 2 ? G2D : G4D;
+    for (size_t q = q0; q < q1; q++) {
+        double t[3][6];
+        for (int a = 0; a < 3; a++)
+            for (int j = 0; j < A; j++) {
+                double s = 0;
+                for (int i = 0; i < A; i++)
+                    s += G[i * 3 + a] * M[(size_t)(i * A + j) * Q + q];
+                t[a][j] = s;
+            }
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++) {
+                double s = 0;
+                for (int j = 0; j < A; j++)
+                    s += t[a][j] * G[j * 3 + b];
+                dwd[q * 9 + (size_t)(a * 3 + b)] += s;
+            }
+    }
+}
+
+void nb_wino_backward(real *dinp, real *dw, double *dwd, real *scratch, int nthreads,
                       const real *dout, const real *inp, const real *w, int N, int C, int H, int W,
                       int OC, int pad, int m, int acc) {
     if (N <= 0 || !nb_wino_fits(3, H, W, pad)) return;
@@ -374,7 +498,7 @@ void nb_wino_backward(real *dinp, real *dw, double *dwd, double *dpart, real *sc
     const int exact = dwd != NULL;
     const tiling g = tiling_of(N, C, H, W, pad, m, exact);
     const size_t X = (size_t)T.A * T.A, per = per_thread(m, C, OC), Q = (size_t)OC * C;
-    const size_t pt = per + up16(X * Q);
+    const size_t pt = per + 3 * up16(X * Q);
     const long nb = nblocks(&g);
     const int Tn = threads_of(nthreads, nb, 9.0 * N * OC * C * g.OH * g.OW);
     real *U = scratch, *ws = scratch + up16(X * Q);
@@ -390,31 +514,43 @@ void nb_wino_backward(real *dinp, real *dw, double *dwd, double *dpart, real *sc
     {
         const int t = omp_get_thread_num(), nt_ = omp_get_num_threads();
         real *V = ws + (size_t)t * pt, *D = V + per / 2, *Mw = V + per;
-        double *dp = exact ? dpart + (size_t)t * Q * 9 : NULL;
-        if (dp) memset(dp, 0, sizeof(double) * Q * 9);
+        /* exact: the blocks' products summed in double (X·Q doubles after Mw) */
+        double *dp = exact ? (double *)(void *)(Mw + up16(X * Q)) : NULL;
+        if (dp) memset(dp, 0, sizeof(double) * Q * X);
         int first = 1;
+        block blk;
         for (long b = nb * t / nt_; b < nb * (t + 1) / nt_; b++) {
-            long t0;
-            int nt;
-            block_of(&g, b, &t0, &nt);
-            input_tf(V, inp, &g, &T, t0, nt);
-            grad_tf(D, dout, OC, &g, &T, t0, nt);
+            block_of(&g, m, b, &blk);
+            input_tf(V, inp, &g, &T, &blk);
+            grad_tf(D, dout, OC, &g, &T, &blk);
             for (size_t k = 0; k < X; k++)
-                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, nt, (real)1,
+                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, blk.nt, (real)1,
                            D + k * OC * NTMAX, NTMAX, V + k * C * NTMAX, NTMAX,
                            (real)(first || exact ? 0 : 1), Mw + k * Q, C);
             first = 0;
-            if (exact) wgrad_tf(NULL, dp, Mw, Q, &T, 0, Q);
+            if (exact)
+                for (size_t i = 0; i < X * Q; i++)
+                    dp[i] += (double)Mw[i];
         }
         if (first && !exact) memset(Mw, 0, sizeof(real) * X * Q);
 #pragma omp barrier
         if (exact) {
+            /* thread 0's sums take the others' in thread order (index by index: each iteration
+             * alone reads and writes its index), then Gᵀ · G in double into dwd */
+            double *d0 = (double *)(void *)(ws + per + up16(X * Q));
 #pragma omp for schedule(static)
-            for (size_t i = 0; i < Q * 9; i++) {
-                double s = 0;
-                for (int u = 0; u < nt_; u++)
-                    s += dpart[(size_t)u * Q * 9 + i];
-                dwd[i] += s;
+            for (size_t i = 0; i < X * Q; i++) {
+                double s = d0[i];
+                for (int u = 1; u < nt_; u++)
+                    s += ((const double *)(const void *)(ws + (size_t)u * pt + per +
+                                                         up16(X * Q)))[i];
+                d0[i] = s;
+            }
+            const size_t nchunks = (Q + LN - 1) / LN;
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < nchunks; i++) {
+                size_t q0 = i * LN, q1 = q0 + LN < Q ? q0 + LN : Q;
+                wgrad_tf_double(dwd, d0, Q, m, q0, q1);
             }
         } else {
             /* the partials in thread order into U (free now), then Gᵀ · G into dw */
@@ -429,7 +565,7 @@ void nb_wino_backward(real *dinp, real *dw, double *dwd, double *dpart, real *sc
 #pragma omp for schedule(static)
             for (size_t i = 0; i < nchunks; i++) {
                 size_t q0 = i * LN, q1 = q0 + LN < Q ? q0 + LN : Q;
-                wgrad_tf(dw, NULL, U, Q, &T, q0, q1);
+                wgrad_tf(dw, U, Q, &T, q0, q1);
             }
         }
     }

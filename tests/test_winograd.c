@@ -105,8 +105,8 @@ static void check_engine(const shape *s, int m, int exact, int threads, const fl
     omp_set_num_threads(threads);
     if (m) {
         nb_wino_forward(of, scr, threads, xf, wf, s->N, s->C, s->H, s->W, s->OC, s->pad, m, exact);
-        nb_wino_backward(dxf, dwf, exact ? dwd : NULL, dpart, scr, threads, df, xf, wf, s->N, s->C,
-                         s->H, s->W, s->OC, s->pad, m, 0);
+        nb_wino_backward(dxf, dwf, exact ? dwd : NULL, scr, threads, df, xf, wf, s->N, s->C, s->H,
+                         s->W, s->OC, s->pad, m, 0);
     } else {
         nb_conv2d_forward(of, scr, threads, xf, wf, s->N, s->C, s->H, s->W, s->OC, 3, s->pad,
                           exact);
@@ -261,8 +261,8 @@ static void test_double_fd(void **state) {
                     dx[i] = 0.25;
                 for (size_t i = 0; i < nw; i++)
                     dw[i] = 0.25;
-                nb_wino_backward_f64(dx, dw, NULL, NULL, c.scr, 2, c.d, c.x, c.w, s->N, s->C, s->H,
-                                     s->W, s->OC, s->pad, c.m, acc);
+                nb_wino_backward_f64(dx, dw, NULL, c.scr, 2, c.d, c.x, c.w, s->N, s->C, s->H, s->W,
+                                     s->OC, s->pad, c.m, acc);
                 for (size_t i = 0; i < nx; i++)
                     dx[i] -= acc ? 0.25 : 0; /* acc 0 overwrote it */
                 for (size_t i = 0; i < nw; i++)
@@ -299,14 +299,14 @@ static void test_exact_invariance(void **state) {
                *dpart = malloc(sizeof(double) * nw * 2);
         omp_set_num_threads(2);
         nb_wino_forward(o5, scr, 2, xf, wf, N, C, H, W, OC, pad, m, 1);
-        nb_wino_backward(dx, dwf, dw2, dpart, scr, 2, df, xf, wf, N, C, H, W, OC, pad, m, 0);
+        nb_wino_backward(dx, dwf, dw2, scr, 2, df, xf, wf, N, C, H, W, OC, pad, m, 0);
         omp_set_num_threads(1);
         /* image by image, one thread: the same bits */
         for (int n = 0; n < N; n++)
             nb_wino_forward(o1 + (size_t)n * OC * OH * OW, scr, 1, xf + (size_t)n * C * H * W, wf,
                             1, C, H, W, OC, pad, m, 1);
         assert_memory_equal(o1, o5, sizeof(float) * no);
-        nb_wino_backward(dx, dwf, dw1, dpart, scr, 1, df, xf, wf, N, C, H, W, OC, pad, m, 0);
+        nb_wino_backward(dx, dwf, dw1, scr, 1, df, xf, wf, N, C, H, W, OC, pad, m, 0);
         for (size_t i = 0; i < nw; i++)
             assert_close(dw1[i], dw2[i], 0, 1e-15); /* sums in double: ties at ~1e-16 only */
         free(scr), free(o5), free(o1), free(dx), free(dwf), free(dw1), free(dw2), free(dpart);
