@@ -60,21 +60,26 @@ void nb_cnn_free(nb_cnn *m) {
 }
 
 #ifndef NB_F64
-/* Measured engine per layer shape for NB_CONV_AUTO (bench conv; see docs/speed.md#winograd):
- * the 3x3 layers of ConvPool-CNN-C, batch 100, 2 threads. Shapes not listed: im2col. */
+/* Measured engine per layer shape and gradient-sum mode for NB_CONV_AUTO: the fastest of
+ * im2col, F(2x2) and F(4x4) by forward + backward time in `bench conv` (batch 100, 2 threads,
+ * 2-core Xeon (Skylake-SP, AVX-512), OpenBLAS 0.3.21 SkylakeX; docs/speed.md#winograd). Shapes
+ * not listed (the first layer, Fashion-MNIST's maps, other widths): im2col. */
 static const struct {
-    int C, H, W, OC, pad, m;
+    int C, H, W, OC, pad, batch_m, exact_m; /* engine with batched sums, with exact sums */
 } auto_table[] = {
-    {0, 0, 0, 0, 0, 0},
+    {96, 32, 32, 96, 1, 4, 4},
+    {96, 16, 16, 192, 1, 4, 2},
+    {192, 16, 16, 192, 1, 4, 0},
+    {192, 8, 8, 192, 0, 4, 0},
 };
 
-int nb_cnn_conv_pick(int conv, int C, int H, int W, int OC, int KS, int pad) {
+int nb_cnn_conv_pick(int conv, int C, int H, int W, int OC, int KS, int pad, int exact) {
     if (conv == NB_CONV_IM2COL || !nb_wino_fits(KS, H, W, pad)) return 0;
     if (conv == NB_CONV_WINO2 || conv == NB_CONV_WINO4) return conv;
     for (size_t i = 0; i < sizeof auto_table / sizeof auto_table[0]; i++)
         if (auto_table[i].C == C && auto_table[i].H == H && auto_table[i].W == W &&
             auto_table[i].OC == OC && auto_table[i].pad == pad)
-            return auto_table[i].m;
+            return exact ? auto_table[i].exact_m : auto_table[i].batch_m;
     return 0;
 }
 #endif
@@ -113,7 +118,7 @@ static int plan(nb_cnn *m, const nb_cnn_spec *spec, nb_err *err) {
                 return nb_errf(err, "layer %d: a %dx%d convolution does not fit a %dx%d map", l, ks,
                                ks, H, W);
             L->kind = nb_fused_kind(m->norm.kind);
-            L->wino = nb_cnn_conv_pick(m->opts.conv, C, H, W, L->OC, ks, pad);
+            L->wino = nb_cnn_conv_pick(m->opts.conv, C, H, W, L->OC, ks, pad, 0);
             int S = L->OH * L->OW;
             L->gc = (S == 1 || m->opts.axes_chw) ? L->OC : 1;
             int rowlen = L->gc * S;
@@ -209,9 +214,13 @@ int nb_cnn_init(nb_cnn *m, const nb_cnn_spec *spec, int nlayers, int C0, int H0,
     size_t stotal = ss * (size_t)m->nscratch;
     for (int l = 0; l < nlayers; l++) {
         const layer *L = &m->L[l];
-        if (L->spec.op != NB_CNN_CONV || !L->wino) continue;
-        size_t s = nb_wino_scratch(L->wino, L->C, L->OC, m->nscratch);
-        if (s > stotal) stotal = s;
+        if (L->spec.op != NB_CNN_CONV) continue;
+        for (int exact = 0; exact < 2; exact++) { /* nb_cnn_exact_grads may pick another */
+            int e = nb_cnn_conv_pick(m->opts.conv, L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad,
+                                     exact);
+            size_t s = e ? nb_wino_scratch(e, L->C, L->OC, m->nscratch) : 0;
+            if (s > stotal) stotal = s;
+        }
     }
     m->scratch = alloc_real(stotal);
     m->d0 = alloc_real((size_t)Bmax * maxa);
@@ -301,6 +310,9 @@ int nb_cnn_exact_grads(nb_cnn *m, nb_err *err) {
         layer *L = &m->L[l];
         if (L->spec.op != NB_CNN_CONV) continue;
         if (wsize(L) > maxw) maxw = wsize(L);
+        /* the engine measured fastest with exact sums (the scratch fits both: nb_cnn_init) */
+        L->wino =
+            nb_cnn_conv_pick(m->opts.conv, L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad, 1);
         if (has_weff(L)) {
             L->raw = n;
             n += wsize(L);

@@ -49,8 +49,8 @@ typedef struct nb_cnn_opts {
  * shape from a table of measured speeds (nb_cnn_conv_pick). */
 enum { NB_CONV_IM2COL = 0, NB_CONV_WINO2 = 2, NB_CONV_WINO4 = 4, NB_CONV_AUTO = -1 };
 /* The engine (0, 2 or 4) that `conv` gives a layer of C channels on H x W maps to OC channels,
- * kernel KS, pad. */
-int nb_cnn_conv_pick(int conv, int C, int H, int W, int OC, int KS, int pad);
+ * kernel KS, pad, with batched (exact 0) or exact gradient sums (nb_cnn_exact_grads). */
+int nb_cnn_conv_pick(int conv, int C, int H, int W, int OC, int KS, int pad, int exact);
 
 #define NB_CNN_MAX_LAYERS 24
 #endif
