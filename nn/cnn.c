@@ -61,16 +61,19 @@ void nb_cnn_free(nb_cnn *m) {
 
 #ifndef NB_F64
 /* Measured engine per layer shape and gradient-sum mode for NB_CONV_AUTO: the fastest of
- * im2col, F(2x2) and F(4x4) by forward + backward time in `bench conv` (batch 100, 2 threads,
- * 2-core Xeon (Skylake-SP, AVX-512), OpenBLAS 0.3.21 SkylakeX; docs/speed.md#winograd). Shapes
- * not listed (the first layer, Fashion-MNIST's maps, other widths): im2col. */
+ * im2col, F(2x2) and F(4x4) by forward + backward median time in `bench conv --steps 5` (batch
+ * 100, 2 threads, 2-core Intel Xeon VM with AVX-512, OpenBLAS 0.3.21 SkylakeX, load average 12-15
+ * from other processes: indicative; docs/speed.md#winograd, docs/results/bench-conv-xeon.csv).
+ * Shapes not listed (the first layer: 3 input channels, where im2col is 3-4x faster;
+ * Fashion-MNIST's maps; other widths): im2col. */
 static const struct {
     int C, H, W, OC, pad, batch_m, exact_m; /* engine with batched sums, with exact sums */
 } auto_table[] = {
-    {96, 32, 32, 96, 1, 4, 4},
-    {96, 16, 16, 192, 1, 4, 2},
-    {192, 16, 16, 192, 1, 4, 0},
-    {192, 8, 8, 192, 0, 4, 0},
+    {96, 32, 32, 96, 1, 4, 4},   /* batch 1.87x, exact 1.58x (fwd + bwd, im2col / engine) */
+    {96, 16, 16, 192, 1, 4, 0},  /* batch 1.38x; exact: F(2x2) 0.86x, F(4x4) 0.67x */
+    {192, 16, 16, 192, 1, 4, 2}, /* batch 1.95x, exact 1.17x */
+    {192, 8, 8, 192, 0, 2, 0},   /* batch 1.17x; exact: 0.58x, 0.29x (per-image gemms of 9 or 4
+                                    tiles) */
 };
 
 int nb_cnn_conv_pick(int conv, int C, int H, int W, int OC, int KS, int pad, int exact) {

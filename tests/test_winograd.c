@@ -10,7 +10,8 @@
  * 2. The double instantiation (_f64) against central finite differences of dot(out, dout): the
  *    engine's backward is the exact gradient of its forward.
  * 3. acc semantics (dinp += / =, dw +=), and exact mode: an image's output and the weight
- *    gradient sums do not depend on the batch around it or the thread count. */
+ *    gradient sums do not depend on the batch around it or the thread count.
+ * 4. The engine each layer gets (nb_cnn_conv_pick): forced, and auto's measured table. */
 #include "tests/testutil.h"
 #include "nn/nn.h"
 
@@ -314,11 +315,28 @@ static void test_exact_invariance(void **state) {
     free(x), free(w), free(d), free(xf), free(wf), free(df);
 }
 
+/* ---- the engine per layer (nn/cnn.c) ------------------------------------------------------ */
+
+static void test_pick(void **state) {
+    (void)state;
+    /* forced engines: 3x3 layers with pad 0 or 1 only */
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_WINO2, 12, 32, 32, 12, 3, 1, 0), 2);
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_WINO4, 24, 8, 8, 24, 3, 0, 1), 4);
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_WINO4, 192, 6, 6, 192, 1, 0, 0), 0); /* NIN 1x1 */
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_WINO2, 4, 9, 9, 4, 5, 2, 0), 0);     /* 5x5 */
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_IM2COL, 96, 32, 32, 96, 3, 1, 0), 0);
+    /* auto: the measured table at width 1; the first layer and unmeasured shapes im2col */
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 96, 32, 32, 96, 3, 1, 0), 4);
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 96, 32, 32, 96, 3, 1, 1), 4);
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 96, 16, 16, 192, 3, 1, 1), 0);
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 3, 32, 32, 96, 3, 1, 0), 0);
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 12, 32, 32, 12, 3, 1, 0), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_double_fd),
-        cmocka_unit_test(test_awkward),
-        cmocka_unit_test(test_exact_invariance),
+        cmocka_unit_test(test_pick),       cmocka_unit_test(test_double_fd),
+        cmocka_unit_test(test_awkward),    cmocka_unit_test(test_exact_invariance),
         cmocka_unit_test(test_cnn_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
