@@ -32,13 +32,13 @@
 /* Below this many multiply-adds the convolution runs on one thread (as nn/conv.c). */
 #define WINO_PAR_MIN 2e6
 
-/* F(2×2, 3×3), interpolation points 0, 1, −1, ∞. */
-static const real BT2[16] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
+/* The filter transforms G (A×3): F(2×2, 3×3), interpolation points 0, 1, −1, ∞, and F(4×4, 3×3),
+ * points 0, ±1, ±2, ∞. Bᵀ and Aᵀ (and A) are written out in bt2/at2/a2, bt4/at4/a4 below:
+ *   F(2×2): Bᵀ = [1 0 −1 0; 0 1 1 0; 0 −1 1 0; 0 1 0 −1],  Aᵀ = [1 1 1 0; 0 1 −1 −1];
+ *   F(4×4): Bᵀ = [4 0 −5 0 1 0; 0 −4 −4 1 1 0; 0 4 −4 −1 1 0; 0 −2 −1 2 1 0; 0 2 −1 −2 1 0;
+ *                 0 4 0 −5 0 1],
+ *           Aᵀ = [1 1 1 1 1 0; 0 1 −1 2 −2 0; 0 1 1 4 4 0; 0 1 −1 8 −8 1]. */
 static const real G2[12] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
-static const real AT2[8] = {1, 1, 1, 0, 0, 1, -1, -1};
-/* F(4×4, 3×3), points 0, ±1, ±2, ∞. */
-static const real BT4[36] = {4, 0,  -5, 0, 1, 0, 0, -4, -4, 1,  1, 0, 0, 4, -4, -1, 1, 0,
-                             0, -2, -1, 2, 1, 0, 0, 2,  -1, -2, 1, 0, 0, 4, 0,  -5, 0, 1};
 static const real G4[18] = {(real)(1.0 / 4),
                             0,
                             0,
@@ -57,8 +57,6 @@ static const real G4[18] = {(real)(1.0 / 4),
                             0,
                             0,
                             1};
-static const real AT4[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0,
-                             0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
 
 /* G in double, for the exact weight gradient's last transform (Gᵀ · G of the double sums). */
 static const double G2D[12] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
@@ -68,22 +66,16 @@ static const double G4D[18] = {1.0 / 4,  0,         0,        -1.0 / 6, -1.0 / 6
 
 typedef struct wtab {
     int m, A;
-    real bt[36], g[18], at[24]; /* Bᵀ (A×A), G (A×3), Aᵀ (m×A) */
-    real a[24], gt[18];         /* A = (Aᵀ)ᵀ (A×m), Gᵀ (3×A) */
+    real g[18], gt[18]; /* G (A×3), Gᵀ (3×A) */
 } wtab;
 
 static void tab_of(wtab *t, int m) {
     const int A = m + 2;
     t->m = m, t->A = A;
-    memcpy(t->bt, m == 2 ? BT2 : BT4, sizeof(real) * A * A);
     memcpy(t->g, m == 2 ? G2 : G4, sizeof(real) * A * 3);
-    memcpy(t->at, m == 2 ? AT2 : AT4, sizeof(real) * m * A);
-    for (int i = 0; i < A; i++) {
-        for (int j = 0; j < m; j++)
-            t->a[i * m + j] = t->at[j * A + i];
+    for (int i = 0; i < A; i++)
         for (int j = 0; j < 3; j++)
             t->gt[j * A + i] = t->g[i * 3 + j];
-    }
 }
 
 /* out[i] (i < R, stride os) = Σ_j L[i][j] in[j] (j < S, stride is), each a vector of LN lanes;
