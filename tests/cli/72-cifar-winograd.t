@@ -47,6 +47,11 @@ has "threads and BLAS recorded" "$tmp/out" "threads=2 .*blas="
 check "bench conv takes one batch size" 2 "$NB" bench conv --batch 100,4
 has "it says so" "$tmp/err" "one batch size"
 check "bench conv has no --norms" 2 "$NB" bench conv --norms layer
+# bench step takes --conv as cifar's option; its GEMM floor (im2col's GEMMs) says what it is not
+check "bench step cifar --conv winograd4" 0 "$NB" bench step cifar --norms layer --batch 4 --steps 1 --conv winograd4
+has "the floor notes the Winograd layers" "$tmp/out" "^# --conv winograd4: these are im2col's GEMMs"
+check "bench step cifar --conv im2col" 0 "$NB" bench step cifar --norms layer --batch 4 --steps 1 --conv im2col
+grep -q -- "^# --conv" "$tmp/out" && not_ok "no note with im2col" || ok "no note with im2col"
 
 echo "1..$n"
 [ $fails -eq 0 ]
