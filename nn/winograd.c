@@ -23,6 +23,7 @@
  * Transforms work on LN tiles at once (one vector lane per tile). */
 
 #include <omp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,30 +254,33 @@ static void block_of(const tiling *g, int m, long b, block *k) {
 static void input_tf(real *V, const real *inp, const tiling *g, const wtab *T, const block *k) {
     const int A = T->A, C = g->C, H = g->H, W = g->W, nt = k->nt;
     real d[36 * LN];
-    for (int c = 0; c < C; c++)
+    /* per lane: its patch's corner (ya, xa) and offset from its channel's plane in image 0; lanes
+     * past the block's end get a corner outside the map (zeros) */
+    ptrdiff_t off[NTMAX + LN];
+    int ya[NTMAX + LN], xa[NTMAX + LN];
+    for (int l = 0; l < nt; l++) {
+        ya[l] = k->i0[l] - g->pad, xa[l] = k->j0[l] - g->pad;
+        off[l] = (ptrdiff_t)k->n[l] * C * H * W + (ptrdiff_t)ya[l] * W + xa[l];
+    }
+    for (int l = nt; l < NTMAX + LN; l++)
+        ya[l] = -A, xa[l] = -A, off[l] = 0;
+    for (int c = 0; c < C; c++) {
+        const real *base = inp + (size_t)c * H * W;
         for (int l0 = 0; l0 < nt; l0 += LN) {
-            const int cnt = nt - l0 < LN ? nt - l0 : LN;
-            for (int l = 0; l < LN; l++) {
-                if (l >= cnt) {
-                    for (int q = 0; q < A * A; q++)
-                        d[q * LN + l] = 0;
-                    continue;
+            const ptrdiff_t *o = off + l0;
+            const int *y0 = ya + l0, *x0 = xa + l0;
+            /* per patch position, the lanes' values (zeros outside the map); gcc 12 leaves this
+             * gather scalar */
+            for (int a = 0; a < A; a++)
+                for (int b = 0; b < A; b++) {
+                    const ptrdiff_t ab = (ptrdiff_t)a * W + b;
+                    real *dq = d + (a * A + b) * LN;
+#pragma omp simd
+                    for (int l = 0; l < LN; l++) {
+                        const unsigned y = (unsigned)(y0[l] + a), x = (unsigned)(x0[l] + b);
+                        dq[l] = y < (unsigned)H && x < (unsigned)W ? base[o[l] + ab] : 0;
+                    }
                 }
-                const int ya = k->i0[l0 + l] - g->pad, xa = k->j0[l0 + l] - g->pad;
-                const real *s = inp + ((size_t)k->n[l0 + l] * C + c) * H * W;
-                if (ya >= 0 && xa >= 0 && ya + A <= H && xa + A <= W) {
-                    for (int a = 0; a < A; a++)
-                        for (int b = 0; b < A; b++)
-                            d[(a * A + b) * LN + l] = s[(size_t)(ya + a) * W + xa + b];
-                } else {
-                    for (int a = 0; a < A; a++)
-                        for (int b = 0; b < A; b++) {
-                            int y = ya + a, x = xa + b;
-                            d[(a * A + b) * LN + l] =
-                                y >= 0 && y < H && x >= 0 && x < W ? s[(size_t)y * W + x] : 0;
-                        }
-                }
-            }
             real *v = V + (size_t)c * NTMAX + l0;
             const size_t oj = (size_t)C * NTMAX;
             if (A == 4)
@@ -284,6 +288,7 @@ static void input_tf(real *V, const real *inp, const tiling *g, const wtab *T, c
             else
                 bt4_2d(v, 6 * oj, oj, d, 6 * LN, LN);
         }
+    }
 }
 
 /* out (N, OC, OH, OW) (acc: +=) ← Aᵀ M A for the block's tiles, M[ξ][o][l] (ld NTMAX). */
