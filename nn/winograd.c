@@ -22,10 +22,16 @@
  * results do not depend on how the batch is grouped or threaded.
  * Transforms work on LN tiles at once (one vector lane per tile). */
 
+#include <limits.h>
 #include <omp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__AVX512F__) && !defined(NB_F64)
+#include <immintrin.h>
+#define WINO_GATHER 1 /* the input gather as AVX-512 masked gathers (float, 16 lanes = LN) */
+#endif
 
 /* Tiles per lane group, and the most tiles in one block (a multiple of LN). */
 #define LN 16
@@ -253,7 +259,7 @@ static void block_of(const tiling *g, int m, long b, block *k) {
  * (i0 − pad, j0 − pad), zeros outside the map. */
 static void input_tf(real *V, const real *inp, const tiling *g, const wtab *T, const block *k) {
     const int A = T->A, C = g->C, H = g->H, W = g->W, nt = k->nt;
-    real d[36 * LN];
+    _Alignas(64) real d[36 * LN];
     /* per lane: its patch's corner (ya, xa) and offset from its channel's plane in image 0; lanes
      * past the block's end get a corner outside the map (zeros) */
     ptrdiff_t off[NTMAX + LN];
@@ -264,6 +270,42 @@ static void input_tf(real *V, const real *inp, const tiling *g, const wtab *T, c
     }
     for (int l = nt; l < NTMAX + LN; l++)
         ya[l] = -A, xa[l] = -A, off[l] = 0;
+#ifdef WINO_GATHER
+    /* 32-bit gather offsets where the whole batch's input fits them */
+    if ((double)g->N * C * H * W < (double)INT_MAX) {
+        _Alignas(64) int o32[NTMAX + LN];
+        for (int l = 0; l < NTMAX + LN; l++)
+            o32[l] = (int)off[l];
+        const __m512i vH = _mm512_set1_epi32(H), vW = _mm512_set1_epi32(W);
+        for (int c = 0; c < C; c++) {
+            const float *base = inp + (size_t)c * H * W;
+            for (int l0 = 0; l0 < nt; l0 += LN) {
+                const __m512i vo = _mm512_load_si512((const void *)(o32 + l0));
+                const __m512i vy = _mm512_loadu_si512((const void *)(ya + l0));
+                const __m512i vx = _mm512_loadu_si512((const void *)(xa + l0));
+                for (int a = 0; a < A; a++) {
+                    const __m512i y = _mm512_add_epi32(vy, _mm512_set1_epi32(a));
+                    const __mmask16 my = _mm512_cmplt_epu32_mask(y, vH);
+                    for (int b = 0; b < A; b++) {
+                        const __m512i x = _mm512_add_epi32(vx, _mm512_set1_epi32(b));
+                        const __mmask16 mk = my & _mm512_cmplt_epu32_mask(x, vW);
+                        const __m512i idx = _mm512_add_epi32(vo, _mm512_set1_epi32(a * W + b));
+                        _mm512_store_ps(
+                            d + (a * A + b) * LN,
+                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, base, 4));
+                    }
+                }
+                real *v = V + (size_t)c * NTMAX + l0;
+                const size_t oj = (size_t)C * NTMAX;
+                if (A == 4)
+                    bt2_2d(v, 4 * oj, oj, d, 4 * LN, LN);
+                else
+                    bt4_2d(v, 6 * oj, oj, d, 6 * LN, LN);
+            }
+        }
+        return;
+    }
+#endif
     for (int c = 0; c < C; c++) {
         const real *base = inp + (size_t)c * H * W;
         for (int l0 = 0; l0 < nt; l0 += LN) {
@@ -291,12 +333,64 @@ static void input_tf(real *V, const real *inp, const tiling *g, const wtab *T, c
     }
 }
 
+#ifdef WINO_GATHER
+/* The block's output tiles for 16-lane gathers and scatters: per lane (padded to NTMAX + LN)
+ * its first output row and column and its offset from its channel's plane in image 0; lanes past
+ * the block's end get row OH (outside). Returns 0 where the offsets do not fit 32 bits. */
+static int out_lanes(const tiling *g, const block *k, int OC, int *off, int *i0, int *j0) {
+    const int OH = g->OH, OW = g->OW;
+    if ((double)g->N * OC * OH * OW >= (double)INT_MAX) return 0;
+    for (int l = 0; l < k->nt; l++) {
+        i0[l] = k->i0[l], j0[l] = k->j0[l];
+        off[l] = (k->n[l] * OC * OH + i0[l]) * OW + j0[l];
+    }
+    for (int l = k->nt; l < NTMAX + LN; l++)
+        i0[l] = OH, j0[l] = 0, off[l] = 0;
+    return 1;
+}
+#endif
+
 /* out (N, OC, OH, OW) (acc: +=) ← Aᵀ M A for the block's tiles, M[ξ][o][l] (ld NTMAX). */
 static void output_tf(real *out, const real *M, int OC, const tiling *g, const wtab *T,
                       const block *k, int acc) {
     const int A = T->A, m = T->m, OH = g->OH, OW = g->OW, nt = k->nt;
-    real y[16 * LN];
+    _Alignas(64) real y[16 * LN];
     const size_t ib = (size_t)OC * NTMAX;
+#ifdef WINO_GATHER
+    _Alignas(64) int off[NTMAX + LN], ti[NTMAX + LN], tj[NTMAX + LN];
+    if (out_lanes(g, k, OC, off, ti, tj)) {
+        const __m512i vOH = _mm512_set1_epi32(OH), vOW = _mm512_set1_epi32(OW);
+        for (int o = 0; o < OC; o++) {
+            float *base = out + (size_t)o * OH * OW;
+            for (int l0 = 0; l0 < nt; l0 += LN) {
+                const real *src = M + (size_t)o * NTMAX + l0;
+                if (A == 4)
+                    at2_2d(y, 2 * LN, LN, src, 4 * ib, ib);
+                else
+                    at4_2d(y, 4 * LN, LN, src, 6 * ib, ib);
+                const __m512i vo = _mm512_load_si512((const void *)(off + l0));
+                const __m512i vi = _mm512_load_si512((const void *)(ti + l0));
+                const __m512i vj = _mm512_load_si512((const void *)(tj + l0));
+                for (int i = 0; i < m; i++) {
+                    const __mmask16 mi =
+                        _mm512_cmplt_epi32_mask(_mm512_add_epi32(vi, _mm512_set1_epi32(i)), vOH);
+                    for (int j = 0; j < m; j++) {
+                        const __mmask16 mk =
+                            mi & _mm512_cmplt_epi32_mask(_mm512_add_epi32(vj, _mm512_set1_epi32(j)),
+                                                         vOW);
+                        const __m512i idx = _mm512_add_epi32(vo, _mm512_set1_epi32(i * OW + j));
+                        __m512 v = _mm512_load_ps(y + (i * m + j) * LN);
+                        if (acc)
+                            v = _mm512_add_ps(
+                                v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, base, 4));
+                        _mm512_mask_i32scatter_ps(base, mk, idx, v, 4);
+                    }
+                }
+            }
+        }
+        return;
+    }
+#endif
     for (int o = 0; o < OC; o++)
         for (int l0 = 0; l0 < nt; l0 += LN) {
             const int cnt = nt - l0 < LN ? nt - l0 : LN;
@@ -323,8 +417,41 @@ static void output_tf(real *out, const real *M, int OC, const tiling *g, const w
 static void grad_tf(real *D, const real *dout, int OC, const tiling *g, const wtab *T,
                     const block *k) {
     const int A = T->A, m = T->m, OH = g->OH, OW = g->OW, nt = k->nt;
-    real dy[16 * LN];
+    _Alignas(64) real dy[16 * LN];
     const size_t oj = (size_t)OC * NTMAX;
+#ifdef WINO_GATHER
+    _Alignas(64) int off[NTMAX + LN], ti[NTMAX + LN], tj[NTMAX + LN];
+    if (out_lanes(g, k, OC, off, ti, tj)) {
+        const __m512i vOH = _mm512_set1_epi32(OH), vOW = _mm512_set1_epi32(OW);
+        for (int o = 0; o < OC; o++) {
+            const float *base = dout + (size_t)o * OH * OW;
+            for (int l0 = 0; l0 < nt; l0 += LN) {
+                const __m512i vo = _mm512_load_si512((const void *)(off + l0));
+                const __m512i vi = _mm512_load_si512((const void *)(ti + l0));
+                const __m512i vj = _mm512_load_si512((const void *)(tj + l0));
+                for (int i = 0; i < m; i++) {
+                    const __mmask16 mi =
+                        _mm512_cmplt_epi32_mask(_mm512_add_epi32(vi, _mm512_set1_epi32(i)), vOH);
+                    for (int j = 0; j < m; j++) {
+                        const __mmask16 mk =
+                            mi & _mm512_cmplt_epi32_mask(_mm512_add_epi32(vj, _mm512_set1_epi32(j)),
+                                                         vOW);
+                        const __m512i idx = _mm512_add_epi32(vo, _mm512_set1_epi32(i * OW + j));
+                        _mm512_store_ps(
+                            dy + (i * m + j) * LN,
+                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, base, 4));
+                    }
+                }
+                real *dst = D + (size_t)o * NTMAX + l0;
+                if (A == 4)
+                    a2_2d(dst, 4 * oj, oj, dy, 2 * LN, LN);
+                else
+                    a4_2d(dst, 6 * oj, oj, dy, 4 * LN, LN);
+            }
+        }
+        return;
+    }
+#endif
     for (int o = 0; o < OC; o++)
         for (int l0 = 0; l0 < nt; l0 += LN) {
             const int cnt = nt - l0 < LN ? nt - l0 : LN;

@@ -315,6 +315,37 @@ static void test_exact_invariance(void **state) {
     free(x), free(w), free(d), free(xf), free(wf), free(df);
 }
 
+/* ---- float: dinp accumulated (acc) or overwritten, dw accumulated ------------------------- */
+
+static void test_float_acc(void **state) {
+    (void)state;
+    const int N = 2, C = 5, H = 7, W = 6, OC = 3, pad = 1;
+    const size_t nx = (size_t)N * C * H * W, nw = (size_t)OC * C * 9, no = (size_t)N * OC * H * W;
+    double *x = malloc(sizeof(double) * nx), *w = malloc(sizeof(double) * nw),
+           *d = malloc(sizeof(double) * no);
+    fill(x, nx, 1, 61);
+    fill(w, nw, 0.3, 62);
+    fill(d, no, 1, 63);
+    float *xf = tofloat(x, nx), *wf = tofloat(w, nw), *df = tofloat(d, no);
+    for (int m = 2; m <= 4; m += 2) {
+        float *scr = malloc(sizeof(float) * nb_wino_scratch(m, C, OC, 2));
+        float *dx0 = malloc(sizeof(float) * nx), *dx1 = malloc(sizeof(float) * nx),
+              *dw0 = calloc(nw, sizeof(float)), *dw1 = malloc(sizeof(float) * nw);
+        for (size_t i = 0; i < nx; i++)
+            dx0[i] = 9, dx1[i] = 0.5f;
+        for (size_t i = 0; i < nw; i++)
+            dw1[i] = 0.5f;
+        nb_wino_backward(dx0, dw0, NULL, scr, 2, df, xf, wf, N, C, H, W, OC, pad, m, 0);
+        nb_wino_backward(dx1, dw1, NULL, scr, 2, df, xf, wf, N, C, H, W, OC, pad, m, 1);
+        for (size_t i = 0; i < nx; i++)
+            assert_close(dx1[i] - 0.5f, dx0[i], 1e-5, 1e-5);
+        for (size_t i = 0; i < nw; i++)
+            assert_close(dw1[i] - 0.5f, dw0[i], 1e-5, 1e-5);
+        free(scr), free(dx0), free(dx1), free(dw0), free(dw1);
+    }
+    free(x), free(w), free(d), free(xf), free(wf), free(df);
+}
+
 /* ---- the engine per layer (nn/cnn.c) ------------------------------------------------------ */
 
 static void test_pick(void **state) {
@@ -335,9 +366,9 @@ static void test_pick(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pick),       cmocka_unit_test(test_double_fd),
-        cmocka_unit_test(test_awkward),    cmocka_unit_test(test_exact_invariance),
-        cmocka_unit_test(test_cnn_shapes),
+        cmocka_unit_test(test_pick),      cmocka_unit_test(test_double_fd),
+        cmocka_unit_test(test_awkward),   cmocka_unit_test(test_exact_invariance),
+        cmocka_unit_test(test_float_acc), cmocka_unit_test(test_cnn_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
