@@ -62,18 +62,18 @@ void nb_cnn_free(nb_cnn *m) {
 #ifndef NB_F64
 /* Measured engine per layer shape and gradient-sum mode for NB_CONV_AUTO: the fastest of
  * im2col, F(2x2) and F(4x4) by forward + backward median time in `bench conv --steps 5` (batch
- * 100, 2 threads, 2-core Intel Xeon VM with AVX-512, OpenBLAS 0.3.21 SkylakeX, load average 12-15
+ * 100, 2 threads, 2-core Intel Xeon VM with AVX-512, OpenBLAS 0.3.21 SkylakeX, load average 11-13
  * from other processes: indicative; docs/speed.md#winograd, docs/results/bench-conv-xeon.csv).
- * Shapes not listed (the first layer: 3 input channels, where im2col is 3-4x faster;
+ * Shapes not listed (the first layer: 3 input channels, where im2col is up to 3x faster;
  * Fashion-MNIST's maps; other widths): im2col. */
 static const struct {
     int C, H, W, OC, pad, batch_m, exact_m; /* engine with batched sums, with exact sums */
 } auto_table[] = {
-    {96, 32, 32, 96, 1, 4, 4},   /* batch 1.87x, exact 1.58x (fwd + bwd, im2col / engine) */
-    {96, 16, 16, 192, 1, 4, 0},  /* batch 1.38x; exact: F(2x2) 0.86x, F(4x4) 0.67x */
-    {192, 16, 16, 192, 1, 4, 2}, /* batch 1.95x, exact 1.17x */
-    {192, 8, 8, 192, 0, 2, 0},   /* batch 1.17x; exact: 0.58x, 0.29x (per-image gemms of 9 or 4
-                                    tiles) */
+    {96, 32, 32, 96, 1, 4, 4},   /* batch 2.59x, exact 1.73x (fwd + bwd, im2col / engine) */
+    {96, 16, 16, 192, 1, 4, 2},  /* batch 2.42x, exact 2.28x */
+    {192, 16, 16, 192, 1, 4, 2}, /* batch 2.11x, exact 1.31x (F(4x4) 0.64x) */
+    {192, 8, 8, 192, 0, 4, 0},   /* batch 1.48x; exact: F(2x2) 0.68x, F(4x4) 0.33x (per-image
+                                    gemms of 9 or 4 tiles) */
 };
 
 int nb_cnn_conv_pick(int conv, int C, int H, int W, int OC, int KS, int pad, int exact) {

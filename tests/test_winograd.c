@@ -359,7 +359,8 @@ static void test_pick(void **state) {
     /* auto: the measured table at width 1; the first layer and unmeasured shapes im2col */
     assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 96, 32, 32, 96, 3, 1, 0), 4);
     assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 96, 32, 32, 96, 3, 1, 1), 4);
-    assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 96, 16, 16, 192, 3, 1, 1), 0);
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 96, 16, 16, 192, 3, 1, 1), 2);
+    assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 192, 8, 8, 192, 3, 0, 1), 0);
     assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 3, 32, 32, 96, 3, 1, 0), 0);
     assert_int_equal(nb_cnn_conv_pick(NB_CONV_AUTO, 12, 32, 32, 12, 3, 1, 0), 0);
 }
