@@ -72,6 +72,10 @@ int nb_bench_parse_shapes(const char *arg, int (*shapes)[2], int *n, nb_err *err
 /* The same on the GPU, with fp32 or bf16 input and output. */
 int nb_bench_kernels_cuda(const nb_bench_io *io, const int *norms, int nnorms, int fmt,
                           nb_cuda_dtype dt);
+/* The 3x3 layers of ConvPool-CNN-C through each convolution engine (im2col, Winograd F(2x2) and
+ * F(4x4)), forward and backward, batched and exact sums, at batch N, rounds interleaved rounds
+ * (bench/conv.c). */
+int nb_bench_conv(const nb_bench_io *io, int N, int rounds, int fmt);
 /* task's training step for every row of norms (norms and labels) and batch, steps timed steps
  * each (bench/step.c); data-parallel when b->dp. */
 int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms,

@@ -587,6 +587,13 @@ static void step_floor(step_run *s) {
         }
         fprintf(tab, "# GEMM floor: %.1f ms per step (%.1f GFLOP at %.1f GFLOP/s)\n", floor_ms,
                 fl * 1e-9, fl / (floor_ms * 1e-3) * 1e-9);
+        for (int i = 0; i < b->ngiven; i++)
+            if (strcmp(b->given[i].name, "conv") == 0 && b->given[i].value &&
+                strcmp(b->given[i].value, "im2col") != 0)
+                fprintf(tab,
+                        "# --conv %s: these are im2col's GEMMs; the 3x3 layers it moves to "
+                        "Winograd multiply less, so the step may take less than this floor\n",
+                        b->given[i].value);
         for (int i = 0; i < nnorms; i++)
             if (!isnan(med[i]))
                 fprintf(tab, "# %-*s step / floor = %.2fx; outside the floor: %.0f%% of the step\n",

@@ -26,6 +26,7 @@
 static const char bench_usage[] =
     "usage: normbench bench kernels [--norms LIST] [--shapes LIST] [--format table|csv|json]\n"
     "                               [--threads N]\n"
+    "       normbench bench conv [--batch N] [--steps N] [--format table|csv|json] [--threads N]\n"
     "       normbench bench step TASK [--norms LIST] [--batch LIST] [--steps N]\n"
     "                               [--format table|csv|json] [--threads N] [--against pytorch]\n"
     "  mpirun -np N normbench bench step TASK [--bn-sync] [--against threads] [same options]\n\n"
@@ -37,6 +38,12 @@ static const char bench_usage[] =
     "  'all' (the default, kernels and step alike) is every norm (DyT, y = g*tanh(alpha*x) + b,\n"
     "  at alpha 0.5); with --device cuda, those with CUDA kernels.\n"
     "  For step, 'all' is the norms the task takes (lm's and draw's: all but batch).\n"
+    "conv: the 3x3 layers of cifar's ConvPool-CNN-C (width 1) through each convolution engine of\n"
+    "  'run cifar --conv': im2col + sgemm, Winograd F(2x2,3x3) (wino2) and F(4x4,3x3) (wino4),\n"
+    "  forward and backward, with --grad-sums batch and example (exact) sums, at batch 100 (or\n"
+    "  --batch N), over --steps rounds (5) in which the engines take turns; per engine the\n"
+    "  median ms, and vs_w2 / vs_w4 = im2col's time / the engine's (median over rounds, 95%\n"
+    "  interval). The settings line gives the load average at the start and the end.\n"
     "step TASK: milliseconds per training step (forward, backward, Adam) per norm on generated\n"
     "  data; mnist at batch 128 and 4 by default, cifar at 100, order at 128 (13-word\n"
     "  captions), mt at 80 sentences of 30 tokens each side (the task's options choose the\n"
@@ -130,7 +137,8 @@ int cmd_bench(int argc, const char **argv) {
     int rc = nb_parse_opts("bench", bench_usage, nargs, args, opts, pos, 2, &npos);
     if (rc < 0) return NB_EXIT_OK;
     if (rc) return rc;
-    if (npos < 1) return nb_usage_error("bench", "what to benchmark? 'kernels' or 'step TASK'");
+    if (npos < 1)
+        return nb_usage_error("bench", "what to benchmark? 'kernels', 'conv' or 'step TASK'");
     if (b->ngiven && (strcmp(pos[0], "step") != 0 || npos < 2))
         return nb_usage_error("bench", "'--%s' is a task's option: it goes with 'bench step TASK'",
                               b->given[0].name);
@@ -214,6 +222,22 @@ int cmd_bench(int argc, const char **argv) {
             return nb_usage_error("bench", "%s, not %d ranks: run it without mpirun", why,
                                   nb_mpi_size());
     }
+    if (strcmp(pos[0], "conv") == 0) {
+        if (npos > 1) return nb_usage_error("bench", "unexpected argument '%s'", pos[1]);
+        if (norms_arg || shapes_arg || against || b->device)
+            return nb_usage_error("bench", "'bench conv' takes --batch N, --steps N, --format and "
+                                           "--threads (its layers and engines are fixed)");
+        int N = 100, rounds = 5;
+        if (batch_arg && (nb_bench_parse_int_list(batch_arg, &N, 1) != 1 || N < 1 || N > 4096))
+            return nb_usage_error("bench",
+                                  "--batch '%s': 'bench conv' takes one batch size, 1 to "
+                                  "4096",
+                                  batch_arg);
+        for (int i = 1; i < argc; i++)
+            if (strcmp(argv[i], "--steps") == 0 || strncmp(argv[i], "--steps=", 8) == 0)
+                rounds = steps; /* given: else 5 rounds, not step's 30 */
+        return nb_bench_conv(&b->io, N, rounds, fmt);
+    }
     if (shapes_arg && strcmp(pos[0], "kernels") != 0)
         return nb_usage_error("bench", "--shapes goes with 'bench kernels'");
     if (strcmp(pos[0], "kernels") == 0) {
@@ -232,8 +256,8 @@ int cmd_bench(int argc, const char **argv) {
         return nb_bench_kernels(&b->io, norms, nnorms, fmt, shapes_arg ? shapes : NULL, nshapes);
     }
     if (strcmp(pos[0], "step") != 0)
-        return nb_usage_error("bench", "unknown benchmark '%s': use 'kernels' or 'step TASK'",
-                              pos[0]);
+        return nb_usage_error(
+            "bench", "unknown benchmark '%s': use 'kernels', 'conv' or 'step TASK'", pos[0]);
     if (npos < 2) return nb_usage_error("bench", "which task? e.g. 'normbench bench step mnist'");
     const nb_task *task = nb_task_find(pos[1]);
     if (!task) return nb_unknown_task("bench", pos[1]);

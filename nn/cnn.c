@@ -59,6 +59,45 @@ void nb_cnn_free(nb_cnn *m) {
     memset(m, 0, sizeof *m);
 }
 
+#ifndef NB_F64
+/* Measured engine per layer shape and gradient-sum mode for NB_CONV_AUTO: the fastest of
+ * im2col, F(2x2) and F(4x4) by forward + backward median time in `bench conv --steps 5` (batch
+ * 100, 2 threads, 2-core Intel Xeon VM with AVX-512, OpenBLAS 0.3.21 SkylakeX, load average 11-13
+ * from other processes: indicative; docs/speed.md#winograd, docs/results/bench-conv-xeon.csv).
+ * Shapes not listed (the first layer: 3 input channels, where im2col is up to 3x faster;
+ * Fashion-MNIST's maps; other widths): im2col. */
+static const struct {
+    int C, H, W, OC, pad, batch_m, exact_m; /* engine with batched sums, with exact sums */
+} auto_table[] = {
+    {96, 32, 32, 96, 1, 4, 4},   /* batch 2.59x, exact 1.73x (fwd + bwd, im2col / engine) */
+    {96, 16, 16, 192, 1, 4, 2},  /* batch 2.42x, exact 2.28x */
+    {192, 16, 16, 192, 1, 4, 2}, /* batch 2.11x, exact 1.31x (F(4x4) 0.64x) */
+    {192, 8, 8, 192, 0, 4, 0},   /* batch 1.48x; exact: F(2x2) 0.68x, F(4x4) 0.33x (per-image
+                                    gemms of 9 or 4 tiles) */
+};
+
+int nb_cnn_conv_pick(int conv, int C, int H, int W, int OC, int KS, int pad, int exact) {
+    if (conv == NB_CONV_IM2COL || !nb_wino_fits(KS, H, W, pad)) return 0;
+    if (conv == NB_CONV_WINO2 || conv == NB_CONV_WINO4) return conv;
+    for (size_t i = 0; i < sizeof auto_table / sizeof auto_table[0]; i++)
+        if (auto_table[i].C == C && auto_table[i].H == H && auto_table[i].W == W &&
+            auto_table[i].OC == OC && auto_table[i].pad == pad)
+            return exact ? auto_table[i].exact_m : auto_table[i].batch_m;
+    return 0;
+}
+#endif
+
+/* The layer's convolution forward through its engine. */
+static void conv_forward(nb_cnn *m, const layer *L, real *out, const real *in, const real *w,
+                         int B) {
+    if (L->wino)
+        nb_wino_forward(out, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC,
+                        L->spec.pad, L->wino, m->gacc != NULL);
+    else
+        nb_conv2d_forward(out, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC,
+                          L->spec.ks, L->spec.pad, m->gacc != NULL);
+}
+
 /* Shapes, norms and parameter tensors of every layer. */
 static int plan(nb_cnn *m, const nb_cnn_spec *spec, nb_err *err) {
     int C = m->C0, H = m->H0, W = m->W0;
@@ -82,6 +121,7 @@ static int plan(nb_cnn *m, const nb_cnn_spec *spec, nb_err *err) {
                 return nb_errf(err, "layer %d: a %dx%d convolution does not fit a %dx%d map", l, ks,
                                ks, H, W);
             L->kind = nb_fused_kind(m->norm.kind);
+            L->wino = nb_cnn_conv_pick(m->opts.conv, C, H, W, L->OC, ks, pad, 0);
             int S = L->OH * L->OW;
             L->gc = (S == 1 || m->opts.axes_chw) ? L->OC : 1;
             int rowlen = L->gc * S;
@@ -174,7 +214,18 @@ int nb_cnn_init(nb_cnn *m, const nb_cnn_spec *spec, int nlayers, int C0, int H0,
     m->max_act = maxa;
     m->scratch_each = ss;
     m->nscratch = omp_get_max_threads();
-    m->scratch = alloc_real(ss * (size_t)m->nscratch);
+    size_t stotal = ss * (size_t)m->nscratch;
+    for (int l = 0; l < nlayers; l++) {
+        const layer *L = &m->L[l];
+        if (L->spec.op != NB_CNN_CONV) continue;
+        for (int exact = 0; exact < 2; exact++) { /* nb_cnn_exact_grads may pick another */
+            int e = nb_cnn_conv_pick(m->opts.conv, L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad,
+                                     exact);
+            size_t s = e ? nb_wino_scratch(e, L->C, L->OC, m->nscratch) : 0;
+            if (s > stotal) stotal = s;
+        }
+    }
+    m->scratch = alloc_real(stotal);
     m->d0 = alloc_real((size_t)Bmax * maxa);
     m->d1 = alloc_real((size_t)Bmax * maxa);
     m->dweff = alloc_real(maxw);
@@ -262,6 +313,9 @@ int nb_cnn_exact_grads(nb_cnn *m, nb_err *err) {
         layer *L = &m->L[l];
         if (L->spec.op != NB_CNN_CONV) continue;
         if (wsize(L) > maxw) maxw = wsize(L);
+        /* the engine measured fastest with exact sums (the scratch fits both: nb_cnn_init) */
+        L->wino =
+            nb_cnn_conv_pick(m->opts.conv, L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad, 1);
         if (has_weff(L)) {
             L->raw = n;
             n += wsize(L);
@@ -420,8 +474,7 @@ double nb_cnn_forward(nb_cnn *m, const real *x, const int *y, int B, int trainin
             break;
         case NB_CNN_CONV: {
             const real *w = conv_weights(m, L);
-            nb_conv2d_forward(L->z, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC,
-                              L->spec.ks, L->spec.pad, m->gacc != NULL);
+            conv_forward(m, L, L->z, in, w, B);
             const real *g = m->params + L->g, *b = m->params + L->b;
             switch (L->kind) {
             case NB_FK_BATCH:
@@ -559,8 +612,13 @@ void nb_cnn_backward(nb_cnn *m, const int *y) {
                 dw = m->dweff;
                 memset(dw, 0, sizeof(real) * wsize(L));
             }
-            nb_conv2d_backward(first ? NULL : other, dw, dwd, m->dpart, m->scratch, m->nscratch,
-                               cur, in, w, B, L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad, 0);
+            if (L->wino)
+                nb_wino_backward(first ? NULL : other, dw, dwd, m->scratch, m->nscratch, cur, in, w,
+                                 B, L->C, L->H, L->W, L->OC, L->spec.pad, L->wino, 0);
+            else
+                nb_conv2d_backward(first ? NULL : other, dw, dwd, m->dpart, m->scratch, m->nscratch,
+                                   cur, in, w, B, L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad,
+                                   0);
             if (has_weff(L) && !ga) weff_backward(m, L, m->dweff);
             real *t = cur;
             cur = other;
@@ -624,8 +682,7 @@ int nb_cnn_data_init(nb_cnn *m, const real *x, int B, nb_rng *rng, nb_err *err) 
             for (int o = 0; o < L->OC; o++)
                 g[o] = 1; /* t with V/||V|| (weight) or W (none) */
             const real *w = conv_weights(m, L);
-            nb_conv2d_forward(nxt, m->scratch, m->nscratch, cur, w, B, L->C, L->H, L->W, L->OC,
-                              L->spec.ks, L->spec.pad, m->gacc != NULL);
+            conv_forward(m, L, nxt, cur, w, B);
             size_t CS = (size_t)L->OC * S;
             for (int o = 0; o < L->OC; o++) {
                 double s = 0, v = 0, cnt = (double)B * S;

@@ -41,7 +41,16 @@ typedef struct nb_cnn_opts {
     int axes_chw;       /* layer/rms/prms statistics over C×H×W instead of H×W */
     int none_data_init; /* none: data-dependent init with frozen per-channel scale (WN code) */
     double leaky;       /* leaky ReLU slope (0.1) */
+    int conv;           /* 3x3 convolution engine: NB_CONV_IM2COL (0), NB_CONV_WINO2/4, AUTO */
 } nb_cnn_opts;
+
+/* Convolution engines of the 3x3 layers (pad 0 or 1; other layers always run im2col + gemm):
+ * im2col + gemm (nn/conv.c), Winograd F(2x2,3x3) or F(4x4,3x3) (nn/winograd.c), or per layer
+ * shape from a table of measured speeds (nb_cnn_conv_pick). */
+enum { NB_CONV_IM2COL = 0, NB_CONV_WINO2 = 2, NB_CONV_WINO4 = 4, NB_CONV_AUTO = -1 };
+/* The engine (0, 2 or 4) that `conv` gives a layer of C channels on H x W maps to OC channels,
+ * kernel KS, pad, with batched (exact 0) or exact gradient sums (nb_cnn_exact_grads). */
+int nb_cnn_conv_pick(int conv, int C, int H, int W, int OC, int KS, int pad, int exact);
 
 #define NB_CNN_MAX_LAYERS 24
 #endif
@@ -52,6 +61,7 @@ typedef struct nb_cnn_layer {
     int kind;                    /* the norm of a conv layer: its fused kind (nn/norms/fused.h) */
     int gc, k;                   /* channels per statistics row; pRMS k (rms: the row length) */
     NB_REAL alpha;               /* activation slope (1: identity) */
+    int wino;                    /* a conv's engine: 0 im2col, 2 or 4 Winograd F(m x m, 3 x 3) */
     size_t w, g, b, rmean, rvar; /* parameter offsets; (size_t)-1 when absent */
     size_t s;                    /* an unfused norm's scalars (DyT's alpha), or (size_t)-1 */
     NB_REAL *gx;                 /* unfused: g and b per value (2, OC*OH*OW), then their grads */

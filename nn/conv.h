@@ -33,6 +33,22 @@ void nb_conv2d_backward(NB_REAL *dinp, NB_REAL *dw, double *dwd, double *dpart, 
                         int nscratch, const NB_REAL *dout, const NB_REAL *inp, const NB_REAL *w,
                         int N, int C, int H, int W, int OC, int KS, int pad, int acc);
 
+/* Winograd F(m x m, 3 x 3) convolution (nn/winograd.c), m = 2 or 4: the same contracts as
+ * nb_conv2d_forward/backward for 3x3 kernels with pad 0 or 1 (nb_wino_fits), computed per m x m
+ * output tile in the transformed domain (fewer multiplications; the transforms round
+ * differently: docs/numerics.md#winograd). exact: blocks of tiles never span two images, the
+ * weight gradient's per-block products summed in double (in the scratch), added to dwd, so that
+ * an image's results do not depend on the grouping or threads. scratch:
+ * nb_wino_scratch(m, C, OC, nthreads) values. */
+int nb_wino_fits(int KS, int H, int W, int pad);
+size_t nb_wino_scratch(int m, int C, int OC, int nthreads);
+void nb_wino_forward(NB_REAL *out, NB_REAL *scratch, int nthreads, const NB_REAL *inp,
+                     const NB_REAL *w, int N, int C, int H, int W, int OC, int pad, int m,
+                     int exact);
+void nb_wino_backward(NB_REAL *dinp, NB_REAL *dw, double *dwd, NB_REAL *scratch, int nthreads,
+                      const NB_REAL *dout, const NB_REAL *inp, const NB_REAL *w, int N, int C,
+                      int H, int W, int OC, int pad, int m, int acc);
+
 /* 2x2 max pooling, stride 2: out (N,C,H/2,W/2) (a last odd row or column is dropped, as
  * lasagne's ignore_border); arg (N,C,H/2,W/2) caches which of the four won (first on ties). */
 void nb_maxpool2_forward(NB_REAL *out, unsigned char *arg, const NB_REAL *inp, int N, int C, int H,

@@ -190,6 +190,10 @@
 #define nb_tf_translate nb_tf_translate_f64
 #define nb_weightnorm_backward nb_weightnorm_backward_f64
 #define nb_weightnorm_forward nb_weightnorm_forward_f64
+#define nb_wino_backward nb_wino_backward_f64
+#define nb_wino_fits nb_wino_fits_f64
+#define nb_wino_forward nb_wino_forward_f64
+#define nb_wino_scratch nb_wino_scratch_f64
 #else
 #undef nb_adam_step
 #undef nb_adam_step_layout
@@ -370,4 +374,8 @@
 #undef nb_tf_translate
 #undef nb_weightnorm_backward
 #undef nb_weightnorm_forward
+#undef nb_wino_backward
+#undef nb_wino_fits
+#undef nb_wino_forward
+#undef nb_wino_scratch
 #endif

@@ -51,6 +51,7 @@ typedef struct cifar_opts {
                     */
     int grad_sums; /* 0 example: exact sums over images (nb_cnn_exact_grads); 1 batch: float gemms
                     */
+    int conv;      /* 3x3 convolution engine: 0 im2col, 1 winograd (F(2x2)), 2 winograd4, 3 auto */
 } cifar_opts;
 
 static const char *const axes_choices[] = {"hw", "chw", NULL};
@@ -58,6 +59,8 @@ static const char *const noneinit_choices[] = {"data", "plain", NULL};
 static const char *const onoff_choices[] = {"on", "off", NULL};
 static const char *const initpass_choices[] = {"train", "deterministic", NULL};
 static const char *const gradsums_choices[] = {"example", "batch", NULL};
+static const char *const conv_choices[] = {"im2col", "winograd", "winograd4", "auto", NULL};
+static const int conv_engines[] = {NB_CONV_IM2COL, NB_CONV_WINO2, NB_CONV_WINO4, NB_CONV_AUTO};
 
 static const nb_task_opt cifar_opts_decl[] = {
     {"norm-axes", NB_TOPT_CHOICE, offsetof(cifar_opts, norm_axes), "A",
@@ -82,6 +85,11 @@ static const nb_task_opt cifar_opts_decl[] = {
      "split over threads or MPI ranks) or by float gemms over groups of images (batch: faster, "
      "last-bit differences between thread and rank counts)",
      gradsums_choices},
+    {"conv", NB_TOPT_CHOICE, offsetof(cifar_opts, conv), "E",
+     "engine of the 3x3 convolutions: im2col + sgemm; Winograd F(2x2,3x3) (winograd: about 2x "
+     "im2col's float rounding error) or F(4x4,3x3) (winograd4: fewer multiplications, about 30x); "
+     "auto: per layer shape, the fastest measured by 'bench conv' (docs/speed.md#winograd)",
+     conv_choices},
     {NULL},
 };
 
@@ -134,7 +142,7 @@ static int model_init(nb_cnn *m, const nb_train_cfg *cfg, int C, int H, int W, i
     nb_cnn_spec spec[NB_CNN_MAX_LAYERS];
     const cifar_opts *o = opts_of(cfg);
     int n = build_spec(spec, o->width > 0 ? o->width : 1);
-    nb_cnn_opts opts = {o->norm_axes == 1, o->none_init == 0, 0.1};
+    nb_cnn_opts opts = {o->norm_axes == 1, o->none_init == 0, 0.1, conv_engines[o->conv]};
     nb_rng init_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
     if (nb_cnn_init(m, spec, n, C, H, W, 10, &cfg->norm, &opts, Bmax, &init_rng, err) != 0)
