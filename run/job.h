@@ -6,9 +6,10 @@
  * - from arguments: cmd/cmd_run.c's nb_run_parse fills a job from a `run` command line (the
  *   option table and its messages are the command's); sweep uses it for its jobs' arguments;
  * - from a configuration: nb_job_from_config builds a job from the configuration a run records
- *   (nb_job_config_json): a resumed run's from the store, and every job an MPI sweep hands to a
- *   rank (run/mpi.h) from the configuration rank 0 built, so that no rank parses a command line
- *   for how a run trains;
+ *   (nb_job_config_json) and its hosting (nb_job_hosting: explicit fields, as JSON between
+ *   ranks): a resumed run's from the store, and every job an MPI sweep hands to a rank
+ *   (run/mpi.h) from the configuration and hosting rank 0 built, so that no rank parses a
+ *   command line;
  * - from the store: nb_job_from_store reads a run to resume (its claimability, checkpoint and
  *   identity, and through util/json.h's reader its stored configuration, from which the
  *   training configuration is rebuilt: nb_job_from_config), also for every rank of a
