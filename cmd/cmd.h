@@ -62,11 +62,9 @@ int nb_run_job_build(int argc, const char **argv, nb_job *j);
  * nb_job_hosting_json; no data_dir: this process's default data directory). Returns 0, or an
  * exit status after the message. */
 int nb_run_job_from_config(const char *config, const char *hosting, nb_job *j);
-/* The hosting of a stored run as its recorded arguments args say (separated by \x1f, "run" not
- * among them; no data_dir when it was not given), recording into db (NULL: the recorded one),
- * quiet when quiet: the JSON that nb_run_job_from_config takes, newly allocated; NULL when out
- * of memory. */
-char *nb_run_recorded_hosting(const char *args, const char *db, int quiet);
+/* The hosting options of a stored run's recorded arguments (run/job.h's nb_job_host_fn; no
+ * data_dir when none was given). */
+void nb_run_host_from_args(int argc, const char **argv, nb_job_hosting *h);
 /* The job of `run --resume ID --db DB` (from_scratch, quiet: its options), built from the store
  * (nb_job_from_store) with the command's nb_job_io. Returns 0 or an exit status after the
  * message; free j with nb_job_free either way. */

@@ -528,12 +528,12 @@ int nb_run_check_args(int argc, const char **argv) {
     return rc;
 }
 
-/* A stored run's hosting options from its recorded arguments (nb_job_host_fn): --db,
+/* A stored run's hosting options from its recorded arguments (cmd.h): --db,
  * --data-dir, --threads, --quiet, --no-fetch, --device and --bn-sync, each as `run` parses it;
  * every other option is passed over (with its value when it takes one). A recorded --data-dir
  * wins over NORMBENCH_DATA, as it did for the run; without one, the default in force now. The
  * store records these options nowhere else. */
-static void host_from_args(int argc, const char **argv, nb_job_hosting *h) {
+void nb_run_host_from_args(int argc, const char **argv, nb_job_hosting *h) {
     memset(h, 0, sizeof *h); /* data_dir NULL: not given */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -566,30 +566,10 @@ static void host_from_args(int argc, const char **argv, nb_job_hosting *h) {
     }
 }
 
-/* host_from_args with the data directory in force when none was given (nb_job_host_fn). */
+/* nb_run_host_from_args with the data directory in force when none was given (nb_job_host_fn). */
 static void host_recorded(int argc, const char **argv, nb_job_hosting *h) {
-    host_from_args(argc, argv, h);
+    nb_run_host_from_args(argc, argv, h);
     if (!h->data_dir) h->data_dir = nb_default_data_dir();
-}
-
-char *nb_run_recorded_hosting(const char *args, const char *db, int quiet) {
-    nb_job tmp;
-    nb_job_init(&tmp, NULL);
-    nb_err err;
-    nb_err_clear(&err);
-    char *copy = strdup(args ? args : "");
-    const char **argv;
-    int argc;
-    char *json = NULL;
-    if (copy && nb_job_take_args(&tmp, copy, &argv, &argc, &err) == 0) {
-        nb_job_hosting h;
-        host_from_args(argc, argv, &h); /* no data_dir: each rank's default */
-        if (db) h.db = db;
-        h.quiet |= quiet;
-        json = nb_job_hosting_json(&h);
-    }
-    nb_job_free(&tmp);
-    return json;
 }
 
 int nb_run_load_config(const char *db, int64_t id, nb_job *j, char *model, size_t model_size,

@@ -361,9 +361,10 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     if (nb_job_resume_prepare(store, db, jb->run, scratch, &rec, &mj->config, ckpt, size, &step,
                               &mj->ident, NULL, NULL, &err) != 0)
         return nb_report_err(&err), -1;
-    /* the hosting options in force: its recorded ones, into this store, quietly */
+    /* the hosting options in force: its recorded ones (without a --data-dir, each rank's
+     * default), into this store, quietly */
     mj->args = rec;
-    mj->host = nb_run_recorded_hosting(rec, db, 1);
+    mj->host = nb_job_recorded_hosting(rec, nb_run_host_from_args, db, 1);
     if (!mj->host) {
         job_msg_free(mj);
         return nb_die("out of memory"), -1;

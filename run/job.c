@@ -548,6 +548,26 @@ int nb_job_take_args(nb_job *j, char *args, const char ***argvp, int *argcp, nb_
     return 0;
 }
 
+char *nb_job_recorded_hosting(const char *args, nb_job_host_fn host, const char *db, int quiet) {
+    nb_job tmp;
+    nb_job_init(&tmp, NULL);
+    nb_err err;
+    nb_err_clear(&err);
+    char *copy = strdup(args ? args : "");
+    const char **argv;
+    int argc;
+    char *json = NULL;
+    if (copy && nb_job_take_args(&tmp, copy, &argv, &argc, &err) == 0) {
+        nb_job_hosting h;
+        host(argc, argv, &h);
+        if (db) h.db = db;
+        h.quiet |= quiet;
+        json = nb_job_hosting_json(&h);
+    }
+    nb_job_free(&tmp);
+    return json;
+}
+
 void nb_job_hosting_of(const nb_job *j, nb_job_hosting *h) {
     memset(h, 0, sizeof *h);
     h->db = j->db;

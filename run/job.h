@@ -145,6 +145,11 @@ int nb_job_hosting_read(nb_job *j, const char *json, nb_job_hosting *h, nb_err *
  * else. The run's configuration never comes from them. */
 typedef void (*nb_job_host_fn)(int argc, const char **argv, nb_job_hosting *h);
 
+/* The hosting of a stored run as its recorded arguments args say (separated by \x1f, "run" not
+ * among them) through host, recording into db (NULL: the recorded one), quiet when quiet: JSON
+ * (nb_job_hosting_json), newly allocated; NULL when out of memory. */
+char *nb_job_recorded_hosting(const char *args, nb_job_host_fn host, const char *db, int quiet);
+
 /* Splits a run's recorded arguments args (separated by \x1f; newly allocated, owned by j from
  * here; NULL: none) into *argv, *argc (kept by j). Returns 0, or -1 with err. */
 int nb_job_take_args(nb_job *j, char *args, const char ***argv, int *argc, nb_err *err);
