@@ -58,10 +58,13 @@ int nb_run_parse(int argc, const char **argv, nb_job *j);
  * kernels. Returns as nb_run_parse; free j with nb_job_free either way. */
 int nb_run_job_build(int argc, const char **argv, nb_job *j);
 /* The same for a job built from a run's configuration config (nb_job_from_config: a resumed
- * run's as stored, or a job an MPI sweep hands to a rank), hosted as its recorded arguments args
- * say (separated by \x1f, "run" not among them; its host's after them; NULL: none). Returns 0,
- * or an exit status after the message. */
-int nb_run_job_from_config(const char *config, const char *args, nb_job *j);
+ * run's as stored, or a job an MPI sweep hands to a rank), hosted as hosting says (the JSON of
+ * nb_job_hosting_json; no data_dir: this process's default data directory). Returns 0, or an
+ * exit status after the message. */
+int nb_run_job_from_config(const char *config, const char *hosting, nb_job *j);
+/* The hosting options of a stored run's recorded arguments (run/job.h's nb_job_host_fn; no
+ * data_dir when none was given). */
+void nb_run_host_from_args(int argc, const char **argv, nb_job_hosting *h);
 /* The job of `run --resume ID --db DB` (from_scratch, quiet: its options), built from the store
  * (nb_job_from_store) with the command's nb_job_io. Returns 0 or an exit status after the
  * message; free j with nb_job_free either way. */

@@ -62,8 +62,9 @@ typedef struct run_args {
     nb_train_cfg cfg; /* cfg.task_opts is allocated: free with nb_task_opts_free */
     const char *db, *tag, *variant;
     int quiet, threads;
-    int no_fetch; /* --no-fetch: never download the dataset */
-    int bn_sync;  /* --bn-sync */
+    int no_fetch;       /* --no-fetch: never download the dataset */
+    int bn_sync;        /* --bn-sync */
+    int data_dir_given; /* --data-dir */
 } run_args;
 
 /* The values of the options every task shares, as parsed (0 / NULL: not given). */
@@ -516,6 +517,7 @@ static int parse_run(int argc, const char **argv, run_args *a) {
     a->threads = v.threads;
     a->no_fetch = v.no_fetch;
     a->bn_sync = v.bn_sync;
+    a->data_dir_given = v.data_dir != NULL;
     return 0;
 }
 
@@ -526,12 +528,13 @@ int nb_run_check_args(int argc, const char **argv) {
     return rc;
 }
 
-/* The job's hosting options from a run's recorded arguments (nb_job_host_fn): --db, --data-dir,
- * --threads, --quiet, --no-fetch, --device and --bn-sync, each as `run` parses it; every other
- * option is passed over (with its value when it takes one). A recorded --data-dir wins over
- * NORMBENCH_DATA, as it did for the run; without one, the default in force now. */
-static void host_from_args(int argc, const char **argv, nb_job *j) {
-    j->cfg.data_dir = nb_default_data_dir();
+/* A stored run's hosting options from its recorded arguments (cmd.h): --db,
+ * --data-dir, --threads, --quiet, --no-fetch, --device and --bn-sync, each as `run` parses it;
+ * every other option is passed over (with its value when it takes one). A recorded --data-dir
+ * wins over NORMBENCH_DATA, as it did for the run; without one, the default in force now. The
+ * store records these options nowhere else. */
+void nb_run_host_from_args(int argc, const char **argv, nb_job_hosting *h) {
+    memset(h, 0, sizeof *h); /* data_dir NULL: not given */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) break;
@@ -546,21 +549,27 @@ static void host_from_args(int argc, const char **argv, nb_job *j) {
         if (!flag) val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
         long long x;
         if (strcmp(name, "quiet") == 0)
-            j->quiet = 1;
+            h->quiet = 1;
         else if (strcmp(name, "no-fetch") == 0)
-            j->no_fetch = 1;
+            h->no_fetch = 1;
         else if (strcmp(name, "bn-sync") == 0)
-            j->bn_sync = 1;
+            h->bn_sync = 1;
         else if (strcmp(name, "data-dir") == 0 && val)
-            j->cfg.data_dir = val;
+            h->data_dir = val;
         else if (strcmp(name, "db") == 0 && val)
-            j->db = val;
+            h->db = val;
         else if (strcmp(name, "device") == 0 && val)
-            j->cfg.device = strcmp(val, "cuda") == 0;
+            h->device = strcmp(val, "cuda") == 0;
         else if (strcmp(name, "threads") == 0 && val && nb_parse_int(val, &x) == 0 && x >= 1 &&
                  x <= 1024)
-            j->threads = (int)x;
+            h->threads = (int)x;
     }
+}
+
+/* nb_run_host_from_args with the data directory in force when none was given (nb_job_host_fn). */
+static void host_recorded(int argc, const char **argv, nb_job_hosting *h) {
+    nb_run_host_from_args(argc, argv, h);
+    if (!h->data_dir) h->data_dir = nb_default_data_dir();
 }
 
 int nb_run_load_config(const char *db, int64_t id, nb_job *j, char *model, size_t model_size,
@@ -588,7 +597,15 @@ int nb_run_load_config(const char *db, int64_t id, nb_job *j, char *model, size_
         nb_die("out of memory");
         goto out;
     }
-    if (!d->config || nb_job_from_config(j, d->config, args, host_from_args, &err) != 0) {
+    const char **argv;
+    int argc;
+    nb_job_hosting h;
+    if (nb_job_take_args(j, args, &argv, &argc, &err) != 0) {
+        nb_report_err(&err);
+        goto out;
+    }
+    host_recorded(argc, argv, &h);
+    if (!d->config || nb_job_from_config(j, d->config, &h, &err) != 0) {
         if (!d->config) nb_errf(&err, "it has no stored configuration");
         nb_die("run %lld's configuration cannot be rebuilt: %s", (long long)id, err.msg);
         rc = NB_EXIT_USAGE;
@@ -639,6 +656,7 @@ int nb_run_parse(int argc, const char **argv, nb_job *j) {
     j->threads = a.threads;
     j->no_fetch = a.no_fetch;
     j->bn_sync = a.bn_sync;
+    j->data_dir_given = a.data_dir_given;
     free(j->args);
     j->args = join_argv(argc - 1, argv + 1); /* recorded (a resume reads its hosting options) */
     return 0;
@@ -685,21 +703,22 @@ int nb_run_job_build(int argc, const char **argv, nb_job *j) {
     return rc;
 }
 
-int nb_run_job_from_config(const char *config, const char *args, nb_job *j) {
+int nb_run_job_from_config(const char *config, const char *hosting, nb_job *j) {
     nb_job_init(j, &run_io);
     j->db = nb_default_db();
     nb_err err;
     nb_err_clear(&err);
-    char *copy = strdup(args ? args : "");
-    if (!copy) return nb_die("out of memory");
-    if (nb_job_from_config(j, config, copy, host_from_args, &err) != 0) return nb_report_err(&err);
+    nb_job_hosting h;
+    if (nb_job_hosting_read(j, hosting, &h, &err) != 0) return nb_report_err(&err);
+    if (!h.data_dir) h.data_dir = nb_default_data_dir(); /* this process's own */
+    if (nb_job_from_config(j, config, &h, &err) != 0) return nb_report_err(&err);
     nb_note_blas_core();
     return 0;
 }
 
 int nb_run_job_resume(const char *db, int64_t id, int from_scratch, int quiet, nb_job *j) {
     nb_job_init(j, &run_io);
-    int rc = nb_job_from_store(j, db, id, from_scratch, quiet, host_from_args);
+    int rc = nb_job_from_store(j, db, id, from_scratch, quiet, host_recorded);
     if (rc == 0) nb_note_blas_core();
     return rc;
 }
@@ -723,7 +742,7 @@ static int resume_job(int argc, const char **argv, nb_job *j) {
         return prc;
     }
     j->db = nb_default_db(); /* where the run is read from when --db is not given */
-    return nb_job_from_store(j, db, resume_id, from_scratch, quiet, host_from_args);
+    return nb_job_from_store(j, db, resume_id, from_scratch, quiet, host_recorded);
 }
 
 /* `run`: the job from the command line or the store, executed. */

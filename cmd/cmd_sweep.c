@@ -285,7 +285,7 @@ typedef struct own_job {
 static int rank_job(const nb_mpi_job *mj, const char *ckpt, const nb_run_rec *rec,
                     volatile sig_atomic_t *stop) {
     nb_job j;
-    int code = nb_run_job_from_config(mj->config, mj->args, &j);
+    int code = nb_run_job_from_config(mj->config, mj->host, &j);
     if (code == 0 && !mj->resume_run) { /* a new run: what it records beside its configuration */
         j.tag = mj->tag;
         j.variant = mj->variant;
@@ -310,8 +310,8 @@ static void *own_main(void *p) {
 
 /* Frees the texts prepare_job allocated in mj (not its checkpoint). */
 static void job_msg_free(nb_mpi_job *mj) {
-    free(mj->config), free(mj->args), free(mj->tag), free(mj->variant);
-    mj->config = mj->args = mj->tag = mj->variant = NULL;
+    free(mj->config), free(mj->args), free(mj->host), free(mj->tag), free(mj->variant);
+    mj->config = mj->args = mj->host = mj->tag = mj->variant = NULL;
 }
 
 /* A new job's message: its configuration as built here from its `run` arguments (job_argv's),
@@ -327,10 +327,14 @@ static int new_job_msg(job *jb, const char *db, const char *threads_buf, nb_mpi_
     if (rc == 0) {
         mj->config = nb_job_config_json(&j);
         mj->args = j.args ? strdup(j.args) : NULL;
+        nb_job_hosting h;
+        nb_job_hosting_of(&j, &h);
+        mj->host = nb_job_hosting_json(&h);
         /* as parsed: sweep=KEY, and the variant sweep made or the one the user gave */
         mj->tag = j.tag ? strdup(j.tag) : NULL;
         mj->variant = j.variant ? strdup(j.variant) : NULL;
-        if (!mj->config || !mj->args || (j.tag && !mj->tag) || (j.variant && !mj->variant))
+        if (!mj->config || !mj->args || !mj->host || (j.tag && !mj->tag) ||
+            (j.variant && !mj->variant))
             rc = nb_die("out of memory");
     }
     nb_job_free(&j);
@@ -349,7 +353,7 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     nb_err_clear(&err);
     mj->resume_run = 0;
     mj->ckpt = NULL;
-    mj->config = mj->args = mj->tag = mj->variant = NULL;
+    mj->config = mj->args = mj->host = mj->tag = mj->variant = NULL;
     if (!jb->run) return new_job_msg(jb, db, threads_buf, mj);
     int64_t step = 0;
     int scratch = !has_checkpoint(db, jb->run);
@@ -357,15 +361,11 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     if (nb_job_resume_prepare(store, db, jb->run, scratch, &rec, &mj->config, ckpt, size, &step,
                               &mj->ident, NULL, NULL, &err) != 0)
         return nb_report_err(&err), -1;
-    /* the hosting options in force: it records into this store, quietly */
-    nb_buf b = {0};
-    nb_buf_puts(&b, rec);
-    nb_buf_puts(&b, rec[0] ? "\x1f--db\x1f" : "--db\x1f");
-    nb_buf_puts(&b, db);
-    nb_buf_puts(&b, "\x1f--quiet");
-    free(rec);
-    mj->args = nb_buf_take(&b);
-    if (!mj->args) {
+    /* the hosting options in force: its recorded ones (without a --data-dir, each rank's
+     * default), into this store, quietly */
+    mj->args = rec;
+    mj->host = nb_job_recorded_hosting(rec, nb_run_host_from_args, db, 1);
+    if (!mj->host) {
         job_msg_free(mj);
         return nb_die("out of memory"), -1;
     }

@@ -815,20 +815,8 @@ static void say(const nb_report_io *io, const char *fmt, ...) {
     io->say(io->ctx, text);
 }
 
-int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
-                   const nb_target *user_target, const char *db, const nb_report_io *io,
-                   int *failed, nb_err *err) {
-    *failed = 0;
-    const int have_gnuplot = nb_plot_have_gnuplot("gnuplot");
-    run *runs = NULL;
-    int nruns = 0;
-    if (load_runs(s, task, &runs, &nruns, err) != 0) return -1;
-    nb_plot_set *set = NULL;
-    nb_plot_filter filter = {task, NULL, NULL, NULL};
-    if (nb_plot_load(s, &filter, &set, err) != 0) {
-        runs_free(runs, nruns);
-        return -1;
-    }
+/* The page's head and header: title, style, the store db and its runs' counts. */
+static void print_header(FILE *f, const char *task, const char *db, const run *runs, int nruns) {
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
           "style-src 'unsafe-inline'; img-src data:\">\n"
@@ -856,8 +844,10 @@ int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
             "(finished runs only); speed against layer measured on the same machine.</p>\n"
             "</header>\n",
             nruns, nruns == 1 ? "" : "s", finished);
+}
 
-    /* contents */
+/* The contents: a link per block of r, and to the runs. */
+static void print_contents(FILE *f, const nb_report *r) {
     fputs("<nav>\n<h3>Contents</h3>\n<ul>\n", f);
     for (int a = 0, k = 1; a < r->n; a = nb_report_block_end(r, a), k++) {
         fprintf(f, "<li><a href=\"#b%d\">", k);
@@ -868,126 +858,159 @@ int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
     }
     fputs("<li><a href=\"#runs\">Runs</a></li>\n</ul>\n</nav>\n", f);
     if (r->n == 0) fputs("<p>No runs to report yet.</p>\n", f);
+}
 
+/* "TASK / DATASET" of group g, nb_buf_escaped and then HTML-escaped, into label (size bytes). */
+static void figure_label(char *label, size_t size, const nb_report_group *g) {
+    nb_buf lb = {0};
+    nb_buf_printf(&lb, "%s / %s", g->task, g->dataset);
+    nb_buf esc = {0};
+    nb_buf_escaped(&esc, lb.p ? lb.p : "");
+    size_t o = 0;
+    for (const char *p = esc.p ? esc.p : ""; *p && o + 8 < size; p++) {
+        const char *rep = *p == '&'    ? "&amp;"
+                          : *p == '<'  ? "&lt;"
+                          : *p == '>'  ? "&gt;"
+                          : *p == '"'  ? "&quot;"
+                          : *p == '\'' ? "&#39;"
+                                       : NULL;
+        if (rep) {
+            size_t rl = strlen(rep);
+            memcpy(label + o, rep, rl);
+            o += rl;
+        } else {
+            label[o++] = *p;
+        }
+    }
+    label[o] = '\0';
+    nb_buf_free(&lb);
+    nb_buf_free(&esc);
+}
+
+/* The figure of group g (from set; a note or an error when there is none), said through io when
+ * it failed (counted in *failed) or, once (*warned), when the report has no figures. */
+static void print_figure(FILE *f, const nb_plot_set *set, const nb_report_group *g,
+                         int have_gnuplot, const nb_report_io *io, int *warned, int *failed) {
+    fputs("<h3>Figure</h3>\n", f);
+    int fk = find_figure(set, g->task, g->dataset);
+    char label[512];
+    figure_label(label, sizeof label, g);
+    char why[600] = "";
+    int nothing = 0;
+    char *svg = fk >= 0 ? figure_svg(&set->figs[fk], fk, label, why, sizeof why, &nothing) : NULL;
+    if (fk < 0) snprintf(why, sizeof why, "no finished runs to draw");
+    if (svg) {
+        fputs("<figure>\n", f);
+        fputs(svg, f);
+        fputs("\n<figcaption>", f);
+        h(f, g->task);
+        fputs(" / ", f);
+        h(f, g->dataset);
+        fputs(": the training loss (smoothed, debiased EMA 0.6; faint: raw) and the evaluation "
+              "metric against steps (left) and seconds (right); a line per norm, the mean over "
+              "seeds with a band of ± 1 standard deviation. Drawn as <code>normbench plot"
+              "</code> draws it.</figcaption>\n</figure>\n",
+              f);
+        free(svg);
+    } else {
+        /* a figure that gnuplot failed to draw is an error, on the page and said (and the
+         * exit status); no gnuplot or nothing to draw is a note */
+        int broken = fk >= 0 && have_gnuplot && !nothing;
+        fputs(broken ? "<p class=\"error\"><b>Error: the figure failed:</b> "
+                     : "<p class=\"meta\">No figure: ",
+              f);
+        h(f, why);
+        fputs(".</p>\n", f);
+        if (broken) {
+            char shown[700], name[300];
+            nb_buf lb = {0};
+            nb_buf_printf(&lb, "%s / %s", g->task, g->dataset);
+            say(io, "error: the figure of %s failed: %s\n",
+                nb_escape(name, sizeof name, lb.p ? lb.p : ""),
+                nb_escape(shown, sizeof shown, why));
+            nb_buf_free(&lb);
+            (*failed)++;
+        } else if (fk >= 0 && !*warned) {
+            char shown[700];
+            say(io, "warning: the report has no figures: %s\n",
+                nb_escape(shown, sizeof shown, why));
+            *warned = 1;
+        }
+    }
+}
+
+/* Block k of the report, groups [a, b) of r: its tables, speed sentences, paper numbers,
+ * figure (print_figure) and provenance. Returns 0, or -1 when out of memory. */
+static int print_block(FILE *f, const nb_report *r, int a, int b, int k,
+                       const nb_target *user_target, const nb_plot_set *set, const run *runs,
+                       int nruns, int have_gnuplot, const nb_report_io *io, int *warned,
+                       int *failed) {
+    const nb_report_group *g = &r->groups[a];
+    nb_report_table t;
+    if (nb_report_cells(r, a, b, user_target, &t) != 0) return -1;
+    fprintf(f, "<section class=\"block\" id=\"b%d\">\n<h2>", k);
+    h(f, g->task);
+    fputs(" / ", f);
+    h(f, g->dataset);
+    fputs("</h2>\n", f);
+    print_table(f, r, a, &t);
+    free(t.cell);
+    int any = 0;
+    for (int i = a; i < b; i++) {
+        char sent[160];
+        nb_speed_sentence(&r->groups[i], sent, sizeof sent);
+        if (!sent[0]) continue;
+        fputs(any++ ? "<li>" : "<ul class=\"speed\">\n<li>", f);
+        h(f, sent);
+        fputs("</li>\n", f);
+    }
+    if (any) fputs("</ul>\n", f);
+    const nb_task *tk = nb_task_find(g->task);
+    fputs("<p class=\"paper\"><b>What the papers report.</b> ", f);
+    h(f, tk && tk->paper ? tk->paper : "no paper numbers are known for this task");
+    fputs(" <i>(Their times were measured on other hardware and frameworks: compare ratios, "
+          "not seconds.)</i></p>\n",
+          f);
+    for (const nb_paper_table *pt = tk ? tk->paper_tables : NULL; pt && pt->title; pt++) {
+        if (!nb_paper_table_applies(pt, g->model)) continue;
+        nb_report_table pt_cells;
+        if (nb_report_paper_cells(r, a, b, pt, &pt_cells) != 0) return -1;
+        print_paper_table(f, pt, &pt_cells);
+        free(pt_cells.cell);
+    }
+
+    print_figure(f, set, g, have_gnuplot, io, warned, failed);
+    fputs("<h3>Provenance</h3>\n", f);
+    print_provenance(f, runs, nruns, g->task, g->dataset);
+    fputs("</section>\n", f);
+    return 0;
+}
+
+int nb_report_html(FILE *f, nb_store *s, const nb_report *r, const char *task,
+                   const nb_target *user_target, const char *db, const nb_report_io *io,
+                   int *failed, nb_err *err) {
+    *failed = 0;
+    const int have_gnuplot = nb_plot_have_gnuplot("gnuplot");
+    run *runs = NULL;
+    int nruns = 0;
+    if (load_runs(s, task, &runs, &nruns, err) != 0) return -1;
+    nb_plot_set *set = NULL;
+    nb_plot_filter filter = {task, NULL, NULL, NULL};
+    if (nb_plot_load(s, &filter, &set, err) != 0) {
+        runs_free(runs, nruns);
+        return -1;
+    }
+    print_header(f, task, db, runs, nruns);
+    print_contents(f, r);
     int warned = 0;
     for (int a = 0, k = 1; a < r->n; k++) {
         int b = nb_report_block_end(r, a);
-        const nb_report_group *g = &r->groups[a];
-        nb_report_table t;
-        if (nb_report_cells(r, a, b, user_target, &t) != 0) {
+        if (print_block(f, r, a, b, k, user_target, set, runs, nruns, have_gnuplot, io, &warned,
+                        failed) != 0) {
             nb_plot_set_free(set);
             runs_free(runs, nruns);
             return nb_errf(err, "out of memory");
         }
-        fprintf(f, "<section class=\"block\" id=\"b%d\">\n<h2>", k);
-        h(f, g->task);
-        fputs(" / ", f);
-        h(f, g->dataset);
-        fputs("</h2>\n", f);
-        print_table(f, r, a, &t);
-        free(t.cell);
-        int any = 0;
-        for (int i = a; i < b; i++) {
-            char sent[160];
-            nb_speed_sentence(&r->groups[i], sent, sizeof sent);
-            if (!sent[0]) continue;
-            fputs(any++ ? "<li>" : "<ul class=\"speed\">\n<li>", f);
-            h(f, sent);
-            fputs("</li>\n", f);
-        }
-        if (any) fputs("</ul>\n", f);
-        const nb_task *tk = nb_task_find(g->task);
-        fputs("<p class=\"paper\"><b>What the papers report.</b> ", f);
-        h(f, tk && tk->paper ? tk->paper : "no paper numbers are known for this task");
-        fputs(" <i>(Their times were measured on other hardware and frameworks: compare ratios, "
-              "not seconds.)</i></p>\n",
-              f);
-        for (const nb_paper_table *pt = tk ? tk->paper_tables : NULL; pt && pt->title; pt++) {
-            if (!nb_paper_table_applies(pt, g->model)) continue;
-            nb_report_table pt_cells;
-            if (nb_report_paper_cells(r, a, b, pt, &pt_cells) != 0) {
-                nb_plot_set_free(set);
-                runs_free(runs, nruns);
-                return nb_errf(err, "out of memory");
-            }
-            print_paper_table(f, pt, &pt_cells);
-            free(pt_cells.cell);
-        }
-
-        fputs("<h3>Figure</h3>\n", f);
-        int fk = find_figure(set, g->task, g->dataset);
-        char label[512];
-        {
-            nb_buf lb = {0};
-            nb_buf_printf(&lb, "%s / %s", g->task, g->dataset);
-            nb_buf esc = {0};
-            nb_buf_escaped(&esc, lb.p ? lb.p : "");
-            size_t o = 0;
-            for (const char *p = esc.p ? esc.p : ""; *p && o + 8 < sizeof label; p++) {
-                const char *rep = *p == '&'    ? "&amp;"
-                                  : *p == '<'  ? "&lt;"
-                                  : *p == '>'  ? "&gt;"
-                                  : *p == '"'  ? "&quot;"
-                                  : *p == '\'' ? "&#39;"
-                                               : NULL;
-                if (rep) {
-                    size_t rl = strlen(rep);
-                    memcpy(label + o, rep, rl);
-                    o += rl;
-                } else {
-                    label[o++] = *p;
-                }
-            }
-            label[o] = '\0';
-            nb_buf_free(&lb);
-            nb_buf_free(&esc);
-        }
-        char why[600] = "";
-        int nothing = 0;
-        char *svg =
-            fk >= 0 ? figure_svg(&set->figs[fk], fk, label, why, sizeof why, &nothing) : NULL;
-        if (fk < 0) snprintf(why, sizeof why, "no finished runs to draw");
-        if (svg) {
-            fputs("<figure>\n", f);
-            fputs(svg, f);
-            fputs("\n<figcaption>", f);
-            h(f, g->task);
-            fputs(" / ", f);
-            h(f, g->dataset);
-            fputs(": the training loss (smoothed, debiased EMA 0.6; faint: raw) and the evaluation "
-                  "metric against steps (left) and seconds (right); a line per norm, the mean over "
-                  "seeds with a band of ± 1 standard deviation. Drawn as <code>normbench plot"
-                  "</code> draws it.</figcaption>\n</figure>\n",
-                  f);
-            free(svg);
-        } else {
-            /* a figure that gnuplot failed to draw is an error, on the page and said (and the
-             * exit status); no gnuplot or nothing to draw is a note */
-            int broken = fk >= 0 && have_gnuplot && !nothing;
-            fputs(broken ? "<p class=\"error\"><b>Error: the figure failed:</b> "
-                         : "<p class=\"meta\">No figure: ",
-                  f);
-            h(f, why);
-            fputs(".</p>\n", f);
-            if (broken) {
-                char shown[700], name[300];
-                nb_buf lb = {0};
-                nb_buf_printf(&lb, "%s / %s", g->task, g->dataset);
-                say(io, "error: the figure of %s failed: %s\n",
-                    nb_escape(name, sizeof name, lb.p ? lb.p : ""),
-                    nb_escape(shown, sizeof shown, why));
-                nb_buf_free(&lb);
-                (*failed)++;
-            } else if (fk >= 0 && !warned) {
-                char shown[700];
-                say(io, "warning: the report has no figures: %s\n",
-                    nb_escape(shown, sizeof shown, why));
-                warned = 1;
-            }
-        }
-        fputs("<h3>Provenance</h3>\n", f);
-        print_provenance(f, runs, nruns, g->task, g->dataset);
-        fputs("</section>\n", f);
         a = b;
     }
     print_runs(f, runs, nruns);

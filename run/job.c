@@ -530,10 +530,7 @@ static int split_args(char *args, const char **argv, int first, int max) {
     return n;
 }
 
-int nb_job_from_config(nb_job *j, const char *config, char *args, nb_job_host_fn host,
-                       nb_err *err) {
-    nb_train_cfg *cfg = &j->cfg;
-    /* the recorded arguments: only for how the process hosting the run is set up */
+int nb_job_take_args(nb_job *j, char *args, const char ***argvp, int *argcp, nb_err *err) {
     free(j->strings);
     free((void *)j->argv_store);
     j->strings = args;
@@ -546,7 +543,80 @@ int nb_job_from_config(nb_job *j, const char *config, char *args, nb_job_host_fn
     j->argv_store = argv;
     argc = args ? split_args(args, argv, 0, argc) : 0;
     argv[argc] = NULL;
+    *argvp = argv;
+    *argcp = argc;
+    return 0;
+}
 
+char *nb_job_recorded_hosting(const char *args, nb_job_host_fn host, const char *db, int quiet) {
+    nb_job tmp;
+    nb_job_init(&tmp, NULL);
+    nb_err err;
+    nb_err_clear(&err);
+    char *copy = strdup(args ? args : "");
+    const char **argv;
+    int argc;
+    char *json = NULL;
+    if (copy && nb_job_take_args(&tmp, copy, &argv, &argc, &err) == 0) {
+        nb_job_hosting h;
+        host(argc, argv, &h);
+        if (db) h.db = db;
+        h.quiet |= quiet;
+        json = nb_job_hosting_json(&h);
+    }
+    nb_job_free(&tmp);
+    return json;
+}
+
+void nb_job_hosting_of(const nb_job *j, nb_job_hosting *h) {
+    memset(h, 0, sizeof *h);
+    h->db = j->db;
+    h->data_dir = j->data_dir_given ? j->cfg.data_dir : NULL;
+    h->threads = j->threads;
+    h->quiet = j->quiet;
+    h->no_fetch = j->no_fetch;
+    h->device = j->cfg.device;
+    h->bn_sync = j->bn_sync;
+}
+
+char *nb_job_hosting_json(const nb_job_hosting *h) {
+    nb_buf b = {0};
+    nb_buf_puts(&b, "{");
+    if (h->db) kv_str(&b, "db", h->db);
+    if (h->data_dir) kv_str(&b, "data_dir", h->data_dir);
+    kv_int(&b, "threads", h->threads);
+    kv_int(&b, "quiet", h->quiet);
+    kv_int(&b, "no_fetch", h->no_fetch);
+    kv_str(&b, "device", h->device ? "cuda" : "cpu");
+    kv_int(&b, "bn_sync", h->bn_sync);
+    nb_buf_puts(&b, "}");
+    return nb_buf_take(&b);
+}
+
+int nb_job_hosting_read(nb_job *j, const char *json, nb_job_hosting *h, nb_err *err) {
+    memset(h, 0, sizeof *h);
+    nb_json_object_free(&j->hosted);
+    if (!json || nb_json_read_object(json, &j->hosted) != 0)
+        return nb_errf(err, "its hosting is not a JSON object");
+    const nb_json_object *o = &j->hosted;
+    long long threads, quiet, no_fetch, bn_sync;
+    const char *device = nb_json_get_str(o, "device");
+    if (!nb_json_get_int(o, "threads", &threads) || threads < 0 || threads > 1024 ||
+        !nb_json_get_int(o, "quiet", &quiet) || !nb_json_get_int(o, "no_fetch", &no_fetch) ||
+        !nb_json_get_int(o, "bn_sync", &bn_sync) || !device)
+        return nb_errf(err, "its hosting lacks a member or has one not valid: %s", json);
+    h->db = nb_json_get_str(o, "db");
+    h->data_dir = nb_json_get_str(o, "data_dir");
+    h->threads = (int)threads;
+    h->quiet = quiet != 0;
+    h->no_fetch = no_fetch != 0;
+    h->device = strcmp(device, "cuda") == 0;
+    h->bn_sync = bn_sync != 0;
+    return 0;
+}
+
+int nb_job_from_config(nb_job *j, const char *config, const nb_job_hosting *h, nb_err *err) {
+    nb_train_cfg *cfg = &j->cfg;
     nb_json_object_free(&j->stored);
     if (nb_json_read_object(config, &j->stored) != 0)
         return nb_errf(err, "its stored configuration is not a JSON object");
@@ -567,7 +637,15 @@ int nb_job_from_config(nb_job *j, const char *config, char *args, nb_job_host_fn
     if (nb_task_configure_stored(t, cfg, kind, o, err) != 0 || stored_common(o, t, cfg, err) != 0)
         return -1;
     cfg->data_dir = NULL;
-    if (host) host(argc, argv, j);
+    if (h) { /* how this process hosts it */
+        if (h->db) j->db = h->db;
+        cfg->data_dir = h->data_dir;
+        if (h->threads > 0) j->threads = h->threads;
+        j->quiet |= h->quiet;
+        j->no_fetch |= h->no_fetch;
+        cfg->device = h->device;
+        j->bn_sync |= h->bn_sync;
+    }
     if (!cfg->data_dir) cfg->data_dir = nb_json_get_str(o, "data_dir");
     return stored_same(o, cfg, err);
 }
@@ -676,6 +754,7 @@ void nb_job_init(nb_job *j, const nb_job_io *io) {
 void nb_job_free(nb_job *j) {
     nb_task_opts_free(&j->cfg);
     nb_json_object_free(&j->stored);
+    nb_json_object_free(&j->hosted);
     free(j->args);
     free(j->strings);
     free((void *)j->argv_store);
@@ -765,7 +844,12 @@ int nb_job_from_store(nb_job *j, const char *db, int64_t id, int from_scratch, i
      * recorded command line that say so (host), with quiet in force */
     nb_err err;
     nb_err_clear(&err);
-    int brc = nb_job_from_config(j, config, args, host, &err);
+    const char **argv;
+    int argc;
+    nb_job_hosting h = {0};
+    int brc = nb_job_take_args(j, args, &argv, &argc, &err);
+    if (brc == 0 && host) host(argc, argv, &h);
+    if (brc == 0) brc = nb_job_from_config(j, config, host ? &h : NULL, &err);
     free(config);
     if (brc != 0) {
         nb_err was = err;

@@ -6,9 +6,10 @@
  * - from arguments: cmd/cmd_run.c's nb_run_parse fills a job from a `run` command line (the
  *   option table and its messages are the command's); sweep uses it for its jobs' arguments;
  * - from a configuration: nb_job_from_config builds a job from the configuration a run records
- *   (nb_job_config_json): a resumed run's from the store, and every job an MPI sweep hands to a
- *   rank (run/mpi.h) from the configuration rank 0 built, so that no rank parses a command line
- *   for how a run trains;
+ *   (nb_job_config_json) and its hosting (nb_job_hosting: explicit fields, as JSON between
+ *   ranks): a resumed run's from the store, and every job an MPI sweep hands to a rank
+ *   (run/mpi.h) from the configuration and hosting rank 0 built, so that no rank parses a
+ *   command line;
  * - from the store: nb_job_from_store reads a run to resume (its claimability, checkpoint and
  *   identity, and through util/json.h's reader its stored configuration, from which the
  *   training configuration is rebuilt: nb_job_from_config), also for every rank of a
@@ -91,6 +92,8 @@ typedef struct nb_job {
     char *strings; /* storage the strings above point into, when the job owns it */
     const char **argv_store; /* likewise, the argument vector they were parsed from */
     nb_json_object stored;   /* a resumed run's stored configuration (cfg's strings point in) */
+    nb_json_object hosted;   /* the hosting it was handed as JSON (nb_job_hosting_read) */
+    int data_dir_given;      /* built from arguments: --data-dir was given */
 
     /* --- the run it continues (resume_run > 0) --- */
     int64_t resume_run, resume_step; /* resume_step -1: from scratch */
@@ -115,20 +118,50 @@ void nb_job_init(nb_job *j, const nb_job_io *io);
 /* Frees what the job owns; j may be an nb_job_init'ed job never built. */
 void nb_job_free(nb_job *j);
 
-/* How cmd/ reads, from a run's recorded arguments (argv[0..argc), "run" not among them), the
- * options that say how the process hosting the run is set up rather than how it trains:
- * --data-dir (cfg.data_dir: NULL leaves the stored one), --threads, --quiet, --no-fetch,
- * --device and --bn-sync, into j. The run's configuration never comes from them. */
-typedef void (*nb_job_host_fn)(int argc, const char **argv, nb_job *j);
+/* How the process hosting a run is set up, as opposed to how the run trains (its stored
+ * configuration): what a job built from a configuration takes beside it. */
+typedef struct nb_job_hosting {
+    const char *db;       /* where it records (NULL: the job's db as it is) */
+    const char *data_dir; /* its data directory; NULL: not given (nb_job_from_config: the stored
+                             one; its JSON: the default of the process hosting it, each MPI
+                             rank's own) */
+    int threads;          /* --threads; 0: not given (the default) */
+    int quiet, no_fetch;  /* --quiet, --no-fetch */
+    int device;           /* --device cuda */
+    int bn_sync;          /* --bn-sync */
+} nb_job_hosting;
+
+/* The hosting of j as built from arguments (its data directory only when it was given). */
+void nb_job_hosting_of(const nb_job *j, nb_job_hosting *h);
+/* h as JSON (data_dir null when not given), newly allocated; NULL when out of memory. */
+char *nb_job_hosting_json(const nb_job_hosting *h);
+/* h from its JSON (nb_job_hosting_json), read with util/json.h's reader into j (which keeps the
+ * strings h points to). Returns 0, or -1 with err. */
+int nb_job_hosting_read(nb_job *j, const char *json, nb_job_hosting *h, nb_err *err);
+
+/* How cmd/ reads, from a stored run's recorded arguments (argv[0..argc), "run" not among
+ * them), the options that say how the process hosting it is set up (--db, --data-dir,
+ * --threads, --quiet, --no-fetch, --device, --bn-sync) into h: the store records them nowhere
+ * else. The run's configuration never comes from them. */
+typedef void (*nb_job_host_fn)(int argc, const char **argv, nb_job_hosting *h);
+
+/* The hosting of a stored run as its recorded arguments args say (separated by \x1f, "run" not
+ * among them) through host, recording into db (NULL: the recorded one), quiet when quiet: JSON
+ * (nb_job_hosting_json), newly allocated; NULL when out of memory. */
+char *nb_job_recorded_hosting(const char *args, nb_job_host_fn host, const char *db, int quiet);
+
+/* Splits a run's recorded arguments args (separated by \x1f; newly allocated, owned by j from
+ * here; NULL: none) into *argv, *argc (kept by j). Returns 0, or -1 with err. */
+int nb_job_take_args(nb_job *j, char *args, const char ***argv, int *argc, nb_err *err);
 
 /* Builds j's training configuration from a run's stored configuration (config, the JSON the
  * run recorded, read with util/json.h's reader: task, norm, dataset, every common option and
- * the task's own options in force) and its recorded arguments args (newly allocated, separated
- * by \x1f, owned by j from here; NULL: none) through host. The rebuilt configuration must write
- * the stored one again (but data_dir, threads and a data-parallel run's ranks, hosts and
- * BatchNorm statistics): a key missing, not valid, unknown to this normbench or rebuilt
- * differently is refused. Returns 0, or -1 with err. */
-int nb_job_from_config(nb_job *j, const char *config, char *args, nb_job_host_fn host, nb_err *err);
+ * the task's own options in force), hosted as h says (NULL: as the defaults, with the stored
+ * data directory). The rebuilt configuration must write the stored one again (but data_dir,
+ * threads and a data-parallel run's ranks, hosts and BatchNorm statistics): a key missing, not
+ * valid, unknown to this normbench or rebuilt differently is refused. Returns 0, or -1 with
+ * err. */
+int nb_job_from_config(nb_job *j, const char *config, const nb_job_hosting *h, nb_err *err);
 
 /* j's training configuration as the store records it (what nb_job_from_config builds a job
  * from; without a data-parallel run's ranks and hosts), newly allocated; NULL when out of
@@ -137,7 +170,8 @@ char *nb_job_config_json(const nb_job *j);
 
 /* The run id of store db (NULL: j->db) to resume (from_scratch: start it over under its id;
  * quiet: no progress), built into j: the run's claimability and checkpoint (its identity
- * checked), and nb_job_from_config from its stored configuration and recorded arguments. For a
+ * checked), and nb_job_from_config from its stored configuration, hosted as its recorded
+ * arguments say (host; then quiet, and this store). For a
  * data-parallel job (j->dp) rank 0 alone reads the store and the checkpoint and sends them to
  * the other ranks. Returns 0 or an exit status after the message. */
 int nb_job_from_store(nb_job *j, const char *db, int64_t id, int from_scratch, int quiet,

@@ -330,6 +330,7 @@ int nb_mpi_send_job(int r, const nb_mpi_job *job, nb_err *err) {
     put_i64(&m, job->index);
     put_str(&m, job->config);
     put_str(&m, job->args);
+    put_str(&m, job->host);
     put_str(&m, job->tag);
     put_str(&m, job->variant);
     put_i64(&m, job->resume_run);
@@ -657,6 +658,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
         job.index = (long)get_i64(&m);
         job.config = get_str(&m);
         job.args = get_str(&m);
+        job.host = get_str(&m);
         job.tag = get_str(&m);
         job.variant = get_str(&m);
         job.resume_run = get_i64(&m);
@@ -667,7 +669,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
         char ckpt[4200] = "";
         nb_err err;
         nb_err_clear(&err);
-        if (m.bad || !job.config || !job.args) {
+        if (m.bad || !job.config || !job.args || !job.host) {
             say("error: rank %d: a malformed job from rank 0\n", mpi_rank);
         } else if (job.ckpt && ((size_t)snprintf(ckpt, sizeof ckpt, "%s/run-%lld.ckpt", dir,
                                                  (long long)job.resume_run) >= sizeof ckpt ||
@@ -679,6 +681,7 @@ int nb_mpi_sweep_worker(volatile sig_atomic_t *stop, nb_mpi_job_fn run) {
         clear_dir(dir, 0); /* rank 0 keeps the checkpoints: these copies go */
         free(job.config);
         free(job.args);
+        free(job.host);
         free(job.tag);
         free(job.variant);
         free(job.ckpt);

@@ -128,9 +128,10 @@ typedef struct nb_mpi_job {
     char *config; /* its configuration as the store records it (JSON): a new run's as rank 0
                      built it from the sweep's arguments (nb_job_config_json), a resumed one's
                      as stored */
-    char *args;   /* its recorded arguments (separated by \x1f, "run" not among them), read only
-                     for how the rank hosts it (--db, --threads, --quiet, --data-dir, ...: the
-                     hosting options of run/job.h's nb_job_host_fn); a new run records them */
+    char *args;   /* a new run's arguments (separated by \x1f, "run" not among them), which it
+                     records (never parsed); a resumed run's as recorded */
+    char *host;   /* how the rank hosts it: run/job.h's nb_job_hosting as JSON (--db, --threads,
+                     --quiet, --data-dir when given, ...) */
     char *tag;    /* a new run's --tag (sweep=KEY) and --variant as rank 0 parsed them; NULL:
                      none */
     char *variant;
