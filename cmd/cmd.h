@@ -64,7 +64,7 @@ int nb_run_job_build(int argc, const char **argv, nb_job *j);
 int nb_run_job_from_config(const char *config, const char *hosting, nb_job *j);
 /* The hosting options of a stored run's recorded arguments (run/job.h's nb_job_host_fn; no
  * data_dir when none was given). */
-void nb_run_host_from_args(int argc, const char **argv, nb_job_hosting *h);
+void nb_hosting_from_args(int argc, const char **argv, nb_job_hosting *h);
 /* The job of `run --resume ID --db DB` (from_scratch, quiet: its options), built from the store
  * (nb_job_from_store) with the command's nb_job_io. Returns 0 or an exit status after the
  * message; free j with nb_job_free either way. */

@@ -533,7 +533,7 @@ int nb_run_check_args(int argc, const char **argv) {
  * every other option is passed over (with its value when it takes one). A recorded --data-dir
  * wins over NORMBENCH_DATA, as it did for the run; without one, the default in force now. The
  * store records these options nowhere else. */
-void nb_run_host_from_args(int argc, const char **argv, nb_job_hosting *h) {
+void nb_hosting_from_args(int argc, const char **argv, nb_job_hosting *h) {
     memset(h, 0, sizeof *h); /* data_dir NULL: not given */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -566,9 +566,9 @@ void nb_run_host_from_args(int argc, const char **argv, nb_job_hosting *h) {
     }
 }
 
-/* nb_run_host_from_args with the data directory in force when none was given (nb_job_host_fn). */
+/* nb_hosting_from_args with the data directory in force when none was given (nb_job_host_fn). */
 static void host_recorded(int argc, const char **argv, nb_job_hosting *h) {
-    nb_run_host_from_args(argc, argv, h);
+    nb_hosting_from_args(argc, argv, h);
     if (!h->data_dir) h->data_dir = nb_default_data_dir();
 }
 

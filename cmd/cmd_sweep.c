@@ -364,7 +364,7 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     /* the hosting options in force: its recorded ones (without a --data-dir, each rank's
      * default), into this store, quietly */
     mj->args = rec;
-    mj->host = nb_job_recorded_hosting(rec, nb_run_host_from_args, db, 1);
+    mj->host = nb_job_recorded_hosting(rec, nb_hosting_from_args, db, 1);
     if (!mj->host) {
         job_msg_free(mj);
         return nb_die("out of memory"), -1;
