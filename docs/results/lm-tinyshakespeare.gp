@@ -45,7 +45,7 @@ plot 'lm-tinyshakespeare-data/train_loss-step-none.dat' using 1:3:4 with filledc
      'lm-tinyshakespeare-data/train_loss-step-rms.dat' using 1:5 with lines lc rgb '#a0d62728' lw 1 notitle, \
      'lm-tinyshakespeare-data/train_loss-step-prms.dat' using 1:5 with lines lc rgb '#a0ff7f0e' lw 1 notitle, \
      'lm-tinyshakespeare-data/train_loss-step-dyt.dat' using 1:5 with lines lc rgb '#a09467bd' lw 1 notitle, \
-     'lm-tinyshakespeare-data/train_loss-step-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (2 runs, seeds 1,2)', \
+     'lm-tinyshakespeare-data/train_loss-step-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/train_loss-step-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/train_loss-step-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/train_loss-step-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)', \
@@ -67,7 +67,7 @@ plot 'lm-tinyshakespeare-data/train_loss-time-none.dat' using 1:3:4 with filledc
      'lm-tinyshakespeare-data/train_loss-time-rms.dat' using 1:5 with lines lc rgb '#a0d62728' lw 1 notitle, \
      'lm-tinyshakespeare-data/train_loss-time-prms.dat' using 1:5 with lines lc rgb '#a0ff7f0e' lw 1 notitle, \
      'lm-tinyshakespeare-data/train_loss-time-dyt.dat' using 1:5 with lines lc rgb '#a09467bd' lw 1 notitle, \
-     'lm-tinyshakespeare-data/train_loss-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (2 runs, seeds 1,2)', \
+     'lm-tinyshakespeare-data/train_loss-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/train_loss-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/train_loss-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/train_loss-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)', \
@@ -84,7 +84,7 @@ plot 'lm-tinyshakespeare-data/val_loss-step-none.dat' using 1:3:4 with filledcur
      'lm-tinyshakespeare-data/val_loss-step-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
      'lm-tinyshakespeare-data/val_loss-step-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
      'lm-tinyshakespeare-data/val_loss-step-dyt.dat' using 1:3:4 with filledcurves fc rgb '#9467bd' fs transparent solid 0.18 noborder notitle, \
-     'lm-tinyshakespeare-data/val_loss-step-none.dat' using 1:2 with linespoints lc rgb '#7f7f7f' lw 2.5 pt 7 ps 0.7 title 'none (2 runs, seeds 1,2)', \
+     'lm-tinyshakespeare-data/val_loss-step-none.dat' using 1:2 with linespoints lc rgb '#7f7f7f' lw 2.5 pt 7 ps 0.7 title 'none (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/val_loss-step-layer.dat' using 1:2 with linespoints lc rgb '#1f77b4' lw 2.5 pt 7 ps 0.7 title 'layer (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/val_loss-step-rms.dat' using 1:2 with linespoints lc rgb '#d62728' lw 2.5 pt 7 ps 0.7 title 'rms (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/val_loss-step-prms.dat' using 1:2 with linespoints lc rgb '#ff7f0e' lw 2.5 pt 7 ps 0.7 title 'prms (3 runs, seeds 1,2,3)', \
@@ -101,7 +101,7 @@ plot 'lm-tinyshakespeare-data/val_loss-time-none.dat' using 1:3:4 with filledcur
      'lm-tinyshakespeare-data/val_loss-time-rms.dat' using 1:3:4 with filledcurves fc rgb '#d62728' fs transparent solid 0.18 noborder notitle, \
      'lm-tinyshakespeare-data/val_loss-time-prms.dat' using 1:3:4 with filledcurves fc rgb '#ff7f0e' fs transparent solid 0.18 noborder notitle, \
      'lm-tinyshakespeare-data/val_loss-time-dyt.dat' using 1:3:4 with filledcurves fc rgb '#9467bd' fs transparent solid 0.18 noborder notitle, \
-     'lm-tinyshakespeare-data/val_loss-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (2 runs, seeds 1,2)', \
+     'lm-tinyshakespeare-data/val_loss-time-none.dat' using 1:2 with lines lc rgb '#7f7f7f' lw 2.5 title 'none (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/val_loss-time-layer.dat' using 1:2 with lines lc rgb '#1f77b4' lw 2.5 title 'layer (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/val_loss-time-rms.dat' using 1:2 with lines lc rgb '#d62728' lw 2.5 title 'rms (3 runs, seeds 1,2,3)', \
      'lm-tinyshakespeare-data/val_loss-time-prms.dat' using 1:2 with lines lc rgb '#ff7f0e' lw 2.5 title 'prms (3 runs, seeds 1,2,3)', \
