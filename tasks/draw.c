@@ -327,7 +327,8 @@ static void kept_head(draw_kept_head *kh, const draw_run *r, const nb_ckpt_ident
 
 /* DIR/model: the magic, the head, the parameters, an FNV-1a hash of everything before it;
  * written atomically. */
-static int save_model(const draw_run *r, const char *dir, const nb_ckpt_ident *id, nb_err *err) {
+static int save_model(void *self, const char *dir, const nb_ckpt_ident *id, nb_err *err) {
+    const draw_run *r = self;
     char path[4200];
     snprintf(path, sizeof path, "%s/model", dir);
     draw_kept_head kh;
@@ -498,6 +499,7 @@ static int draw_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *s
     snprintf(buf, sizeof buf, "%zu", r.layout.total);
     if (sink->param && sink->param(sink->ctx, "params", buf, err) != 0) goto out;
     nb_trainer t = {.self = &r,
+                    .keep = save_model,
                     .params = r.params,
                     .grads = r.grads,
                     .adam_m = r.am,
@@ -518,11 +520,6 @@ static int draw_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *s
     for (int k = 0; k < 3; k++)
         nb_train_fp(&t, fn[k], fs[k]->x, (size_t)fs[k]->n * NB_BIN_DIM);
     rc = nb_train_loop(cfg, &t, sink, status, err);
-    if (rc == 0 && *status == NB_STATUS_FINISHED && sink->model_dir) {
-        nb_err_clear(err);
-        const char *dir = sink->model_dir(sink->ctx, err);
-        if (!dir || save_model(&r, dir, sink->ckpt_ident, err) != 0) rc = -1;
-    }
 out:
     run_free(&r);
     return rc;

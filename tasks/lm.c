@@ -330,7 +330,8 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
 
 /* DIR/model: the magic, the head, the vocabulary's code points, the parameters, an FNV-1a hash
  * of everything before it; written to a temporary name, fsynced and renamed into place. */
-static int save_model(const lm_run *r, const char *dir, const nb_ckpt_ident *id, nb_err *err) {
+static int save_model(void *self, const char *dir, const nb_ckpt_ident *id, nb_err *err) {
+    const lm_run *r = self;
     char path[4200];
     snprintf(path, sizeof path, "%s/model", dir);
     lm_kept_head kh;
@@ -539,6 +540,7 @@ static int lm_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
     snprintf(buf, sizeof buf, "%zu", P);
     if (sink->param && (sink->param(sink->ctx, "params", buf, err) != 0)) goto out;
     nb_trainer t = {.self = &r,
+                    .keep = save_model,
                     .params = r.params,
                     .grads = r.grads,
                     .adam_m = r.am,
@@ -558,11 +560,6 @@ static int lm_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
                     .evaluate = lm_evaluate};
     nb_train_fp(&t, "text", r.text.ids, sizeof(int) * r.text.n);
     rc = nb_train_loop(cfg, &t, sink, status, err);
-    if (rc == 0 && *status == NB_STATUS_FINISHED && sink->model_dir) {
-        nb_err_clear(err);
-        const char *dir = sink->model_dir(sink->ctx, err);
-        if (!dir || save_model(&r, dir, sink->ckpt_ident, err) != 0) rc = -1;
-    }
 out:
     run_free(&r);
     return rc;

@@ -844,7 +844,8 @@ static int read_whole(const char *path, size_t max, char **buf, size_t *n, nb_er
 /* The largest of the model's codes and vocabularies, read whole. */
 #define KEPT_FILE_MAX ((size_t)256 << 20)
 
-static int save_model(mt_run *r, const char *dir, const nb_ckpt_ident *id, nb_err *err) {
+static int save_model(void *self, const char *dir, const nb_ckpt_ident *id, nb_err *err) {
+    mt_run *r = self;
     char path[4200];
     kept_head kh;
     memset(&kh, 0, sizeof kh);
@@ -1250,6 +1251,7 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
         steps_per_epoch = c;
     }
     nb_trainer t = {.self = &r,
+                    .keep = save_model,
                     .params = r.m.params,
                     .grads = r.m.grads,
                     .adam_m = r.adam_m,
@@ -1281,11 +1283,6 @@ static int mt_train(const nb_train_cfg *cfg, const nb_sink *sink, nb_status *sta
         nb_train_fp(&t, name, sp->tgt, sizeof(int) * (size_t)(sp->n ? sp->tgt_start[sp->n] : 0));
     }
     rc = nb_train_loop(cfg, &t, sink, status, err);
-    if (rc == 0 && *status == NB_STATUS_FINISHED && sink->model_dir) {
-        /* the loop restored the kept parameters before the final evaluation */
-        const char *dir = sink->model_dir(sink->ctx, err);
-        if (!dir || save_model(&r, dir, sink->ckpt_ident, err) != 0) rc = -1;
-    }
 out:
     run_free(&r);
     return rc;

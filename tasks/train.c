@@ -464,6 +464,11 @@ int nb_train_loop(const nb_train_cfg *cfg, const nb_trainer *t, const nb_sink *s
         if (t->sync) t->sync(t->self, 0);
         if (nb_write_atomic(dump, t->params, sizeof(float) * P, err) != 0) goto out;
     }
+    if (*status == NB_STATUS_FINISHED && t->keep && sink->model_dir) {
+        nb_err_clear(err);
+        const char *dir = sink->model_dir(sink->ctx, err);
+        if (!dir || t->keep(t->self, dir, sink->ckpt_ident, err) != 0) goto out;
+    }
     rc = 0;
 out:
     free(L.best);

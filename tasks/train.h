@@ -78,6 +78,12 @@ typedef struct nb_trainer {
      * data-dependent initialisation, with the loop's init and data streams. May be NULL. */
     void (*prepare)(void *self, nb_rng *init_rng, nb_rng *data_rng);
 
+    /* Writes the model a finished run keeps into dir (the sink's model_dir: mt, lm and draw keep
+     * theirs for translate and sample), with the parameters the final evaluation used; called
+     * by the loop once, at the end of a run that finished, when the sink keeps models. May be
+     * NULL. */
+    int (*keep)(void *self, const char *dir, const struct nb_ckpt_ident *id, nb_err *err);
+
     /* Called before each epoch's first step (epoch 1-based), e.g. to reshuffle the data with
      * data_rng. May be NULL. Not called again for an epoch a resumed run re-enters (at an
      * epoch boundary, or mid-epoch with resume_mid_epoch). */
