@@ -53,87 +53,64 @@
 /* ---- the float tanh (compiled once: in the float build) ----------------------------------- */
 
 #ifndef NB_F64
-/* Cephes tanhf, |x| < 0.625 */
-#define TH_P0 -5.70498872745e-3f
-#define TH_P1 2.06390887954e-2f
-#define TH_P2 -5.37397155531e-2f
-#define TH_P3 1.33314422036e-1f
-#define TH_P4 -3.33332819422e-1f
-#define TH_SMALL 0.625f
-/* e^{-2r} on |r| <= ln2/4 (Chebyshev interpolation, float coefficients: relative error
- * < 2^-25.5); E0 = 1, E1 = -2, E2 = 2 exactly */
 #define EX_M2LOG2E -2.88539008177792681f /* -2/ln 2 */
 /* ln2/2, in float 9.5e-10 off: n·(that) moves e^{-2|x|} by 2|n|·9.5e-10 relative (< 2^-24.1
  * for |n| <= 29), more than 2^-25 only for |n| >= 12, where e^{-2|x|} < 2^-10 and moves tanh by
- * less than 2^-33 */
+ * less than 2^-33. For |n| small, e = |x| + n·(ln2/2) is exact (one fused step, |e| < 0.25). */
 #define EX_LN2H 0.346573590279972655f
-#define EX_E3 -0x1.555404p+0f
-#define EX_E4 0x1.5554acp-1f
-#define EX_E5 -0x1.126fa6p-2f
-#define EX_E6 0x1.6d7532p-4f
+/* (e^{-2e} - 1)/e = -2 + 2e + E3·e² + E4·e³ + E5·e⁴ + E6·e⁵ on |e| <= ln2/4: E1 = -2 and
+ * E2 = 2 exact, E3..E6 a weighted least-squares (Lawson) fit for the relative error of
+ * e^{-2e} - 1, < 2^-26 before the coefficients' rounding to float */
+#define EX_E3 -0x1.5554b8p+0f
+#define EX_E4 0x1.5555bap-1f
+#define EX_E5 -0x1.122362p-2f
+#define EX_E6 0x1.6c5566p-4f
 /* |x| clamped here: tanh(x) rounds to 1 in float from x = 9.01 on, and e^{-2x} stays normal */
 #define EX_MAX 10.0f
-/* |x| >= 0.625: m = e^{-2|x|} = 2^n·e^{-2e} (n = round(-2|x|/ln2), e = |x| + n·ln2/2, a
- * degree-6 polynomial), then tanh|x| = 1 − 2q with q = m/(1 + m), one correctly rounded
- * division (the same bits in every lane and in the scalar code; fewer operations than the
- * reciprocal polynomial and correction step it replaced, and no less accurate). The vector code
- * below runs the same operations in the same order (the same bits). */
+/* One formula over the whole range: with a = min(|x|, 10), n = round(-2a/ln2), e = a + n·ln2/2
+ * (so e^{-2a} = 2^n·e^{-2e}) and p = (e^{-2e} - 1)/e by the polynomial above,
+ *   w = e^{-2a} - 1 = fma(2^n·p, e, 2^n - 1)   (2^n·p exact, 2^n - 1 exact for n >= -24),
+ *   tanh a = -w/(w + 2),
+ * and tanh x = copysign(|w/(w + 2)|, x). Near 0 (n = 0) w is the polynomial's -2a(1 - a + ...),
+ * with no cancellation, so no separate small-|x| formula is needed: one branch, evaluated for
+ * every lane (the two-branch form before this evaluated both). Every step is an explicit fused
+ * multiply-add or a single rounding, so the scalar code and the 16 lanes give the same bits. */
 float nb_tanhf(float x) {
     if (x != x) return x;
     const float ax = fabsf(x);
-    float r;
-    if (ax < TH_SMALL) {
-        const float z = ax * ax;
-        float p = fmaf(TH_P0, z, TH_P1);
-        p = fmaf(p, z, TH_P2);
-        p = fmaf(p, z, TH_P3);
-        p = fmaf(p, z, TH_P4);
-        r = fmaf(p * z, ax, ax);
-    } else {
-        const float a = ax < EX_MAX ? ax : EX_MAX;
-        const float n = rintf(a * EX_M2LOG2E);
-        const float e = fmaf(n, EX_LN2H, a); /* |x| = e - n·ln2/2: e^{-2|x|} = 2^n·e^{-2e} */
-        float p = fmaf(EX_E6, e, EX_E5);
-        p = fmaf(p, e, EX_E4);
-        p = fmaf(p, e, EX_E3);
-        p = fmaf(p, e, 2.0f);
-        p = fmaf(p, e, -2.0f);
-        p = fmaf(p, e, 1.0f);
-        const float m = ldexpf(p, (int)n);
-        const float q = m / (m + 1.0f);
-        r = fmaf(-2.0f, q, 1.0f);
-    }
-    return copysignf(r, x);
+    const float a = ax < EX_MAX ? ax : EX_MAX;
+    const float n = rintf(a * EX_M2LOG2E);
+    const float e = fmaf(n, EX_LN2H, a);
+    float p = fmaf(EX_E6, e, EX_E5);
+    p = fmaf(p, e, EX_E4);
+    p = fmaf(p, e, EX_E3);
+    p = fmaf(p, e, 2.0f);
+    p = fmaf(p, e, -2.0f);
+    const float s = ldexpf(1.0f, (int)n);
+    const float w = fmaf(ldexpf(p, (int)n), e, s - 1.0f);
+    const float r = w / (w + 2.0f);
+    return copysignf(fabsf(r), x);
 }
 
 #if DYT_AVX512
+/* nb_tanhf on 16 lanes: the same operations in the same order. */
 static inline __m512 tanh16(__m512 x) {
-    const __m512 ax = _mm512_abs_ps(x);
-    const __m512 z = _mm512_mul_ps(ax, ax);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(TH_P0), z, _mm512_set1_ps(TH_P1));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TH_P2));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TH_P3));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TH_P4));
-    const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), ax, ax);
     /* min(10, NaN) is NaN (vminps returns its second operand when either is NaN), which
      * then runs through to the result */
-    const __m512 a = _mm512_min_ps(_mm512_set1_ps(EX_MAX), ax);
+    const __m512 a = _mm512_min_ps(_mm512_set1_ps(EX_MAX), _mm512_abs_ps(x));
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(EX_M2LOG2E)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 e = _mm512_fmadd_ps(n, _mm512_set1_ps(EX_LN2H), a);
-    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(EX_E6), e, _mm512_set1_ps(EX_E5));
-    q = _mm512_fmadd_ps(q, e, _mm512_set1_ps(EX_E4));
-    q = _mm512_fmadd_ps(q, e, _mm512_set1_ps(EX_E3));
-    q = _mm512_fmadd_ps(q, e, _mm512_set1_ps(2.0f));
-    q = _mm512_fmadd_ps(q, e, _mm512_set1_ps(-2.0f));
-    q = _mm512_fmadd_ps(q, e, _mm512_set1_ps(1.0f));
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(EX_E6), e, _mm512_set1_ps(EX_E5));
+    p = _mm512_fmadd_ps(p, e, _mm512_set1_ps(EX_E4));
+    p = _mm512_fmadd_ps(p, e, _mm512_set1_ps(EX_E3));
+    p = _mm512_fmadd_ps(p, e, _mm512_set1_ps(2.0f));
+    p = _mm512_fmadd_ps(p, e, _mm512_set1_ps(-2.0f));
     const __m512 one = _mm512_set1_ps(1.0f);
-    const __m512 m = _mm512_scalef_ps(q, n);
-    const __m512 qq = _mm512_div_ps(m, _mm512_add_ps(m, one));
-    const __m512 big = _mm512_fnmadd_ps(_mm512_set1_ps(2.0f), qq, one);
-    const __mmask16 is_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(TH_SMALL), _CMP_LT_OQ);
-    const __m512 r = _mm512_mask_blend_ps(is_small, big, small);
-    /* the sign bit from x, the rest from r (r >= 0 or NaN): bitwise (m & x) | (~m & r) */
+    const __m512 s = _mm512_scalef_ps(one, n);
+    const __m512 w = _mm512_fmadd_ps(_mm512_scalef_ps(p, n), e, _mm512_sub_ps(s, one));
+    const __m512 r = _mm512_div_ps(w, _mm512_add_ps(w, _mm512_set1_ps(2.0f)));
+    /* the sign bit from x, the rest from r: bitwise (m & x) | (~m & r) */
     return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
         _mm512_set1_epi32(INT32_MIN), _mm512_castps_si512(x), _mm512_castps_si512(r), 0xCA));
 }
