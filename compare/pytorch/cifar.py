@@ -16,6 +16,16 @@ from norms import DyT, RMSNorm, describe, norm_info, prms_k
 
 EXTRAS = []
 EPS = 1e-6
+# options of `cifar` that choose how normbench computes the same step (its convolution engine,
+# the order of its gradient sums): PyTorch computes it its own way (oneDNN), so they are taken
+# and ignored, and one `bench step cifar --conv E --against pytorch` compares engine E with it
+HOW_ONLY = {"conv", "grad-sums"}
+
+
+def configure(opts):
+    for name in opts:
+        if name not in HOW_ONLY:
+            raise ValueError(f"--{name} has no PyTorch form in compare/pytorch/cifar.py")
 
 
 class ScaledConv(nn.Module):

@@ -156,6 +156,11 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     check "real PyTorch: mt transformer pre-norm, one sentence" 0 env -u NORMBENCH_PYTHON "$NB" bench step mt --model transformer --norm-position pre --against pytorch --batch 1 --steps 2 --norms rms --threads 1
     has "real PyTorch: nn.Transformer with RMSNorm, pre-norm" "$tmp/out" "^mt +rms +1 +[0-9.]+ +[0-9.]+ +[0-9.]+x .*nn\.Transformer 3\+3 d 256 ff 1024, pre-norm, 1x30 tokens, composite RMSNorm"
     check "real PyTorch: an mt option with no effect on the step is taken" 0 env -u NORMBENCH_PYTHON "$NB" bench step mt --model rnnsearch --dim-word 8 --dim 8 --beam 3 --against pytorch --batch 2 --steps 2 --norms rms --threads 1
+    # cifar's engine options choose how normbench computes the step: PyTorch takes and ignores them
+    check "real PyTorch: cifar with --conv winograd4 --grad-sums batch" 0 env -u NORMBENCH_PYTHON "$NB" bench step cifar --conv winograd4 --grad-sums batch --against pytorch --batch 2 --steps 1 --norms none --threads 1
+    has "real PyTorch: the cifar row" "$tmp/out" "^cifar +none +2 +[0-9.]+ +[0-9.]+ +[0-9.]+x "
+    check "real PyTorch: a cifar option that changes the model is refused" 2 env -u NORMBENCH_PYTHON "$NB" bench step cifar --width 0.5 --against pytorch --batch 2 --steps 1 --norms none --threads 1
+    has "real PyTorch: it names the option" "$tmp/err" "cannot take these options: --width has no PyTorch form"
 else
     ok "# SKIP python3-torch is not installed"
 fi
