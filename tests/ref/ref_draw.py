@@ -4,7 +4,9 @@ LSTM cells with the norm modules of compare/pytorch/norms.py, the filterbanks by
 autograd for the gradients), in float64.
 
 Run with the system Python that has torch:  /usr/bin/python3 tests/ref/ref_draw.py
-Writes tests/ref/draw.bin (format: tests/ref.h), read by tests/test_draw.c (test_reference).
+Writes tests/ref/draw.bin (format: tests/ref.h), read by tests/test_draw.c (test_reference), or
+the file its first argument names (tests/cli/78-draw-torch.t checks that compare/pytorch/draw.py
+still gives the committed numbers).
 
 Sizes: 28x28 images, a batch of 3, 3 glimpses, 16 units, z 4, read 2, write 5, with and without
 attention, for every norm draw takes (none, weight, layer, rms, prms with p = 0.3, dyt).
@@ -121,5 +123,5 @@ for attn in (1, 0):
         print(f"{case:14s} loss {loss.item():10.4f} (reconstruction {model.rec.item() / B:.4f}, "
               f"KL {model.kl.item() / B:.4f}), {len(params)} tensors")
 
-refio.write(os.path.join(HERE, "draw.bin"), res)
+refio.write(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "draw.bin"), res)
 print("wrote", len(res), "tensors")
