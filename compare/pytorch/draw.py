@@ -12,10 +12,13 @@ x W + b + h U + b there), and a norm of the cell on the output path only, h = si
 initial states. The filterbanks follow nn/draw.h's formulas (pixel centres 1..A, stride
 (max(A, B) - 1) / (N - 1) exp(log d), filters normalized over their row plus 1e-8).
 
-Run with torch 2.11 (CPU) by its driver alone, not yet beside normbench (the machine with torch
-had no normbench build): every norm but batch opens and steps (batch refused, as normbench
-refuses it), --no-attention too; the initial loss at the paper's sizes is 543.5 nats with none
-and 571.3 with layer (normbench: 544.4 and 572.5 on other data and draws)."""
+Run with torch 2.11 (CPU) by its driver alone: every norm but batch opens and steps (batch
+refused, as normbench refuses it), --no-attention too; the initial loss at the paper's sizes is
+543.5 nats with none and 571.3 with layer (normbench: 544.4 and 572.5 on other data and draws).
+Beside normbench (`bench step draw --against pytorch`, Debian's torch 1.13): docs/results/draw.md.
+The model is normbench's: tests/ref/ref_draw.py runs it in float64 with given parameters, and
+tests/test_draw.c matches normbench's loss and gradients to it (tests/cli/78-draw-torch.t checks
+that this file still gives the committed numbers)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
