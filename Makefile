@@ -283,6 +283,7 @@ compare: $(BIN)
 	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step mt --model rnnsearch --dim-word 256 --dim 512 --against pytorch --steps 8 --norms none,layer,rms,prms
 	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step mt --model transformer --batch 133 --against pytorch --steps 10 --norms layer,rms,prms
 	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step lm --preset cpu --against pytorch --steps 20 --norms none,layer,rms,prms
+	OMP_NUM_THREADS=$(COMPARE_THREADS) ./$(BIN) bench step draw --preset small --against pytorch --steps 20 --norms none,layer,rms,prms
 	@uptime
 
 lint:

@@ -1,9 +1,11 @@
 /* tests/test_draw.c — nn/draw.c, DRAW's attention and the bound's terms: central finite
  * differences in double for the filterbanks, read and write (non-square images, read N = 2 and 3,
  * write N = 5), a filterbank feeding a read and a write, the sigmoid cross-entropy and the
- * reparameterized KL; and the forward values against direct formulas (filters sum to 1, a
- * glimpse of a constant image, the stable softplus at large logits). */
+ * reparameterized KL; the forward values against direct formulas (filters sum to 1, a
+ * glimpse of a constant image, the stable softplus at large logits); and the whole model's loss
+ * and gradients against PyTorch (tests/ref/draw.bin, written by tests/ref/ref_draw.py). */
 #include "tests/testutil.h"
+#include "tests/ref.h"
 #include "nn/nn.h"
 #include "util/rng.h"
 
@@ -529,6 +531,123 @@ static void test_initial_loss(void **state) {
     free(eps);
 }
 
+/* ---- the PyTorch reference ------------------------------------------------------------------ */
+
+/* The parameter values tests/ref/ref_draw.py gives the tensor called name (see there): integer
+ * arithmetic, exact on both sides. */
+static void ref_values(double *v, const char *name, size_t n) {
+    uint64_t h = 0;
+    for (size_t k = 0; name[k]; k++)
+        h += (uint64_t)(unsigned char)name[k] * (k + 1);
+    const char *dot = strrchr(name, '.');
+    const char *leaf = dot ? dot + 1 : name;
+    double centre = 0, amp = fmin(0.3, 3.0 / sqrt((double)n));
+    if (!strcmp(leaf, "s1") || !strcmp(leaf, "s2") || !strcmp(leaf, "s3") || !strcmp(leaf, "Wg") ||
+        !strcmp(leaf, "Ug"))
+        centre = 1, amp = 0.2;
+    else if (!strncmp(leaf, "alpha", 5))
+        centre = 0.5, amp = 0.1;
+    else if (!strncmp(name, "write.", 6))
+        amp = 1;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t u = ((i + 1) * 2654435761ull + h * 97531ull) % (1ull << 32);
+        v[i] = centre + amp * (2 * ((double)u / (double)(1ull << 32)) - 1);
+    }
+}
+
+/* Loss, its two parts and the gradients of every tensor (a sample of each and its norm) of DRAW
+ * at 28x28, batch 3, 3 glimpses, 16 units, z 4, read 2, write 5, with and without attention,
+ * for every norm draw takes, against PyTorch's autograd in float64: within 1e-9 relative (the
+ * loss) and 1e-8 of the tensor's largest sampled gradient (the gradients). */
+static void test_reference(void **state) {
+    (void)state;
+    enum { RB = 3, RT = 3, RH = 16, RZ = 4, RD = 28 * 28 };
+    ref_file rf = {0};
+    if (ref_load(&rf, "draw.bin") != 0) fail_msg("tests/ref/draw.bin missing");
+    const ref_tensor *rx = ref_get(&rf, "x"), *re = ref_get(&rf, "eps");
+    assert_non_null(rx);
+    assert_non_null(re);
+    assert_int_equal(rx->n, RB * RD);
+    assert_int_equal(re->n, RB * RT * RZ);
+    const nb_norm_kind kinds[] = {NB_NORM_NONE, NB_NORM_WEIGHT, NB_NORM_LAYER,
+                                  NB_NORM_RMS,  NB_NORM_PRMS,   NB_NORM_DYT};
+    int cases = 0;
+    for (int attn = 1; attn >= 0; attn--)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            nb_norm_cfg cfg;
+            nb_norm_cfg_default(&cfg, kinds[k]);
+            cfg.p = 0.3;
+            nb_layout lay;
+            memset(&lay, 0, sizeof lay);
+            nb_draw_f64 m;
+            nb_err err;
+            assert_int_equal(
+                nb_draw_init_f64(&m, 28, 28, RT, RH, RZ, 2, 5, attn, RB, &cfg, &lay, &err), 0);
+            double *p = calloc(lay.total, sizeof(double)), *g = calloc(lay.total, sizeof(double));
+            assert_non_null(p);
+            assert_non_null(g);
+            for (int i = 0; i < lay.count; i++)
+                ref_values(p + lay.t[i].off, lay.t[i].name, lay.t[i].n);
+            char cs[64], key[160];
+            snprintf(cs, sizeof cs, "%s.%s", nb_norm_name(kinds[k]), attn ? "attn" : "noattn");
+            const double loss = nb_draw_forward_f64(&m, rx->data, re->data, RB, p);
+            snprintf(key, sizeof key, "%s.loss", cs);
+            const ref_tensor *rl = ref_get(&rf, key);
+            assert_non_null(rl);
+            const double got[3] = {loss, m.rec / RB, m.kl / RB};
+            for (int j = 0; j < 3; j++)
+                if (!(fabs(got[j] - rl->data[j]) <= 1e-9 * fabs(rl->data[j]))) {
+                    print_error("%s: %s %.12g, PyTorch %.12g\n", cs,
+                                j == 0   ? "loss"
+                                : j == 1 ? "reconstruction"
+                                         : "KL",
+                                got[j], rl->data[j]);
+                    fail();
+                }
+            nb_draw_backward_f64(&m, g, p);
+            double worst = 0;
+            for (int i = 0; i < lay.count; i++) {
+                const nb_tensor *t = &lay.t[i];
+                snprintf(key, sizeof key, "%s.g.%s", cs, t->name);
+                const ref_tensor *rg = ref_get(&rf, key);
+                snprintf(key, sizeof key, "%s.gn.%s", cs, t->name);
+                const ref_tensor *rn = ref_get(&rf, key);
+                if (!rg || !rn) fail_msg("%s: no PyTorch gradient of %s", cs, t->name);
+                const size_t step = (t->n + 47) / 48;
+                assert_int_equal(rg->n, (t->n + step - 1) / step);
+                double scale = 1e-12, nrm = 0;
+                for (size_t j = 0; j < rg->n; j++)
+                    scale = fmax(scale, fabs(rg->data[j]));
+                for (size_t j = 0; j < t->n; j++)
+                    nrm += g[t->off + j] * g[t->off + j];
+                for (size_t j = 0; j < rg->n; j++) {
+                    const double a = g[t->off + j * step], b = rg->data[j];
+                    worst = fmax(worst, fabs(a - b) / scale);
+                    if (!(fabs(a - b) <= 1e-8 * scale)) {
+                        print_error("%s: d%s[%zu] %.12g, PyTorch %.12g\n", cs, t->name, j * step, a,
+                                    b);
+                        fail();
+                    }
+                }
+                if (!(fabs(sqrt(nrm) - rn->data[0]) <= 1e-9 * rn->data[0] + 1e-15)) {
+                    print_error("%s: |d%s| %.12g, PyTorch %.12g\n", cs, t->name, sqrt(nrm),
+                                rn->data[0]);
+                    fail();
+                }
+            }
+            fprintf(stderr,
+                    "# reference %-13s loss %.6f (PyTorch %.6f), %2d tensors' gradients, worst "
+                    "%.1e of the largest\n",
+                    cs, loss, rl->data[0], lay.count, worst);
+            cases++;
+            nb_draw_free_f64(&m);
+            free(p);
+            free(g);
+        }
+    assert_int_equal(cases, 12);
+    ref_free(&rf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_filterbank),     cmocka_unit_test(test_read_write),
@@ -536,6 +655,7 @@ int main(void) {
         cmocka_unit_test(test_terms),          cmocka_unit_test(test_model_gradients),
         cmocka_unit_test(test_model_refusals), cmocka_unit_test(test_model_float),
         cmocka_unit_test(test_generate),       cmocka_unit_test(test_initial_loss),
+        cmocka_unit_test(test_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

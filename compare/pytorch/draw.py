@@ -7,14 +7,18 @@ gradient norm clipped at 10.
 
 The LSTM cell is a per-step loop with the norms where nn/lstm.c puts them (as compare/pytorch/
 reader.py): one norm over the 4H input term [r, h_dec] W + b, one over h U, added, then the bias
-again, and a norm of the cell on the output path only, h = sigmoid(o) tanh(N(c)); learned
+again (with every norm, none and weight too, as nn/lstm.c: the step's pre-activation is
+x W + b + h U + b there), and a norm of the cell on the output path only, h = sigmoid(o) tanh(N(c)); learned
 initial states. The filterbanks follow nn/draw.h's formulas (pixel centres 1..A, stride
 (max(A, B) - 1) / (N - 1) exp(log d), filters normalized over their row plus 1e-8).
 
-Run with torch 2.11 (CPU) by its driver alone, not yet beside normbench (the machine with torch
-had no normbench build): every norm but batch opens and steps (batch refused, as normbench
-refuses it), --no-attention too; the initial loss at the paper's sizes is 543.5 nats with none
-and 571.3 with layer (normbench: 544.4 and 572.5 on other data and draws)."""
+Run with torch 2.11 (CPU) by its driver alone: every norm but batch opens and steps (batch
+refused, as normbench refuses it), --no-attention too; the initial loss at the paper's sizes is
+543.5 nats with none and 571.3 with layer (normbench: 544.4 and 572.5 on other data and draws).
+Beside normbench (`bench step draw --against pytorch`, Debian's torch 1.13): docs/results/draw.md.
+The model is normbench's: tests/ref/ref_draw.py runs it in float64 with given parameters, and
+tests/test_draw.c matches normbench's loss and gradients to it (tests/cli/78-draw-torch.t checks
+that this file still gives the committed numbers)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -74,7 +78,7 @@ class NormLSTMCell(nn.Module):
         xt, hu = self.W(x), self.U(h)
         if rows:
             xt, hu = self.n[0](xt), self.n[1](hu)
-        pre = xt + hu + self.W.bias if self.norm != "none" else xt + hu
+        pre = xt + hu + self.W.bias  # the bias again, as nn/lstm.c adds it at the step
         i, f, o, g = pre.chunk(4, dim=-1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(self.n[2](c) if rows else c)
@@ -142,6 +146,7 @@ class Draw(nn.Module):
             else:
                 c = c + w.view(B, SIDE, SIDE)
         rec = F.binary_cross_entropy_with_logits(c.flatten(1), x, reduction="sum")
+        self.rec, self.kl = rec.detach(), kl.detach()  # the bound's parts, summed over images
         return (rec + kl) / B
 
 
