@@ -189,8 +189,8 @@ static int bcsv_read(bcsv *c, const char *path, nb_err *err) {
     size_t len = 0;
     if (nb_read_file(path, MAX_FILE, NB_READ_REGULAR, &c->buf, &len, err) != 0) {
         if (errno == EFBIG)
-            nb_hintf(err, "a bench CSV is a few kilobytes: is this the right file?");
-        return -1;
+            return nb_hintf(err, "a bench CSV is a few kilobytes: is this the right file?");
+        return nb_hintf(err, "give the file that 'normbench bench ... --format csv' wrote");
     }
     if (len == 0) {
         nb_errf(err, "'%s' is empty", path);
