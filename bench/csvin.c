@@ -418,6 +418,12 @@ static void preamble(FILE *f, const bcsv *c, int md) {
         put_code(f, py, md);
         fputc('\n', f);
     }
+    const char *solo = cell(c, 0, "one_process_threads");
+    if (solo)
+        fprintf(f,
+                "%s--against threads: rank 0 alone with %s threads between the rounds; "
+                "vs_one_proc = ms_per_step / one_proc_ms\n",
+                pre, solo);
     const char *steps = cell(c, 0, "steps"), *batch = cell(c, 0, "batch");
     switch (c->kind) {
     case K_KERNELS:
