@@ -24,8 +24,11 @@
 #   cifar           3 steps, 1.0-1.5 s a step     1-1.5 min
 #   order          10 steps, 0.2-0.33 s a step    0.5 min
 #   reader         80 steps, 0.34-0.5 s a step    3.5-5 min
-# about 9-14 minutes in all; with STEPS=2 (to check that every command parses) about 2 minutes
-# here, mostly the warm-ups.
+# about 9-14 minutes in all. Tried with STEPS=2 on the 2-core Intel Xeon of this project, 2026-11-28
+# 04:38-05:26 UTC under a load average of 14-20 (other sessions' builds and benchmarks): every
+# command ran and its CSV showed through `bench --from`, in 605 s (mt-rnnsearch), 425 s
+# (mt-transformer), 1,548 s (cifar), 207-440 s (order) and 470 s (reader), steps 5-30 s each:
+# under such a load the times say nothing; run it quiet.
 set -u
 dry=0
 if [ "${1:-}" = "-n" ]; then dry=1; shift; fi
@@ -84,6 +87,8 @@ if [ $dry -eq 0 ]; then
 fi
 unset OPENBLAS_CORETYPE # let OpenBLAS choose its kernels (a forced older core halves sgemm)
 failed=0
+tmpfile=
+trap '[ -n "$tmpfile" ] && rm -f "$tmpfile"; exit 130' INT TERM # no half CSV left behind
 for t in "${tasks[@]}"; do
     file="$OUT/$t-bench-$CPU.csv"
     steps=$(steps_of "$t")
@@ -96,11 +101,14 @@ for t in "${tasks[@]}"; do
     start=$(date +%s)
     echo "# $t: ${cmd[*]}" >&2
     # the CSV goes to a temporary beside it and into place only when the benchmark succeeded
-    if "${cmd[@]}" >"$file.tmp" && "$NB" bench --from "$file.tmp" >&2; then
-        mv "$file.tmp" "$file"
+    tmpfile="$file.tmp"
+    if "${cmd[@]}" >"$tmpfile" && "$NB" bench --from "$tmpfile" >&2; then
+        mv "$tmpfile" "$file"
+        tmpfile=
         echo "# $t: $file written in $(($(date +%s) - start)) s; load average now $(cut -d' ' -f1 /proc/loadavg)" >&2
     else
-        rm -f "$file.tmp"
+        rm -f "$tmpfile"
+        tmpfile=
         echo "# $t: failed after $(($(date +%s) - start)) s; nothing written" >&2
         failed=1
     fi
