@@ -253,7 +253,7 @@ demo: deps $(BIN)
 
 # The documentation's generated parts (tools/mkdocs.pl): every `<!-- generated: COMMAND -->`
 # block of README.md and docs/ rewritten by running its command (report, runs, show on the
-# stores kept in docs/results/), docs/commands.md from the help texts, every relative link
+# stores kept in docs/results/; bench --from on the bench CSVs kept there), docs/commands.md from the help texts, every relative link
 # checked; first every figure is redrawn: those of the stores kept here (Fashion-MNIST, mt
 # synthetic) from their stores, data and script too, the historical ones (their stores are
 # elsewhere) by gnuplot from the data beside them.

@@ -21,7 +21,7 @@
 /* `bench step` interleaves its instances in rounds of ROUND steps or ROUND_MS milliseconds,
  * whichever ends first (at least one step) */
 enum { ROUND = 5, ROUND_MS = 250 };
-enum { FMT_TABLE, FMT_CSV, FMT_JSON };
+enum { FMT_TABLE, FMT_CSV, FMT_JSON, FMT_MD };
 enum { MAXGIVEN = 64, MAXLABELS = 8 };
 
 /* A row of `bench step` is one of the six norms, or a norm label that a task's flag records a
@@ -84,6 +84,13 @@ int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms
 int nb_bench_against(nb_bench *b, const nb_task *task, const int *norms, int nnorms,
                      const int *batches, int nbatches, int steps, int fmt);
 
+/* A kept `bench kernels|conv|step ... --format csv` file shown as bench's table (md: as Markdown,
+ * for a results page), with the machine, threads, BLAS and date it holds (bench/csvin.c). A file
+ * that is not such a CSV whole (another header or version, a row of another width, a value that
+ * is not a number where one is due, a file cut short) is refused, naming the file and the line;
+ * nothing is printed then. */
+int nb_bench_from(const nb_bench_io *io, const char *path, int md);
+
 /* ---- rows and lists ---------------------------------------------------------------------- */
 
 /* Fills b->labels from the task table. */
@@ -111,6 +118,15 @@ int nb_bench_report(const nb_bench_io *io, const nb_err *e);
 void nb_bench_set_threads(int n);
 /* The settings every timing depends on, in one line. */
 void nb_bench_settings_line(char *buf, size_t n);
+/* Where and when a benchmark ran, for its CSV (the columns machine and date, last): the processor
+ * as /proc/cpuinfo names it and the cores online ("Intel(R) Xeon(R) Processor, 2 cores"), and
+ * the UTC time it started ("2026-11-28T03:32:10Z"). */
+typedef struct nb_bench_stamp_t {
+    char machine[256], date[32];
+} nb_bench_stamp_t;
+void nb_bench_stamp(nb_bench_stamp_t *st);
+/* ",MACHINE,DATE" as CSV fields (the end of a row, before its line break). */
+void nb_bench_csv_stamp(FILE *f, const nb_bench_stamp_t *st);
 int nb_bench_cmp_double(const void *a, const void *b);
 /* The median of v[0..n) (sorted in place). */
 double nb_bench_median(double *v, int n);

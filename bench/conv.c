@@ -77,6 +77,8 @@ int nb_bench_conv(const nb_bench_io *io, int N, int rounds, int fmt) {
     if (rounds < 3) rounds = 3;
     char settings[1024];
     nb_bench_settings_line(settings, sizeof settings);
+    nb_bench_stamp_t stamp;
+    nb_bench_stamp(&stamp);
     double load0[3] = {0, 0, 0}, load1[3] = {0, 0, 0};
     if (getloadavg(load0, 3) < 0) load0[0] = -1;
     const int T = omp_get_max_threads();
@@ -89,7 +91,7 @@ int nb_bench_conv(const nb_bench_io *io, int N, int rounds, int fmt) {
                 "pass", "im2col", "wino2", "wino4", "vs_w2", "95%", "vs_w4", "95%");
     } else if (fmt == FMT_CSV) {
         fprintf(tab, "layer,count,sums,pass,im2col_ms,wino2_ms,wino4_ms,im2col_over_wino2,lo2,"
-                     "hi2,im2col_over_wino4,lo4,hi4,batch,threads,settings\n");
+                     "hi2,im2col_over_wino4,lo4,hi4,batch,threads,settings,machine,date\n");
     } else {
         fprintf(tab, "{\"settings\": ");
         nb_json_str(tab, settings);
@@ -160,6 +162,7 @@ int nb_bench_conv(const nb_bench_io *io, int N, int rounds, int fmt) {
                             L->C, L->OC, L->H, L->W, L->pad, L->count, sums, pass, med[0], med[1],
                             med[2], rmed[1], lo[1], hi[1], rmed[2], lo[2], hi[2], N, T);
                     nb_csv_field(tab, settings);
+                    nb_bench_csv_stamp(tab, &stamp);
                     fputc('\n', tab);
                 } else {
                     fprintf(tab,

@@ -148,6 +148,8 @@ int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fm
     }
     char settings[1024];
     nb_bench_settings_line(settings, sizeof settings);
+    nb_bench_stamp_t stamp;
+    nb_bench_stamp(&stamp);
     nb_rng rng;
     nb_rng_seed(&rng, 1, NB_STREAM_SYNTH);
     int first = 1;
@@ -156,7 +158,8 @@ int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fm
         fprintf(tab, "%-12s %-7s %-8s %10s %9s %9s %9s\n", "shape", "norm", "pass", "ms", "GB/s",
                 "copy GB/s", "vs copy");
     } else if (fmt == FMT_CSV) {
-        fprintf(tab, "shape,norm,pass,ms,gb_per_s,copy_gb_per_s,ratio_to_copy,threads,settings\n");
+        fprintf(tab, "shape,norm,pass,ms,gb_per_s,copy_gb_per_s,ratio_to_copy,threads,settings,"
+                     "machine,date\n");
     } else {
         fprintf(tab, "{\"settings\": ");
         nb_json_str(tab, settings);
@@ -213,6 +216,7 @@ int nb_bench_kernels(const nb_bench_io *io, const int *norms, int nnorms, int fm
                     fprintf(tab, "%s,%s,%s,%.4f,%.3f,%.3f,%.4f,%d,", shape, name, pass, t * 1e3,
                             gbs, copy_gbs, ratio, omp_get_max_threads());
                     nb_csv_field(tab, settings);
+                    nb_bench_csv_stamp(tab, &stamp);
                     fputc('\n', tab);
                 } else {
                     fprintf(
@@ -297,13 +301,16 @@ int nb_bench_kernels_cuda(const nb_bench_io *io, const int *norms, int nnorms, i
     if (nb_cuda_init(&err)) return nb_bench_report(io, &err);
     char desc[512];
     nb_cuda_describe(desc, sizeof desc);
+    nb_bench_stamp_t stamp;
+    nb_bench_stamp(&stamp);
     const char *tn = dt == NB_CUDA_F32 ? "fp32" : "bf16";
     if (fmt == FMT_TABLE) {
         fprintf(tab, "# %s; %s input/output, fp32 statistics; CUDA-event medians\n", desc, tn);
         fprintf(tab, "%-12s %-7s %-8s %10s %9s %9s %9s\n", "shape", "norm", "pass", "ms", "GB/s",
                 "copy GB/s", "vs copy");
     } else if (fmt == FMT_CSV) {
-        fprintf(tab, "shape,norm,pass,ms,gb_per_s,copy_gb_per_s,ratio_to_copy,dtype,device\n");
+        fprintf(tab, "shape,norm,pass,ms,gb_per_s,copy_gb_per_s,ratio_to_copy,dtype,device,"
+                     "machine,date\n");
     } else {
         fprintf(tab, "{\"device\": ");
         nb_json_str(tab, desc);
@@ -374,6 +381,7 @@ int nb_bench_kernels_cuda(const nb_bench_io *io, const int *norms, int nnorms, i
                     fprintf(tab, "%s,%s,%s,%.5f,%.2f,%.2f,%.4f,%s,", shape, name, pass, t, gbs,
                             cgbs, ratio, tn);
                     nb_csv_field(tab, desc);
+                    nb_bench_csv_stamp(tab, &stamp);
                     fputc('\n', tab);
                 } else {
                     fprintf(tab,

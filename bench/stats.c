@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nn/cuda/nbcuda.h"
 #include "nn/nn.h"
+#include "results/provenance.h"
 #include "run/mpi.h"
 #include "tasks/task.h"
 #include "util/json.h"
@@ -67,6 +69,29 @@ void nb_bench_settings_line(char *buf, size_t n) {
     snprintf(buf, n, "threads=%d OMP_WAIT_POLICY=%s blas=\"%s\" core=%s blas_parallel=%s",
              omp_get_max_threads(), wait && *wait ? wait : "(unset)", openblas_get_config(),
              openblas_get_corename(), p >= 0 && p <= 2 ? par[p] : "?");
+}
+
+void nb_bench_stamp(nb_bench_stamp_t *st) {
+    char cpu[200];
+    nb_cpu_model(cpu, sizeof cpu);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0)
+        snprintf(st->machine, sizeof st->machine, "%s, %ld cores", cpu[0] ? cpu : "unknown CPU",
+                 cores);
+    else
+        snprintf(st->machine, sizeof st->machine, "%s", cpu[0] ? cpu : "unknown CPU");
+    time_t now = time(NULL);
+    struct tm tm;
+    if (now == (time_t)-1 || !gmtime_r(&now, &tm) ||
+        strftime(st->date, sizeof st->date, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(st->date, sizeof st->date, "unknown");
+}
+
+void nb_bench_csv_stamp(FILE *f, const nb_bench_stamp_t *st) {
+    fputc(',', f);
+    nb_csv_field(f, st->machine);
+    fputc(',', f);
+    nb_csv_field(f, st->date);
 }
 
 int nb_bench_cmp_double(const void *a, const void *b) {

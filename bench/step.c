@@ -201,6 +201,7 @@ typedef struct step_run {
     const int *norms, *batches;
     int nnorms, nbatches, iters, fmt;
     char settings[1024];
+    nb_bench_stamp_t stamp; /* where and when (the CSV's machine and date) */
     /* data-parallel: per row, the median over steps of (time in the sums over the ranks) / (step
      * time), the median of that time, and the bytes summed per step */
     double *ar_share, *ar_ms, *ar_bytes, *comm, *scratch, *solo_ms, *ssamples;
@@ -441,7 +442,7 @@ static void step_header(step_run *s) {
     } else if (fmt == FMT_CSV) {
         fprintf(tab,
                 "task,norm,batch,ms_per_step,ms_mean,ms_std,vs_layer,steps,threads,settings,"
-                "norm_share,gflop_per_s,vs_layer_lo,vs_layer_hi%s%s\n",
+                "norm_share,gflop_per_s,vs_layer_lo,vs_layer_hi%s%s,machine,date\n",
                 b->dp ? ",ranks,allreduce_share,allreduce_ms,allreduce_bytes" : "",
                 b->vs_threads ? ",one_process_threads,one_process_ms,vs_one_process" : "");
     } else {
@@ -524,6 +525,7 @@ static void step_row(step_run *s, int bi, int i, double layer, double none, int 
             fprintf(tab, ",%d,%.6f,%.4f,%.0f", b->dist.size, ar_share[j], ar_ms[j], ar_bytes[j]);
         if (b->vs_threads)
             fprintf(tab, ",%d,%.4f,%.4f", b->solo_threads, solo_ms[j], med[j] / solo_ms[j]);
+        nb_bench_csv_stamp(tab, &s->stamp);
         fputc('\n', tab);
     } else {
         fprintf(tab,
@@ -616,6 +618,7 @@ int nb_bench_step(nb_bench *b, const nb_task *task, const int *norms, int nnorms
                     .iters = iters,
                     .fmt = fmt};
     nb_bench_settings_line(s->settings, sizeof s->settings);
+    nb_bench_stamp(&s->stamp);
     if (b->dp) {
         size_t l = strlen(s->settings);
         snprintf(s->settings + l, sizeof s->settings - l, " ranks=%d bn_statistics=%s",

@@ -264,6 +264,7 @@ typedef struct cmp_run {
     const int *norms;
     int nnorms, iters, fmt;
     char settings[1024];
+    nb_bench_stamp_t stamp; /* where and when (the CSV's machine and date) */
     pyside py;
     cmp_row *rows; /* per norm its own form, then PyTorch's extra forms of that norm */
     int nrows, nw, next_id;
@@ -295,7 +296,7 @@ static void cmp_header(cmp_run *c) {
     } else if (fmt == FMT_CSV) {
         fprintf(tab,
                 "task,norm,batch,pytorch_variant,normbench_ms,pytorch_ms,ratio,ratio_lo,ratio_hi,"
-                "steps,threads,settings,pytorch_settings,pytorch_model\n");
+                "steps,threads,settings,pytorch_settings,pytorch_model,machine,date\n");
     } else {
         fprintf(tab, "{\"settings\": ");
         nb_json_str(tab, c->settings);
@@ -467,6 +468,7 @@ static void cmp_row_print(cmp_run *c, int r, int B, int *first_p) {
         nb_csv_field(tab, py->settings);
         fputc(',', tab);
         nb_csv_field(tab, w->desc);
+        nb_bench_csv_stamp(tab, &c->stamp);
         fputc('\n', tab);
     } else {
         if (isnan(nmed)) return;
@@ -502,6 +504,7 @@ int nb_bench_against(nb_bench *b, const nb_task *task, const int *norms, int nno
     *c = (cmp_run){
         .b = b, .task = task, .norms = norms, .nnorms = nnorms, .iters = iters, .fmt = fmt};
     nb_bench_settings_line(c->settings, sizeof c->settings);
+    nb_bench_stamp(&c->stamp);
     int rc = py_start(b, &c->py, task, omp_get_max_threads());
     if (rc) {
         free(c);

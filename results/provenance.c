@@ -16,8 +16,7 @@ char *nb_hostname(char *buf, size_t size) {
     return buf;
 }
 
-/* "model name : X" from /proc/cpuinfo (x86; "Model" or "cpu model" elsewhere), or "". */
-static void cpu_model(char *out, size_t size) {
+void nb_cpu_model(char *out, size_t size) {
     out[0] = '\0';
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return;
@@ -51,7 +50,7 @@ char *nb_provenance_json(const char *compute_json) {
     int dirty = rl >= 6 && strcmp(rev + rl - 6, "-dirty") == 0;
     char host[256], cpu[256];
     nb_hostname(host, sizeof host);
-    cpu_model(cpu, sizeof cpu);
+    nb_cpu_model(cpu, sizeof cpu);
 
     key(&b, "git_rev", 1);
     nb_buf_json_str(&b, rev);

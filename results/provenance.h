@@ -19,4 +19,8 @@ char *nb_provenance_json(const char *compute_json);
  * be found. Returns buf. */
 char *nb_hostname(char *buf, size_t size);
 
+/* This machine's processor as /proc/cpuinfo names it ("model name : X" on x86, "Model" or "cpu
+ * model" elsewhere) into out (NUL-terminated); "" when it cannot be found. */
+void nb_cpu_model(char *out, size_t size);
+
 #endif

@@ -117,7 +117,7 @@ w=$(sqlite3 "$tmp/wait2.db" "select json_extract(provenance, '$.omp_wait_policy'
 check "bench step mnist csv" 0 "$NB" bench step mnist --norms layer,rms --batch 4 --steps 6 --format csv
 has "bench step csv header" "$tmp/out" '^task,norm,batch,ms_per_step,'
 has "bench step csv has rms at batch 4" "$tmp/out" '^mnist,rms,4,[0-9.]+'
-has "bench step csv ends with vs_layer's interval" "$tmp/out" '^task,norm,.*,vs_layer_lo,vs_layer_hi$'
+has "bench step csv: vs_layer's interval, then machine and date" "$tmp/out" '^task,norm,.*,vs_layer_lo,vs_layer_hi,machine,date$'
 python3 - "$tmp/out" <<'PY' && ok "rms gets an interval around its vs_layer, layer none" || not_ok "vs_layer interval"
 import csv, sys
 rows = {r["norm"]: r for r in csv.DictReader(open(sys.argv[1]))}

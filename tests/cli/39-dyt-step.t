@@ -9,8 +9,8 @@ num='[0-9]+(\.[0-9]+)?'
 while IFS='|' read -r task opts; do
     # shellcheck disable=SC2086
     check "bench step $task, default norms" 0 env OMP_NUM_THREADS=1 "$NB" bench step $task $opts --steps 2 --format csv
-    has "$task: csv with vs_layer and its interval" "$tmp/out" '^task,norm,batch,ms_per_step,.*,vs_layer,.*,vs_layer_lo,vs_layer_hi$'
-    has "$task: a dyt row with a ratio to layer and its interval" "$tmp/out" "^[a-z]+,dyt,[0-9]+,$num,.*,$num,$num\$"
+    has "$task: csv with vs_layer and its interval" "$tmp/out" '^task,norm,batch,ms_per_step,.*,vs_layer,.*,vs_layer_lo,vs_layer_hi,machine,date$'
+    has "$task: a dyt row with a ratio to layer and its interval" "$tmp/out" "^[a-z]+,dyt,[0-9]+,$num,.*,$num,$num,(\"[^\"]*\"|[^,]*),[^,]*\$"
     has "$task: a layer row" "$tmp/out" '^[a-z]+,layer,'
 done <<'TASKS'
 mnist|--batch 4

@@ -72,7 +72,7 @@ PY
     awk '$2 == "layer" && $5 == "2.000" { r = 2 / $4; s = substr($6, 1, length($6) - 1); d = r - s; if (d < 0) d = -d; exit !(d < 0.002 * r + 0.001) }' "$tmp/out" \
         && ok "ratio = 2 / normbench's median" || not_ok "ratio = 2 / normbench's median" "$(cat "$tmp/out")"
     check "fake side: csv" 0 env NORMBENCH_COMPARE_DIR="$tmp/fake" NORMBENCH_PYTHON="$py" "$NB" bench step mnist --against pytorch --batch 4 --steps 5 --norms layer --format csv
-    has "csv header" "$tmp/out" "^task,norm,batch,pytorch_variant,normbench_ms,pytorch_ms,ratio,ratio_lo,ratio_hi,steps,threads,settings,pytorch_settings,pytorch_model$"
+    has "csv header" "$tmp/out" "^task,norm,batch,pytorch_variant,normbench_ms,pytorch_ms,ratio,ratio_lo,ratio_hi,steps,threads,settings,pytorch_settings,pytorch_model,machine,date$"
     has "csv row" "$tmp/out" "^mnist,layer,4,,[0-9.]+,2\.0000,[0-9.]+,[0-9.]+,[0-9.]+,5,"
     has "csv extra row" "$tmp/out" "^mnist,layer,4,fast,[0-9.]+,4\.0000,"
     check "fake side: json" 0 env NORMBENCH_COMPARE_DIR="$tmp/fake" NORMBENCH_PYTHON="$py" "$NB" bench step mnist --against pytorch --batch 4 --steps 5 --norms layer --format json

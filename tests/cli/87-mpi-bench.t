@@ -90,9 +90,9 @@ check "mpirun -np 2 bench step mnist (csv)" 0 $MPIRUN -np 2 "$NB" bench step mni
     --batch 16 $quick --format csv
 [ "$(grep -c '^task,' "$tmp/out")" = 1 ] && ok "csv: one header (rank 0's)" || not_ok "csv headers" "$(cat "$tmp/out")"
 has "csv: the header ends with the data-parallel columns" "$tmp/out" \
-    '^task,norm,.*,vs_layer_hi,ranks,allreduce_share,allreduce_ms,allreduce_bytes$'
+    '^task,norm,.*,vs_layer_hi,ranks,allreduce_share,allreduce_ms,allreduce_bytes,machine,date$'
 want=$(python3 "$tmp/expect.py" mnist layer)
-has "csv: ranks 2, a share in (0,1), the bytes" "$tmp/out" "^mnist,layer,16,.*,2,0\.[0-9]*[1-9][0-9]*,[0-9.]+,$want\$"
+has "csv: ranks 2, a share in (0,1), the bytes" "$tmp/out" "^mnist,layer,16,.*,2,0\.[0-9]*[1-9][0-9]*,[0-9.]+,$want,(\"[^\"]*\"|[^,]*),[^,]*\$"
 
 check "mpirun -np 2 bench step mnist (table)" 0 $MPIRUN -np 2 "$NB" bench step mnist --norms layer,batch \
     --batch 2 $quick
