@@ -313,6 +313,8 @@ int cmd_bench(int argc, const char **argv) {
         cfg.task = task->name;
         cfg.dataset = task->default_dataset;
         int bad = nb_task_configure(task, &cfg, nb_norm_default(), b->given, b->ngiven, &gerr);
+        /* and their combinations (cifar's --precision bf16 on a CPU without it) */
+        if (!bad && task->finish) bad = task->finish(&cfg, b->given, b->ngiven, &gerr) != 0;
         nb_task_opts_free(&cfg);
         if (bad) return nb_usage_error("bench", "%s", gerr.msg);
     }

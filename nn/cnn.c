@@ -94,13 +94,21 @@ static void conv_forward(nb_cnn *m, const layer *L, real *out, const real *in, c
         nb_wino_forward(out, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC,
                         L->spec.pad, L->wino, m->gacc != NULL);
     else
-        nb_conv2d_forward(out, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC,
-                          L->spec.ks, L->spec.pad, m->gacc != NULL);
+        nb_conv2d_forward_prec(out, m->scratch, m->nscratch, in, w, B, L->C, L->H, L->W, L->OC,
+                               L->spec.ks, L->spec.pad, m->gacc != NULL, m->opts.precision);
 }
 
 /* Shapes, norms and parameter tensors of every layer. */
 static int plan(nb_cnn *m, const nb_cnn_spec *spec, nb_err *err) {
     int C = m->C0, H = m->H0, W = m->W0;
+    if (m->opts.precision == NB_PREC_BF16) {
+        if (m->opts.conv != NB_CONV_IM2COL)
+            return nb_errf(err, "bfloat16 products run on the im2col engine only (not Winograd)");
+#ifndef NB_F64
+        if (!nb_cpu_has_bf16())
+            return nb_errf(err, "bfloat16 products need a CPU with AVX512-BF16; this one has none");
+#endif
+    }
     for (int l = 0; l < m->nlayers; l++) {
         layer *L = &m->L[l];
         L->spec = spec[l];
@@ -616,9 +624,9 @@ void nb_cnn_backward(nb_cnn *m, const int *y) {
                 nb_wino_backward(first ? NULL : other, dw, dwd, m->scratch, m->nscratch, cur, in, w,
                                  B, L->C, L->H, L->W, L->OC, L->spec.pad, L->wino, 0);
             else
-                nb_conv2d_backward(first ? NULL : other, dw, dwd, m->dpart, m->scratch, m->nscratch,
-                                   cur, in, w, B, L->C, L->H, L->W, L->OC, L->spec.ks, L->spec.pad,
-                                   0);
+                nb_conv2d_backward_prec(first ? NULL : other, dw, dwd, m->dpart, m->scratch,
+                                        m->nscratch, cur, in, w, B, L->C, L->H, L->W, L->OC,
+                                        L->spec.ks, L->spec.pad, 0, m->opts.precision);
             if (has_weff(L) && !ga) weff_backward(m, L, m->dweff);
             real *t = cur;
             cur = other;

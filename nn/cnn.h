@@ -42,6 +42,10 @@ typedef struct nb_cnn_opts {
     int none_data_init; /* none: data-dependent init with frozen per-channel scale (WN code) */
     double leaky;       /* leaky ReLU slope (0.1) */
     int conv;           /* 3x3 convolution engine: NB_CONV_IM2COL (0), NB_CONV_WINO2/4, AUTO */
+    /* the convolutions' and dense layers' products (nn/gemm_bf16.h): NB_PREC_FP32 (0), or
+     * NB_PREC_BF16: inputs rounded to bfloat16, float accumulation (im2col only; a CPU with
+     * AVX512-BF16: nb_cnn_init refuses otherwise); weights, optimizer, norms, activations float */
+    int precision;
 } nb_cnn_opts;
 
 /* Convolution engines of the 3x3 layers (pad 0 or 1; other layers always run im2col + gemm):

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_bf16.h"
 #include "normmath.h"
 
 /* Target columns of one gemm: images whose output has fewer positions are grouped so that a
@@ -64,6 +65,22 @@ static inline int is_dense(int H, int W, int KS, int pad) {
  * one image per group. */
 static inline int is_direct(int KS, int pad, int G) {
     return KS == 1 && pad == 0 && G == 1;
+}
+
+/* One product of a convolution, alpha 1, row-major: sgemm/dgemm, or with prec NB_PREC_BF16 (float
+ * only; the double instantiation ignores it) the bfloat16 product of nn/gemm_bf16.h. */
+static inline void gemm_p(int prec, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N,
+                          int K, const real *A, int lda, const real *B, int ldb, real beta, real *C,
+                          int ldc) {
+#ifndef NB_F64
+    if (prec == NB_PREC_BF16) {
+        nb_gemm_bf16(ta == CblasTrans, tb == CblasTrans, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#else
+    (void)prec;
+#endif
+    CBLAS_GEMM(CblasRowMajor, ta, tb, M, N, K, (real)1, A, lda, B, ldb, beta, C, ldc);
 }
 
 size_t nb_conv2d_scratch(int C, int H, int W, int OC, int KS, int pad) {
@@ -160,17 +177,23 @@ static void dense_rows(real *y, const real *x, const real *a, int N, int ni, int
 
 void nb_conv2d_forward(real *out, real *scratch, int nscratch, const real *inp, const real *w,
                        int N, int C, int H, int W, int OC, int KS, int pad, int exact) {
+    nb_conv2d_forward_prec(out, scratch, nscratch, inp, w, N, C, H, W, OC, KS, pad, exact,
+                           NB_PREC_FP32);
+}
+
+void nb_conv2d_forward_prec(real *out, real *scratch, int nscratch, const real *inp, const real *w,
+                            int N, int C, int H, int W, int OC, int KS, int pad, int exact,
+                            int prec) {
     /* out (N,OC,OH,OW), inp (N,C,H,W), w (OC, C*KS*KS) */
     const int OH = H + 2 * pad - KS + 1, OW = W + 2 * pad - KS + 1;
     if (N <= 0 || OH <= 0 || OW <= 0) return;
     const size_t P = (size_t)OH * OW, K = (size_t)C * KS * KS;
     if (is_dense(H, W, KS, pad)) {
         /* out (N,OC) = inp (N,C) w^T: one multi-threaded gemm */
-        if (exact)
+        if (exact && prec != NB_PREC_BF16) /* (the bfloat16 product is per row already) */
             dense_rows(out, inp, w, N, C, OC, 0, 0);
         else
-            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, (real)1, inp, C, w, C,
-                       (real)0, out, OC);
+            gemm_p(prec, CblasNoTrans, CblasTrans, N, OC, C, inp, C, w, C, (real)0, out, OC);
         return;
     }
     const int G = exact ? 1 : group_of((int)P, N), ng = (N + G - 1) / G;
@@ -187,16 +210,16 @@ void nb_conv2d_forward(real *out, real *scratch, int nscratch, const real *inp, 
             size_t cols = (size_t)g * P;
             const real *src = inp + (size_t)n0 * C * H * W;
             if (direct) {
-                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, (int)P, (int)K, (real)1,
-                           w, (int)K, src, (int)P, (real)0, out + (size_t)n0 * OC * P, (int)P);
+                gemm_p(prec, CblasNoTrans, CblasNoTrans, OC, (int)P, (int)K, w, (int)K, src, (int)P,
+                       (real)0, out + (size_t)n0 * OC * P, (int)P);
                 continue;
             }
             for (int j = 0; j < g; j++)
                 im2col(col + (size_t)j * P, cols, src + (size_t)j * C * H * W, C, H, W, KS, pad, OH,
                        OW);
             real *dst = G > 1 ? tmp : out + (size_t)n0 * OC * P;
-            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, (int)cols, (int)K, (real)1, w,
-                       (int)K, col, (int)cols, (real)0, dst, (int)cols);
+            gemm_p(prec, CblasNoTrans, CblasNoTrans, OC, (int)cols, (int)K, w, (int)K, col,
+                   (int)cols, (real)0, dst, (int)cols);
             if (G > 1)
                 for (int j = 0; j < g; j++)
                     for (int o = 0; o < OC; o++)
@@ -216,23 +239,44 @@ static void add_to_double(double *dwd, const real *part, size_t n) {
 void nb_conv2d_backward(real *dinp, real *dw, double *dwd, double *dpart, real *scratch,
                         int nscratch, const real *dout, const real *inp, const real *w, int N,
                         int C, int H, int W, int OC, int KS, int pad, int acc) {
+    nb_conv2d_backward_prec(dinp, dw, dwd, dpart, scratch, nscratch, dout, inp, w, N, C, H, W, OC,
+                            KS, pad, acc, NB_PREC_FP32);
+}
+
+void nb_conv2d_backward_prec(real *dinp, real *dw, double *dwd, double *dpart, real *scratch,
+                             int nscratch, const real *dout, const real *inp, const real *w, int N,
+                             int C, int H, int W, int OC, int KS, int pad, int acc, int prec) {
     /* dinp (N,C,H,W), dw (OC,K), dout (N,OC,OH,OW), inp (N,C,H,W), w (OC,K) */
     const int OH = H + 2 * pad - KS + 1, OW = W + 2 * pad - KS + 1;
     if (N <= 0 || OH <= 0 || OW <= 0) return;
     const size_t P = (size_t)OH * OW, K = (size_t)C * KS * KS, HW = (size_t)H * W;
     const real beta_in = acc ? (real)1 : (real)0;
     if (is_dense(H, W, KS, pad)) {
-        if (dinp && dwd)
+        if (dinp && dwd && prec != NB_PREC_BF16)
             dense_rows(dinp, dout, w, N, OC, C, 1, acc);
         else if (dinp)
-            CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, (real)1, dout, OC, w, C,
-                       beta_in, dinp, C);
+            gemm_p(prec, CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, w, C, beta_in, dinp, C);
         if (!dwd) {
-            CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, (real)1, dout, OC, inp, C,
-                       (real)1, dw, C);
+            gemm_p(prec, CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, (real)1, dw, C);
             return;
         }
         /* per image: exact products, summed over the images in order, in double */
+#ifndef NB_F64
+        if (prec == NB_PREC_BF16) {
+            /* the same of the inputs rounded to bfloat16, as the product rounds them (the
+             * products of two bfloat16 values are exact in double) */
+#pragma omp parallel for schedule(static) if ((size_t)N * OC * C >= 65536)
+            for (int o = 0; o < OC; o++)
+                for (int n = 0; n < N; n++) {
+                    const double d = nb_bf16_round(dout[(size_t)n * OC + o]);
+                    const real *x = inp + (size_t)n * C;
+                    double *dst = dwd + (size_t)o * C;
+                    for (int c = 0; c < C; c++)
+                        dst[c] += d * (double)nb_bf16_round(x[c]);
+                }
+            return;
+        }
+#endif
 #pragma omp parallel for schedule(static) if ((size_t)N * OC * C >= 65536)
         for (int o = 0; o < OC; o++)
             for (int n = 0; n < N; n++) {
@@ -266,12 +310,12 @@ void nb_conv2d_backward(real *dinp, real *dw, double *dwd, double *dpart, real *
             const real *dy = dout + (size_t)n0 * OC * P;
             if (direct) {
                 /* dw += dy (OC,P) x^T (P,C);  dx (C,P) = w^T (C,OC) dy (OC,P) */
-                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, (int)K, (int)P, (real)1, dy,
-                           (int)P, src, (int)P, dp ? (real)0 : (real)1, dwp, (int)K);
+                gemm_p(prec, CblasNoTrans, CblasTrans, OC, (int)K, (int)P, dy, (int)P, src, (int)P,
+                       dp ? (real)0 : (real)1, dwp, (int)K);
                 if (dp) add_to_double(dp, dwp, WK);
                 if (dinp)
-                    CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)P, OC, (real)1,
-                               w, (int)K, dy, (int)P, beta_in, dinp + (size_t)n0 * C * HW, (int)P);
+                    gemm_p(prec, CblasTrans, CblasNoTrans, (int)K, (int)P, OC, w, (int)K, dy,
+                           (int)P, beta_in, dinp + (size_t)n0 * C * HW, (int)P);
                 continue;
             }
             if (G > 1) {
@@ -288,19 +332,18 @@ void nb_conv2d_backward(real *dinp, real *dw, double *dwd, double *dpart, real *
                 /* one product per image (its columns of dy and col), added in double: the sum
                  * over the images is the same whatever the grouping, threads or split */
                 for (int j = 0; j < g; j++) {
-                    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, (int)K, (int)P, (real)1,
-                               dy + (size_t)j * P, (int)cols, col + (size_t)j * P, (int)cols,
-                               (real)0, dwp, (int)K);
+                    gemm_p(prec, CblasNoTrans, CblasTrans, OC, (int)K, (int)P, dy + (size_t)j * P,
+                           (int)cols, col + (size_t)j * P, (int)cols, (real)0, dwp, (int)K);
                     add_to_double(dp, dwp, WK);
                 }
             } else {
-                CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, OC, (int)K, (int)cols, (real)1,
-                           dy, (int)cols, col, (int)cols, (real)1, dwp, (int)K);
+                gemm_p(prec, CblasNoTrans, CblasTrans, OC, (int)K, (int)cols, dy, (int)cols, col,
+                       (int)cols, (real)1, dwp, (int)K);
             }
             if (!dinp) continue;
             /* dcol (K, cols) = w^T dy, written over the column matrix, then scattered back */
-            CBLAS_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)cols, OC, (real)1, w,
-                       (int)K, dy, (int)cols, (real)0, col, (int)cols);
+            gemm_p(prec, CblasTrans, CblasNoTrans, (int)K, (int)cols, OC, w, (int)K, dy, (int)cols,
+                   (real)0, col, (int)cols);
             for (int j = 0; j < g; j++) {
                 real *dx = dinp + (size_t)(n0 + j) * C * HW;
                 if (!acc) memset(dx, 0, sizeof(real) * C * HW);

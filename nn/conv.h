@@ -33,6 +33,20 @@ void nb_conv2d_backward(NB_REAL *dinp, NB_REAL *dw, double *dwd, double *dpart, 
                         int nscratch, const NB_REAL *dout, const NB_REAL *inp, const NB_REAL *w,
                         int N, int C, int H, int W, int OC, int KS, int pad, int acc);
 
+/* The same in a precision of nn/gemm_bf16.h: NB_PREC_FP32 (the functions above), or
+ * NB_PREC_BF16 (float only; needs nb_cpu_has_bf16()): every product (forward, data gradient,
+ * weight gradient; the dense case's too) takes its inputs rounded to bfloat16 and accumulates in
+ * float (nb_gemm_bf16); with dwd the dense case's weight gradient sums the rounded inputs'
+ * products in double. The exact modes keep their promise: the bfloat16 product of a row does not
+ * depend on the rows around it. The double instantiation ignores prec. */
+void nb_conv2d_forward_prec(NB_REAL *out, NB_REAL *scratch, int nscratch, const NB_REAL *inp,
+                            const NB_REAL *w, int N, int C, int H, int W, int OC, int KS, int pad,
+                            int exact, int prec);
+void nb_conv2d_backward_prec(NB_REAL *dinp, NB_REAL *dw, double *dwd, double *dpart,
+                             NB_REAL *scratch, int nscratch, const NB_REAL *dout,
+                             const NB_REAL *inp, const NB_REAL *w, int N, int C, int H, int W,
+                             int OC, int KS, int pad, int acc, int prec);
+
 /* Winograd F(m x m, 3 x 3) convolution (nn/winograd.c), m = 2 or 4: the same contracts as
  * nb_conv2d_forward/backward for 3x3 kernels with pad 0 or 1 (nb_wino_fits), computed per m x m
  * output tile in the transformed domain (fewer multiplications; the transforms round

@@ -31,7 +31,9 @@
 #define nb_cnn_zero_grad nb_cnn_zero_grad_f64
 #define nb_col_sums nb_col_sums_f64
 #define nb_conv2d_backward nb_conv2d_backward_f64
+#define nb_conv2d_backward_prec nb_conv2d_backward_prec_f64
 #define nb_conv2d_forward nb_conv2d_forward_f64
+#define nb_conv2d_forward_prec nb_conv2d_forward_prec_f64
 #define nb_conv2d_scratch nb_conv2d_scratch_f64
 #define nb_dense_backward nb_dense_backward_f64
 #define nb_dense_forward nb_dense_forward_f64
@@ -215,7 +217,9 @@
 #undef nb_cnn_zero_grad
 #undef nb_col_sums
 #undef nb_conv2d_backward
+#undef nb_conv2d_backward_prec
 #undef nb_conv2d_forward
+#undef nb_conv2d_forward_prec
 #undef nb_conv2d_scratch
 #undef nb_dense_backward
 #undef nb_dense_forward

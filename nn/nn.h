@@ -22,6 +22,7 @@
 
 #include "util/err.h"
 #include "types.h"
+#include "gemm_bf16.h"
 #include "util/rng.h"
 #include "vtanh.h"
 

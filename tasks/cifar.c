@@ -52,6 +52,7 @@ typedef struct cifar_opts {
     int grad_sums; /* 0 example: exact sums over images (nb_cnn_exact_grads); 1 batch: float gemms
                     */
     int conv;      /* 3x3 convolution engine: 0 im2col, 1 winograd (F(2x2)), 2 winograd4, 3 auto */
+    int precision; /* the convolutions' and dense layers' products: 0 fp32, 1 bf16 */
 } cifar_opts;
 
 static const char *const axes_choices[] = {"hw", "chw", NULL};
@@ -61,6 +62,7 @@ static const char *const initpass_choices[] = {"train", "deterministic", NULL};
 static const char *const gradsums_choices[] = {"example", "batch", NULL};
 static const char *const conv_choices[] = {"im2col", "winograd", "winograd4", "auto", NULL};
 static const int conv_engines[] = {NB_CONV_IM2COL, NB_CONV_WINO2, NB_CONV_WINO4, NB_CONV_AUTO};
+static const char *const precision_choices[] = {"fp32", "bf16", NULL};
 
 static const nb_task_opt cifar_opts_decl[] = {
     {"norm-axes", NB_TOPT_CHOICE, offsetof(cifar_opts, norm_axes), "A",
@@ -90,6 +92,12 @@ static const nb_task_opt cifar_opts_decl[] = {
      "im2col's float rounding error) or F(4x4,3x3) (winograd4: fewer multiplications, about 30x); "
      "auto: per layer shape, the fastest measured by 'bench conv' (docs/speed.md#winograd)",
      conv_choices},
+    {"precision", NB_TOPT_CHOICE, offsetof(cifar_opts, precision), "fp32|bf16",
+     "the convolutions' and dense layers' products, forward and both gradients: float (fp32), or "
+     "inputs rounded to bfloat16 with float accumulation (bf16: AVX512-BF16 vdpbf16ps, refused "
+     "on a CPU without it; im2col engine only; weights, Adam, norms and activations stay float; "
+     "docs/numerics.md#bf16)",
+     precision_choices, .group = NB_GROUP_UNLESS_DEFAULT},
     {NULL},
 };
 
@@ -137,12 +145,34 @@ static int build_spec(nb_cnn_spec *s, double width) {
     return n;
 }
 
+/* --precision bf16 needs the CPU's AVX512-BF16 and the im2col engine. */
+static int cifar_finish(nb_train_cfg *cfg, const nb_given *given, int ngiven, nb_err *err) {
+    (void)given, (void)ngiven;
+    const cifar_opts *o = opts_of(cfg);
+    if (o->precision != 1) return 0;
+    if (o->conv != 0) {
+        nb_errf(err, "--precision bf16 runs on the im2col engine only, not with --conv %s",
+                conv_choices[o->conv]);
+        return nb_hintf(err, "leave --conv out (im2col), or use --precision fp32");
+    }
+    if (!nb_cpu_has_bf16()) {
+        const char *e = getenv("NB_CPU_NO_BF16");
+        nb_errf(err,
+                "--precision bf16 needs a CPU with AVX512-BF16 (the vdpbf16ps instruction); this "
+                "CPU has none%s",
+                e && *e && strcmp(e, "0") != 0 ? " (NB_CPU_NO_BF16 is set: the test hook)" : "");
+        return nb_hintf(err, "use --precision fp32 (the default)");
+    }
+    return 0;
+}
+
 static int model_init(nb_cnn *m, const nb_train_cfg *cfg, int C, int H, int W, int Bmax,
                       nb_err *err) {
     nb_cnn_spec spec[NB_CNN_MAX_LAYERS];
     const cifar_opts *o = opts_of(cfg);
     int n = build_spec(spec, o->width > 0 ? o->width : 1);
-    nb_cnn_opts opts = {o->norm_axes == 1, o->none_init == 0, 0.1, conv_engines[o->conv]};
+    nb_cnn_opts opts = {o->norm_axes == 1, o->none_init == 0, 0.1, conv_engines[o->conv],
+                        o->precision == 1 ? NB_PREC_BF16 : NB_PREC_FP32};
     nb_rng init_rng;
     nb_rng_seed(&init_rng, cfg->seed, NB_STREAM_INIT);
     if (nb_cnn_init(m, spec, n, C, H, W, 10, &cfg->norm, &opts, Bmax, &init_rng, err) != 0)
@@ -525,6 +555,7 @@ const nb_task nb_task_cifar = {
     .opts = cifar_opts_decl,
     .opts_size = sizeof(cifar_opts),
     .defaults = cifar_defaults,
+    .finish = cifar_finish,
     .data_parallel = 1,
     .train = cifar_train,
     .bench_open = cifar_bench_open,
