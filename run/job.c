@@ -497,6 +497,9 @@ static int stored_same(const nb_json_object *o, const nb_train_cfg *cfg, nb_err 
         for (int k = 0; host[k]; k++)
             skip |= strcmp(host[k], m->key) == 0;
         const char *v = nb_json_get(o, m->key);
+        /* an option recorded before it existed: rebuilt with what normbench did then */
+        const char *was = v ? NULL : nb_task_opt_legacy(nb_task_find(cfg->task), m->key);
+        skip |= was && m->is_string && strcmp(was, m->value) == 0;
         if (!skip &&
             (!v || strcmp(v, m->value) != 0 || !nb_json_get_str(o, m->key) != !m->is_string))
             rc = nb_errf(err,

@@ -86,18 +86,18 @@ static const nb_task_opt cifar_opts_decl[] = {
      "weight, gain and bias gradients summed image by image in double (example: the same for any "
      "split over threads or MPI ranks) or by float gemms over groups of images (batch: faster, "
      "last-bit differences between thread and rank counts)",
-     gradsums_choices},
+     gradsums_choices, .legacy = "batch"},
     {"conv", NB_TOPT_CHOICE, offsetof(cifar_opts, conv), "E",
      "engine of the 3x3 convolutions: im2col + sgemm; Winograd F(2x2,3x3) (winograd: about 2x "
      "im2col's float rounding error) or F(4x4,3x3) (winograd4: fewer multiplications, about 30x); "
      "auto: per layer shape, the fastest measured by 'bench conv' (docs/speed.md#winograd)",
-     conv_choices},
+     conv_choices, .legacy = "im2col"},
     {"precision", NB_TOPT_CHOICE, offsetof(cifar_opts, precision), "fp32|bf16",
      "the convolutions' and dense layers' products, forward and both gradients: float (fp32), or "
      "inputs rounded to bfloat16 with float accumulation (bf16: AVX512-BF16 vdpbf16ps, refused "
      "on a CPU without it; im2col engine only; weights, Adam, norms and activations stay float; "
      "docs/numerics.md#bf16)",
-     precision_choices, .group = NB_GROUP_UNLESS_DEFAULT},
+     precision_choices, .group = NB_GROUP_UNLESS_DEFAULT, .legacy = "fp32"},
     {NULL},
 };
 

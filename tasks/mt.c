@@ -128,23 +128,24 @@ static const nb_task_opt mt_opts_decl[] = {
      "on: every source sentence ends with <eos>, which the encoder reads and attention sees "
      "(Nematus' prepare_data, zero's vocabulary); off: no source <eos> (normbench's runs before "
      "it followed them)",
-     onoff_choices, .def = 1, .group = NB_GROUP_UNLESS_DEFAULT},
+     onoff_choices, .def = 1, .group = NB_GROUP_UNLESS_DEFAULT, .legacy = "off"},
     {"beam-rules", NB_TOPT_CHOICE, offsetof(mt_opts, beam_rules), "R",
      "beam search rules: nematus (Nematus v0.3's inference.py: a finished hypothesis is never "
      "pushed out of the beam, one still open at the length cap is scored as if <eos> followed) "
      "or simple (finished and open hypotheses compete on cost: normbench's earlier rules)",
-     beam_rules_choices, .models = "rnnsearch", .group = NB_GROUP_UNLESS_DEFAULT},
+     beam_rules_choices, .models = "rnnsearch", .group = NB_GROUP_UNLESS_DEFAULT,
+     .legacy = "simple"},
     {"decode-cap", NB_TOPT_CHOICE, offsetof(mt_opts, decode_cap), "C",
      "the most tokens a translation (test_bleu, val_bleu, translate) may have: authors (rnnsearch "
      "200 as Nematus' translation_maxlen; transformer the source length with <eos> + 50 as zero's "
      "decode_length) or longest (the longest target of every split, test references included: "
      "normbench's earlier cap, for comparing with earlier runs)",
-     decode_cap_choices, .group = NB_GROUP_UNLESS_DEFAULT},
+     decode_cap_choices, .group = NB_GROUP_UNLESS_DEFAULT, .legacy = "longest"},
     {"batch-order", NB_TOPT_CHOICE, offsetof(mt_opts, batch_order), "O",
      "the order of pairs within a maxibatch: nematus (by the longer of source and target, "
      "longest first, as Nematus' data_iterator) or target (by target, then source length, "
      "shortest first: normbench's earlier order)",
-     batch_order_choices, .group = NB_GROUP_UNLESS_DEFAULT},
+     batch_order_choices, .group = NB_GROUP_UNLESS_DEFAULT, .legacy = "target"},
     {"eval-every", NB_TOPT_INT, offsetof(mt_opts, eval_every), "N",
      "validate every N training steps (val_xent, val_bleu)", NULL, 1, 1e9, 1000},
     {"val-bleu-max", NB_TOPT_INT, offsetof(mt_opts, val_bleu_max), "N",

@@ -303,6 +303,15 @@ const char *nb_task_norm_label(const nb_task *t, const nb_train_cfg *cfg) {
     return NULL;
 }
 
+const char *nb_task_opt_legacy(const nb_task *t, const char *key) {
+    for (const nb_task_opt *o = t ? t->opts : NULL; o && o->name; o++) {
+        char k[128];
+        nb_task_opt_key(o->name, k, sizeof k);
+        if (o->legacy && strcmp(k, key) == 0) return o->legacy;
+    }
+    return NULL;
+}
+
 int nb_task_configure_stored(const nb_task *t, nb_train_cfg *cfg, int norm,
                              const nb_json_object *stored, nb_err *err) {
     /* the model first (the defaults depend on it), as a run's command line would give it */
@@ -323,9 +332,10 @@ int nb_task_configure_stored(const nb_task *t, nb_train_cfg *cfg, int norm,
         if (o->models && model && !in_csv(o->models, model)) continue; /* not in force */
         char key[128];
         nb_task_opt_key(o->name, key, sizeof key);
-        const char *v = nb_json_get(stored, key);
+        const char *v = nb_json_get(stored, key), *s = nb_json_get_str(stored, key);
+        if (!v && o->legacy && o->kind != NB_TOPT_INT && o->kind != NB_TOPT_DOUBLE)
+            v = s = o->legacy; /* recorded before the option existed: what normbench did then */
         if (!v) return nb_errf(err, "its stored configuration has no '%s'", key);
-        const char *s = nb_json_get_str(stored, key);
         int ok = 0;
         switch (o->kind) {
         case NB_TOPT_INT: {

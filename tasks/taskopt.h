@@ -54,6 +54,10 @@ typedef struct nb_task_opt {
     const char *norm_as;   /* FLAG: when on, the run's norm is recorded under this name */
     const char *alias_of;  /* ALIAS: the option it stands for */
     const char *alias_val; /* ALIAS: the value it gives; NULL: it takes a value of its own */
+    /* CHOICE, FLAG ("on"/"off"), STR: what a run recorded before the option existed did (cifar's
+     * --conv: "im2col"): such a run's stored configuration, without the key, is resumed with it;
+     * NULL: a configuration without the key is refused (recorded by another normbench) */
+    const char *legacy;
 } nb_task_opt;
 
 /* nb_task_opt.group: an option that labels the model only when it is not at its default (an
@@ -78,6 +82,10 @@ const nb_task_opt *nb_task_opt_find(const struct nb_task *t, const char *name);
  * none. */
 void nb_task_model_label(const struct nb_task *t, const struct nb_train_cfg *cfg, char *out,
                          size_t size);
+
+/* The legacy value (nb_task_opt.legacy) of task t's option whose configuration key is key, or
+ * NULL. */
+const char *nb_task_opt_legacy(const struct nb_task *t, const char *key);
 
 /* Whether name is a flag (takes no value) in any task: sweep's knowledge of which options take
  * values. *known is set when any task declares the name. */
