@@ -118,6 +118,7 @@ static void lin_fwd(const model *m, const real *P, const lin *l, real *Y, const 
         const real *b = P + l->b;
         for (int r = 0; r < n; r++) {
             real *y = Y + (size_t)r * l->out;
+#pragma omp simd
             for (int j = 0; j < l->out; j++)
                 y[j] += b[j];
         }
@@ -137,6 +138,7 @@ static void lin_bwd(model *m, real *G, const real *P, const lin *l, real *dX, co
         real *db = G + l->b;
         for (int r = 0; r < n; r++) {
             const real *dy = dY + (size_t)r * l->out;
+#pragma omp simd
             for (int j = 0; j < l->out; j++)
                 db[j] += dy[j];
         }
@@ -169,6 +171,7 @@ static void norm_bwd(const model *m, real *G, const real *P, const nsite *ns, re
                                OPT(P, ns->g), OPT(P, ns->s), st, st + n, n, m->d, 1, cfg, 0);
     } else {
         const size_t k = (size_t)n * m->d;
+#pragma omp simd
         for (size_t i = 0; i < k; i++)
             din[i] += dout[i];
     }
@@ -193,6 +196,7 @@ static inline real gelu_arg(real x) {
 
 /* t[i] = tanh(gelu_arg(h[i])) for i < n (n <= GELU_BLK) */
 static void gelu_tanh(real *t, const real *h, size_t n) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         t[i] = gelu_arg(h[i]);
 #ifdef NB_F64
@@ -210,6 +214,7 @@ static void gelu_fwd(real *a, const real *h, size_t n) {
         const size_t i0 = (size_t)bk * GELU_BLK, len = n - i0 < GELU_BLK ? n - i0 : GELU_BLK;
         real t[GELU_BLK];
         gelu_tanh(t, h + i0, len);
+#pragma omp simd
         for (size_t j = 0; j < len; j++)
             a[i0 + j] = (real)0.5 * h[i0 + j] * (1 + t[j]);
     }
@@ -223,6 +228,7 @@ static void gelu_bwd(real *da, const real *h, size_t n) {
         const size_t i0 = (size_t)bk * GELU_BLK, len = n - i0 < GELU_BLK ? n - i0 : GELU_BLK;
         real t[GELU_BLK];
         gelu_tanh(t, h + i0, len);
+#pragma omp simd
         for (size_t j = 0; j < len; j++) {
             const real x = h[i0 + j];
             const real dt = (1 - t[j] * t[j]) * (real)GELU_C * (1 + (real)(3 * 0.044715) * x * x);
@@ -272,6 +278,7 @@ static void attn_fwd(model *m, block *k, uint64_t site) {
             for (int j = 0; j <= i; j++)
                 s += row[j] = REAL_EXP(row[j] - mx);
             const real inv = 1 / s;
+#pragma omp simd
             for (int j = 0; j <= i; j++)
                 row[j] *= inv;
             for (int j = i + 1; j < T; j++)
@@ -327,6 +334,7 @@ static void attn_bwd(model *m, const block *k, uint64_t site) {
             real s = 0;
             for (int j = 0; j <= i; j++)
                 s += dr[j] * pr[j];
+#pragma omp simd
             for (int j = 0; j <= i; j++)
                 dr[j] = pr[j] * (dr[j] - s);
             for (int j = i + 1; j < T; j++)
@@ -601,6 +609,7 @@ double nb_gpt_forward(model *m, const real *P, const int *tok, const int *tgt, i
     for (int r = 0; r < N; r++) {
         const real *e = P + m->wte + (size_t)tok[r] * d, *pe = P + m->wpe + (size_t)(r % T) * d;
         real *xr = x + (size_t)r * d;
+#pragma omp simd
         for (int j = 0; j < d; j++)
             xr[j] = e[j] + pe[j];
     }
@@ -615,10 +624,12 @@ double nb_gpt_forward(model *m, const real *P, const int *tok, const int *tgt, i
             if (m->c.pre_norm) {
                 norm_fwd(m, P, ns, u, st, xin, N);
                 sub_fwd(m, P, k, l, s, u, xout);
+#pragma omp simd
                 for (size_t i = 0; i < (size_t)N * d; i++)
                     xout[i] += xin[i];
             } else {
                 sub_fwd(m, P, k, l, s, xin, u);
+#pragma omp simd
                 for (size_t i = 0; i < (size_t)N * d; i++)
                     u[i] += xin[i];
                 norm_fwd(m, P, ns, xout, st, u, N);
@@ -721,6 +732,7 @@ void nb_gpt_backward(model *m, real *G, const real *P) {
     for (int r = 0; r < N; r++) {
         real *e = G + m->wte + (size_t)m->tok[r] * d, *pe = G + m->wpe + (size_t)(r % T) * d;
         const real *g = dx + (size_t)r * d;
+#pragma omp simd
         for (int j = 0; j < d; j++) {
             e[j] += g[j];
             pe[j] += g[j];
@@ -741,15 +753,18 @@ void nb_gpt_backward(model *m, real *G, const real *P) {
 void nb_gpt_decay(const model *m, real *P, double factor) {
     const real f = (real)factor;
     size_t n = (size_t)m->V * m->d;
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         P[m->wte + i] *= f;
     n = (size_t)m->ctx * m->d;
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         P[m->wpe + i] *= f;
     for (int l = 0; l < m->L; l++) {
         const lin *ls[4] = {&m->bl[l].qkv, &m->bl[l].proj, &m->bl[l].fc, &m->bl[l].fc2};
         for (int i = 0; i < 4; i++) {
             n = (size_t)ls[i]->out * ls[i]->in;
+#pragma omp simd
             for (size_t j = 0; j < n; j++)
                 P[ls[i]->w + j] *= f;
         }
