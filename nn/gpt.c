@@ -110,19 +110,18 @@ static const real *lin_w(const model *m, const real *P, const lin *l) {
     return l->g != NO_OFF ? m->weff + l->we : P + l->w;
 }
 
-/* Y (n, out) = X (n, in) · Wᵀ + b */
+/* Y (n, out) = X (n, in) · Wᵀ + b: Y starts as the bias rows and the gemm adds to them
+ * (beta 1), so that OpenBLAS does not first zero Y (beta 0) and a second pass add b. */
 static void lin_fwd(const model *m, const real *P, const lin *l, real *Y, const real *X, int n) {
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n, l->out, l->in, 1, X, l->in,
-               lin_w(m, P, l), l->in, 0, Y, l->out);
+    real beta = 0;
     if (l->b != NO_OFF) {
         const real *b = P + l->b;
-        for (int r = 0; r < n; r++) {
-            real *y = Y + (size_t)r * l->out;
-#pragma omp simd
-            for (int j = 0; j < l->out; j++)
-                y[j] += b[j];
-        }
+        for (int r = 0; r < n; r++)
+            memcpy(Y + (size_t)r * l->out, b, sizeof(real) * (size_t)l->out);
+        beta = 1;
     }
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n, l->out, l->in, 1, X, l->in,
+               lin_w(m, P, l), l->in, beta, Y, l->out);
 }
 
 /* dX (n, in) += dY · W (when dX); dW += dYᵀ X; db += column sums of dY. */
@@ -714,10 +713,15 @@ void nb_gpt_backward(model *m, real *G, const real *P) {
             const real *u = s ? k->u2 : k->u1, *st = s ? k->st2 : k->st1;
             const real *xin = m->x[2 * l + s];
             if (m->c.pre_norm) {
-                /* x' = x + F(N(x)): dx stays, plus N's backward of F's input gradient */
-                memcpy(m->dz, dx, sizeof(real) * nd);
+                /* x' = x + F(N(x)): dx stays, plus N's backward of F's input gradient (F's
+                 * backward reads dx itself where no dropout overwrites it) */
+                real *dy = dx;
+                if (dropping(m)) {
+                    memcpy(m->dz, dx, sizeof(real) * nd);
+                    dy = m->dz;
+                }
                 memset(m->du, 0, sizeof(real) * nd);
-                sub_bwd(m, G, P, k, l, s, u, m->dz, m->du);
+                sub_bwd(m, G, P, k, l, s, u, dy, m->du);
                 norm_bwd(m, G, P, ns, dx, m->du, xin, st, N);
             } else {
                 /* x' = N(z), z = x + F(x) */
