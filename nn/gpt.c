@@ -13,6 +13,12 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__AVX512F__) && !defined(NB_F64)
+#include <immintrin.h>
+#define GPT_AVX512 1
+#else
+#define GPT_AVX512 0
+#endif
 
 #define NO_OFF ((size_t)-1)
 
@@ -110,18 +116,18 @@ static const real *lin_w(const model *m, const real *P, const lin *l) {
     return l->g != NO_OFF ? m->weff + l->we : P + l->w;
 }
 
-/* Y (n, out) = X (n, in) · Wᵀ + b */
+/* Y (n, out) = X (n, in) · Wᵀ + b: Y starts as the bias rows and the gemm adds to them
+ * (beta 1), so that OpenBLAS does not first zero Y (beta 0) and a second pass add b. */
 static void lin_fwd(const model *m, const real *P, const lin *l, real *Y, const real *X, int n) {
-    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n, l->out, l->in, 1, X, l->in,
-               lin_w(m, P, l), l->in, 0, Y, l->out);
+    real beta = 0;
     if (l->b != NO_OFF) {
         const real *b = P + l->b;
-        for (int r = 0; r < n; r++) {
-            real *y = Y + (size_t)r * l->out;
-            for (int j = 0; j < l->out; j++)
-                y[j] += b[j];
-        }
+        for (int r = 0; r < n; r++)
+            memcpy(Y + (size_t)r * l->out, b, sizeof(real) * (size_t)l->out);
+        beta = 1;
     }
+    CBLAS_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n, l->out, l->in, 1, X, l->in,
+               lin_w(m, P, l), l->in, beta, Y, l->out);
 }
 
 /* dX (n, in) += dY · W (when dX); dW += dYᵀ X; db += column sums of dY. */
@@ -137,6 +143,7 @@ static void lin_bwd(model *m, real *G, const real *P, const lin *l, real *dX, co
         real *db = G + l->b;
         for (int r = 0; r < n; r++) {
             const real *dy = dY + (size_t)r * l->out;
+#pragma omp simd
             for (int j = 0; j < l->out; j++)
                 db[j] += dy[j];
         }
@@ -169,6 +176,7 @@ static void norm_bwd(const model *m, real *G, const real *P, const nsite *ns, re
                                OPT(P, ns->g), OPT(P, ns->s), st, st + n, n, m->d, 1, cfg, 0);
     } else {
         const size_t k = (size_t)n * m->d;
+#pragma omp simd
         for (size_t i = 0; i < k; i++)
             din[i] += dout[i];
     }
@@ -193,6 +201,7 @@ static inline real gelu_arg(real x) {
 
 /* t[i] = tanh(gelu_arg(h[i])) for i < n (n <= GELU_BLK) */
 static void gelu_tanh(real *t, const real *h, size_t n) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         t[i] = gelu_arg(h[i]);
 #ifdef NB_F64
@@ -210,6 +219,7 @@ static void gelu_fwd(real *a, const real *h, size_t n) {
         const size_t i0 = (size_t)bk * GELU_BLK, len = n - i0 < GELU_BLK ? n - i0 : GELU_BLK;
         real t[GELU_BLK];
         gelu_tanh(t, h + i0, len);
+#pragma omp simd
         for (size_t j = 0; j < len; j++)
             a[i0 + j] = (real)0.5 * h[i0 + j] * (1 + t[j]);
     }
@@ -223,6 +233,7 @@ static void gelu_bwd(real *da, const real *h, size_t n) {
         const size_t i0 = (size_t)bk * GELU_BLK, len = n - i0 < GELU_BLK ? n - i0 : GELU_BLK;
         real t[GELU_BLK];
         gelu_tanh(t, h + i0, len);
+#pragma omp simd
         for (size_t j = 0; j < len; j++) {
             const real x = h[i0 + j];
             const real dt = (1 - t[j] * t[j]) * (real)GELU_C * (1 + (real)(3 * 0.044715) * x * x);
@@ -252,6 +263,81 @@ static void att_dropped(const model *m, real *out, const real *P, int b, int h, 
     }
 }
 
+/* ---- the softmax's exponential ------------------------------------------------------------
+ * e^x for the scores less their row's maximum (x <= 0), 16 lanes at a time where the target has
+ * AVX-512 (libm's scalar expf was a fifth of attention's time): x = n·ln2 + r, n = rint(x·log2 e),
+ * r by two fused steps (ln2 in two parts), e^r by Cephes expf's degree-7 polynomial (within
+ * about 1 ulp on |r| <= ln2/2), then 2^n exactly. x < -87 gives 0 (e^x < 2^-125.5 there,
+ * nothing beside a row's maximum, whose term is 1). The scalar formula does the same operations
+ * in the same order, so every lane and the tail give the same bits; the double build uses exp. */
+#define SX_LOG2E 1.44269504088896341f
+#define SX_LN2H 0.693359375f
+#define SX_LN2L -2.12194440e-4f
+#define SX_MIN -87.0f
+#define SX_P0 1.9875691500e-4f
+#define SX_P1 1.3981999507e-3f
+#define SX_P2 8.3334519073e-3f
+#define SX_P3 4.1665795894e-2f
+#define SX_P4 1.6666665459e-1f
+#define SX_P5 5.0000001201e-1f
+
+#ifndef NB_F64
+static inline float sx_exp(float x) {
+    if (!(x >= SX_MIN)) return x != x ? x : 0.0f;
+    const float n = rintf(x * SX_LOG2E);
+    float r = fmaf(n, -SX_LN2H, x);
+    r = fmaf(n, -SX_LN2L, r);
+    float p = fmaf(SX_P0, r, SX_P1);
+    p = fmaf(p, r, SX_P2);
+    p = fmaf(p, r, SX_P3);
+    p = fmaf(p, r, SX_P4);
+    p = fmaf(p, r, SX_P5);
+    const float y = fmaf(p, r * r, r) + 1.0f;
+    return ldexpf(y, (int)n);
+}
+#endif
+
+#if GPT_AVX512
+static inline __m512 sx_exp16(__m512 x) {
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(SX_LOG2E)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-SX_LN2H), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-SX_LN2L), r);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(SX_P0), r, _mm512_set1_ps(SX_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SX_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SX_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SX_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SX_P5));
+    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1));
+    const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(SX_MIN), _CMP_GE_OQ);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(_mm512_maskz_scalef_ps(live, y, n), nan, x);
+}
+#endif
+
+/* row[j] = e^(row[j] - mx) for j < n */
+static void exp_shifted(real *row, real mx, int n) {
+#ifdef NB_F64
+    for (int j = 0; j < n; j++)
+        row[j] = exp(row[j] - mx);
+#else
+    int j = 0;
+#if GPT_AVX512
+    const __m512 vm = _mm512_set1_ps(mx);
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(row + j, sx_exp16(_mm512_sub_ps(_mm512_loadu_ps(row + j), vm)));
+    if (j < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+        _mm512_mask_storeu_ps(row + j, k,
+                              sx_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), vm)));
+        j = n;
+    }
+#endif
+    for (; j < n; j++)
+        row[j] = sx_exp(row[j] - mx);
+#endif
+}
+
 static void attn_fwd(model *m, block *k, uint64_t site) {
     const int T = m->T, d = m->d, dh = m->dh, H = m->H, d3 = 3 * d;
     const real scale = (real)(1.0 / sqrt((double)dh));
@@ -268,10 +354,12 @@ static void attn_fwd(model *m, block *k, uint64_t site) {
             real *row = Pp + (size_t)i * T, mx = row[0];
             for (int j = 1; j <= i; j++)
                 mx = row[j] > mx ? row[j] : mx;
+            exp_shifted(row, mx, i + 1);
             real s = 0;
             for (int j = 0; j <= i; j++)
-                s += row[j] = REAL_EXP(row[j] - mx);
+                s += row[j];
             const real inv = 1 / s;
+#pragma omp simd
             for (int j = 0; j <= i; j++)
                 row[j] *= inv;
             for (int j = i + 1; j < T; j++)
@@ -327,6 +415,7 @@ static void attn_bwd(model *m, const block *k, uint64_t site) {
             real s = 0;
             for (int j = 0; j <= i; j++)
                 s += dr[j] * pr[j];
+#pragma omp simd
             for (int j = 0; j <= i; j++)
                 dr[j] = pr[j] * (dr[j] - s);
             for (int j = i + 1; j < T; j++)
@@ -601,6 +690,7 @@ double nb_gpt_forward(model *m, const real *P, const int *tok, const int *tgt, i
     for (int r = 0; r < N; r++) {
         const real *e = P + m->wte + (size_t)tok[r] * d, *pe = P + m->wpe + (size_t)(r % T) * d;
         real *xr = x + (size_t)r * d;
+#pragma omp simd
         for (int j = 0; j < d; j++)
             xr[j] = e[j] + pe[j];
     }
@@ -615,10 +705,12 @@ double nb_gpt_forward(model *m, const real *P, const int *tok, const int *tgt, i
             if (m->c.pre_norm) {
                 norm_fwd(m, P, ns, u, st, xin, N);
                 sub_fwd(m, P, k, l, s, u, xout);
+#pragma omp simd
                 for (size_t i = 0; i < (size_t)N * d; i++)
                     xout[i] += xin[i];
             } else {
                 sub_fwd(m, P, k, l, s, xin, u);
+#pragma omp simd
                 for (size_t i = 0; i < (size_t)N * d; i++)
                     u[i] += xin[i];
                 norm_fwd(m, P, ns, xout, st, u, N);
@@ -703,10 +795,15 @@ void nb_gpt_backward(model *m, real *G, const real *P) {
             const real *u = s ? k->u2 : k->u1, *st = s ? k->st2 : k->st1;
             const real *xin = m->x[2 * l + s];
             if (m->c.pre_norm) {
-                /* x' = x + F(N(x)): dx stays, plus N's backward of F's input gradient */
-                memcpy(m->dz, dx, sizeof(real) * nd);
+                /* x' = x + F(N(x)): dx stays, plus N's backward of F's input gradient (F's
+                 * backward reads dx itself where no dropout overwrites it) */
+                real *dy = dx;
+                if (dropping(m)) {
+                    memcpy(m->dz, dx, sizeof(real) * nd);
+                    dy = m->dz;
+                }
                 memset(m->du, 0, sizeof(real) * nd);
-                sub_bwd(m, G, P, k, l, s, u, m->dz, m->du);
+                sub_bwd(m, G, P, k, l, s, u, dy, m->du);
                 norm_bwd(m, G, P, ns, dx, m->du, xin, st, N);
             } else {
                 /* x' = N(z), z = x + F(x) */
@@ -721,6 +818,7 @@ void nb_gpt_backward(model *m, real *G, const real *P) {
     for (int r = 0; r < N; r++) {
         real *e = G + m->wte + (size_t)m->tok[r] * d, *pe = G + m->wpe + (size_t)(r % T) * d;
         const real *g = dx + (size_t)r * d;
+#pragma omp simd
         for (int j = 0; j < d; j++) {
             e[j] += g[j];
             pe[j] += g[j];
@@ -741,15 +839,18 @@ void nb_gpt_backward(model *m, real *G, const real *P) {
 void nb_gpt_decay(const model *m, real *P, double factor) {
     const real f = (real)factor;
     size_t n = (size_t)m->V * m->d;
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         P[m->wte + i] *= f;
     n = (size_t)m->ctx * m->d;
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         P[m->wpe + i] *= f;
     for (int l = 0; l < m->L; l++) {
         const lin *ls[4] = {&m->bl[l].qkv, &m->bl[l].proj, &m->bl[l].fc, &m->bl[l].fc2};
         for (int i = 0; i < 4; i++) {
             n = (size_t)ls[i]->out * ls[i]->in;
+#pragma omp simd
             for (size_t j = 0; j < n; j++)
                 P[ls[i]->w + j] *= f;
         }
