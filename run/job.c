@@ -48,7 +48,7 @@ typedef struct run_ctx {
     const char *db;          /* the store's path: checkpoints live beside it */
     const char *argv_rec;    /* the command line, recorded (shown; a legacy store's run has no
                                 hosting recorded: a resume reads its hosting options from it) */
-    const char *hosting_rec; /* how the process hosting it is set up, recorded (a resume's) */
+    const char *hosting_rec; /* its hosting, recorded (a resume reads it) */
     char ckpt[4096];         /* this run's checkpoint file, once known */
     char model[4096];        /* this run's model directory, once made */
     char store_id[40];       /* the store's id, recorded in every checkpoint */
