@@ -62,7 +62,8 @@ int nb_run_job_build(int argc, const char **argv, nb_job *j);
  * nb_job_hosting_json; no data_dir: this process's default data directory). Returns 0, or an
  * exit status after the message. */
 int nb_run_job_from_config(const char *config, const char *hosting, nb_job *j);
-/* The hosting options of a stored run's recorded arguments (run/job.h's nb_job_host_fn; no
+/* The hosting options of a legacy store's run from its recorded arguments (run/job.h's
+ * nb_job_host_fn, nb_job_stored_hosting's fallback for a run recorded without "hosting"; no
  * data_dir when none was given). */
 void nb_hosting_from_args(int argc, const char **argv, nb_job_hosting *h);
 /* The job of `run --resume ID --db DB` (from_scratch, quiet: its options), built from the store

@@ -36,10 +36,13 @@ static const char run_usage[] =
     "epoch (beside the store, in DB-checkpoints/; lm's also where Ctrl-C stops it, mid-epoch);\n"
     "'normbench run --resume RUN' continues an interrupted or crashed run from it, bit-exactly\n"
     "(a checkpoint of another store or run is refused; one run is resumed by one process at a\n"
-    "time); --from-scratch starts it over under its id instead. A run an earlier normbench\n"
-    "recorded before one of its task's options existed resumes as that normbench ran it (cifar:\n"
-    "--conv im2col --precision fp32 --grad-sums batch; mt: --src-eos off --beam-rules simple\n"
-    "--decode-cap longest --batch-order target). Under 'mpirun -np N' the run\n"
+    "time); --from-scratch starts it over under its id instead. A resumed run keeps the\n"
+    "configuration and hosting (--data-dir, --threads, --quiet, --no-fetch, --device, --bn-sync)\n"
+    "the store recorded for it (a legacy store's run, recorded before its hosting was: the\n"
+    "options of its recorded command line); one recorded before one of its task's options\n"
+    "existed resumes as that normbench ran it (cifar: --conv im2col --precision fp32\n"
+    "--grad-sums batch; mt: --src-eos off --beam-rules simple --decode-cap longest\n"
+    "--batch-order target). Under 'mpirun -np N' the run\n"
     "trains over N ranks, each on its rows (mt:\n"
     "its sentences) of every batch (data-parallel; --bn-sync for BatchNorm over the global\n"
     "batch: mnist and cifar), and\n"
@@ -531,11 +534,11 @@ int nb_run_check_args(int argc, const char **argv) {
     return rc;
 }
 
-/* A stored run's hosting options from its recorded arguments (cmd.h): --db,
+/* A legacy store's run's hosting options from its recorded arguments (cmd.h): --db,
  * --data-dir, --threads, --quiet, --no-fetch, --device and --bn-sync, each as `run` parses it;
  * every other option is passed over (with its value when it takes one). A recorded --data-dir
- * wins over NORMBENCH_DATA, as it did for the run; without one, the default in force now. The
- * store records these options nowhere else. */
+ * wins over NORMBENCH_DATA, as it did for the run; without one, the default in force now. A run
+ * recorded since normbench records its hosting (param "hosting") is never read this way. */
 void nb_hosting_from_args(int argc, const char **argv, nb_job_hosting *h) {
     memset(h, 0, sizeof *h); /* data_dir NULL: not given */
     for (int i = 0; i < argc; i++) {
@@ -569,12 +572,6 @@ void nb_hosting_from_args(int argc, const char **argv, nb_job_hosting *h) {
     }
 }
 
-/* nb_hosting_from_args with the data directory in force when none was given (nb_job_host_fn). */
-static void host_recorded(int argc, const char **argv, nb_job_hosting *h) {
-    nb_hosting_from_args(argc, argv, h);
-    if (!h->data_dir) h->data_dir = nb_default_data_dir();
-}
-
 int nb_run_load_config(const char *db, int64_t id, nb_job *j, char *model, size_t model_size,
                        nb_ckpt_ident *ident) {
     nb_err err;
@@ -592,23 +589,17 @@ int nb_run_load_config(const char *db, int64_t id, nb_job *j, char *model, size_
                d->info.status);
         goto out;
     }
-    const char *rec = "";
-    for (int i = 0; i < d->nparams; i++)
-        if (strcmp(d->params[i].key, "argv") == 0) rec = d->params[i].value;
-    char *args = strdup(rec);
-    if (!args) {
+    /* hosted as it was (its stored hosting; no data directory given: the default in force) */
+    char *hosting = nb_job_stored_hosting(d, nb_hosting_from_args);
+    if (!hosting) {
         nb_die("out of memory");
         goto out;
     }
-    const char **argv;
-    int argc;
     nb_job_hosting h;
-    if (nb_job_take_args(j, args, &argv, &argc, &err) != 0) {
-        nb_report_err(&err);
-        goto out;
-    }
-    host_recorded(argc, argv, &h);
-    if (!d->config || nb_job_from_config(j, d->config, &h, &err) != 0) {
+    int hrc = nb_job_hosting_read(j, hosting, &h, &err);
+    free(hosting);
+    if (hrc == 0 && !h.data_dir) h.data_dir = nb_default_data_dir();
+    if (hrc != 0 || !d->config || nb_job_from_config(j, d->config, &h, &err) != 0) {
         if (!d->config) nb_errf(&err, "it has no stored configuration");
         nb_die("run %lld's configuration cannot be rebuilt: %s", (long long)id, err.msg);
         rc = NB_EXIT_USAGE;
@@ -661,7 +652,7 @@ int nb_run_parse(int argc, const char **argv, nb_job *j) {
     j->bn_sync = a.bn_sync;
     j->data_dir_given = a.data_dir_given;
     free(j->args);
-    j->args = join_argv(argc - 1, argv + 1); /* recorded (a resume reads its hosting options) */
+    j->args = join_argv(argc - 1, argv + 1); /* recorded, shown (its hosting: nb_job_hosting_of) */
     return 0;
 }
 
@@ -721,7 +712,8 @@ int nb_run_job_from_config(const char *config, const char *hosting, nb_job *j) {
 
 int nb_run_job_resume(const char *db, int64_t id, int from_scratch, int quiet, nb_job *j) {
     nb_job_init(j, &run_io);
-    int rc = nb_job_from_store(j, db, id, from_scratch, quiet, host_recorded);
+    int rc = nb_job_from_store(j, db, id, from_scratch, quiet, nb_default_data_dir(),
+                               nb_hosting_from_args);
     if (rc == 0) nb_note_blas_core();
     return rc;
 }
@@ -745,7 +737,8 @@ static int resume_job(int argc, const char **argv, nb_job *j) {
         return prc;
     }
     j->db = nb_default_db(); /* where the run is read from when --db is not given */
-    return nb_job_from_store(j, db, resume_id, from_scratch, quiet, host_recorded);
+    return nb_job_from_store(j, db, resume_id, from_scratch, quiet, nb_default_data_dir(),
+                             nb_hosting_from_args);
 }
 
 /* `run`: the job from the command line or the store, executed. */

@@ -290,8 +290,10 @@ static int rank_job(const nb_mpi_job *mj, const char *ckpt, const nb_run_rec *re
         j.tag = mj->tag;
         j.variant = mj->variant;
         free(j.args);
+        free(j.hosting);
         j.args = strdup(mj->args);
-        if (!j.args) code = nb_die("out of memory");
+        j.hosting = strdup(mj->host); /* as rank 0 built it: a data directory only when given */
+        if (!j.args || !j.hosting) code = nb_die("out of memory");
     }
     if (code == 0) {
         nb_job_host(&j, rec, stop, mj->resume_run, mj->resume_step, &mj->ident, ckpt);
@@ -344,9 +346,9 @@ static int new_job_msg(job *jb, const char *db, const char *threads_buf, nb_mpi_
 
 /* What job jb runs (for rank 0's thread or another rank), into mj (its texts newly allocated:
  * job_msg_free): a new run's configuration (new_job_msg); a run to resume's stored
- * configuration and recorded arguments, with this store and --quiet as its hosting options, the
- * claim of it (rank 0 is the process that records it) and its checkpoint's path (mj->ckpt =
- * ckpt; NULL: it starts over). Returns 0, or -1 (the job failed here, said). */
+ * configuration and stored hosting, with this store and --quiet in it, the claim of it (rank 0
+ * is the process that records it) and its checkpoint's path (mj->ckpt = ckpt; NULL: it starts
+ * over). Returns 0, or -1 (the job failed here, said). */
 static int prepare_job(nb_store *store, job *jb, const char *db, const char *threads_buf,
                        nb_mpi_job *mj, char *ckpt, size_t size) {
     nb_err err;
@@ -357,17 +359,19 @@ static int prepare_job(nb_store *store, job *jb, const char *db, const char *thr
     if (!jb->run) return new_job_msg(jb, db, threads_buf, mj);
     int64_t step = 0;
     int scratch = !has_checkpoint(db, jb->run);
-    char *rec = NULL;
-    if (nb_job_resume_prepare(store, db, jb->run, scratch, &rec, &mj->config, ckpt, size, &step,
-                              &mj->ident, NULL, NULL, &err) != 0)
+    char *stored = NULL;
+    if (nb_job_resume_prepare(store, db, jb->run, scratch, nb_hosting_from_args, &stored,
+                              &mj->config, ckpt, size, &step, &mj->ident, NULL, NULL, &err) != 0)
         return nb_report_err(&err), -1;
-    /* the hosting options in force: its recorded ones (without a --data-dir, each rank's
-     * default), into this store, quietly */
-    mj->args = rec;
-    mj->host = nb_job_recorded_hosting(rec, nb_hosting_from_args, db, 1);
-    if (!mj->host) {
+    /* the hosting in force: its stored one (without a --data-dir, each rank's default), into
+     * this store, quietly; a resumed run records no arguments */
+    mj->host = nb_job_hosting_rehost(stored, db, 1, &err);
+    free(stored);
+    mj->args = strdup("");
+    if (!mj->host || !mj->args) {
         job_msg_free(mj);
-        return nb_die("out of memory"), -1;
+        if (!err.msg[0]) nb_errf(&err, "out of memory");
+        return nb_report_err(&err), -1;
     }
     if (nb_run_resume(store, jb->run, step, &err) != 0) {
         job_msg_free(mj);

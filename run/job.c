@@ -44,14 +44,15 @@ typedef struct run_ctx {
     int64_t run_id;
     int created;
     const char *tag, *variant;
-    char model_label[128]; /* the task's model label (tag "model"), "" when it has none */
-    const char *db;        /* the store's path: checkpoints live beside it */
-    const char
-        *argv_rec;     /* the command line, recorded (shown; a resume reads its hosting options) */
-    char ckpt[4096];   /* this run's checkpoint file, once known */
-    char model[4096];  /* this run's model directory, once made */
-    char store_id[40]; /* the store's id, recorded in every checkpoint */
-    nb_ckpt_ident ident; /* what this run's checkpoints belong to, once known */
+    char model_label[128];   /* the task's model label (tag "model"), "" when it has none */
+    const char *db;          /* the store's path: checkpoints live beside it */
+    const char *argv_rec;    /* the command line, recorded (shown; a legacy store's run has no
+                                hosting recorded: a resume reads its hosting options from it) */
+    const char *hosting_rec; /* its hosting, recorded (a resume reads it) */
+    char ckpt[4096];         /* this run's checkpoint file, once known */
+    char model[4096];        /* this run's model directory, once made */
+    char store_id[40];       /* the store's id, recorded in every checkpoint */
+    nb_ckpt_ident ident;     /* what this run's checkpoints belong to, once known */
     int have_ident;
     int quiet;
     const nb_job_io *io; /* the job's messages and progress */
@@ -198,6 +199,10 @@ static int ensure_run(run_ctx *c, nb_err *err) {
     if (c->variant && c->rec->tag(c->rec->ctx, c->run_id, "variant", c->variant, err) != 0)
         return -1;
     if (c->model_label[0] && c->rec->tag(c->rec->ctx, c->run_id, "model", c->model_label, err) != 0)
+        return -1;
+    /* the hosting before the command line: a run whose command line is recorded has both */
+    if (c->hosting_rec &&
+        c->rec->param(c->rec->ctx, c->run_id, "hosting", c->hosting_rec, err) != 0)
         return -1;
     if (c->argv_rec && c->rec->param(c->rec->ctx, c->run_id, "argv", c->argv_rec, err) != 0)
         return -1;
@@ -551,21 +556,43 @@ int nb_job_take_args(nb_job *j, char *args, const char ***argvp, int *argcp, nb_
     return 0;
 }
 
-char *nb_job_recorded_hosting(const char *args, nb_job_host_fn host, const char *db, int quiet) {
+char *nb_job_stored_hosting(const nb_run_detail *d, nb_job_host_fn legacy) {
+    const char *hosting = NULL, *args = "";
+    for (int i = 0; i < d->nparams; i++)
+        if (strcmp(d->params[i].key, "hosting") == 0)
+            hosting = d->params[i].value;
+        else if (strcmp(d->params[i].key, "argv") == 0)
+            args = d->params[i].value;
+    if (hosting) return strdup(hosting);
+    /* A legacy store: its runs were recorded with their command line alone (separated by \x1f),
+     * whose hosting options legacy reads (a run recorded without one: the defaults). */
     nb_job tmp;
     nb_job_init(&tmp, NULL);
     nb_err err;
     nb_err_clear(&err);
-    char *copy = strdup(args ? args : "");
+    char *copy = strdup(args);
     const char **argv;
     int argc;
     char *json = NULL;
     if (copy && nb_job_take_args(&tmp, copy, &argv, &argc, &err) == 0) {
         nb_job_hosting h;
-        host(argc, argv, &h);
+        memset(&h, 0, sizeof h);
+        if (legacy) legacy(argc, argv, &h);
+        json = nb_job_hosting_json(&h);
+    }
+    nb_job_free(&tmp);
+    return json;
+}
+
+char *nb_job_hosting_rehost(const char *hosting, const char *db, int quiet, nb_err *err) {
+    nb_job tmp;
+    nb_job_init(&tmp, NULL);
+    nb_job_hosting h;
+    char *json = NULL;
+    if (nb_job_hosting_read(&tmp, hosting, &h, err) == 0) {
         if (db) h.db = db;
         h.quiet |= quiet;
-        json = nb_job_hosting_json(&h);
+        if (!(json = nb_job_hosting_json(&h))) nb_errf(err, "out of memory");
     }
     nb_job_free(&tmp);
     return json;
@@ -653,13 +680,14 @@ int nb_job_from_config(nb_job *j, const char *config, const nb_job_hosting *h, n
     return stored_same(o, cfg, err);
 }
 
-int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **args,
-                          char **config, char *ckpt, size_t ckpt_size, int64_t *ckpt_step,
-                          nb_ckpt_ident *ident, int64_t *ranks, int64_t *bn_groups, nb_err *err) {
+int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch,
+                          nb_job_host_fn legacy, char **hosting, char **config, char *ckpt,
+                          size_t ckpt_size, int64_t *ckpt_step, nb_ckpt_ident *ident,
+                          int64_t *ranks, int64_t *bn_groups, nb_err *err) {
     nb_store *s = open;
     nb_run_detail *d = NULL;
     int rc = NB_EXIT_FAIL;
-    *args = *config = NULL;
+    *hosting = *config = NULL;
     if ((!s && nb_store_open(&s, db, 1, err) != 0) || nb_run_get(s, id, &d, err) != 0) goto out;
     if (strcmp(d->info.status, "finished") == 0) {
         nb_errf(err, "run %lld finished already: there is nothing to resume", (long long)id);
@@ -672,11 +700,6 @@ int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_s
                 (long long)id, (long long)d->info.pid, d->info.host);
         goto out;
     }
-    /* the recorded command line: how the process hosting the run was set up (--data-dir,
-     * --threads, ...); a run recorded without one is hosted as the defaults say */
-    const char *rec = "";
-    for (int i = 0; i < d->nparams; i++)
-        if (strcmp(d->params[i].key, "argv") == 0) rec = d->params[i].value;
     if (!d->config || !d->config[0]) {
         nb_errf(err, "run %lld has no stored configuration: it cannot be resumed", (long long)id);
         goto out;
@@ -705,11 +728,12 @@ int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_s
             goto out;
         *ckpt_step = st.step;
     }
-    *args = strdup(rec);
+    /* how the process hosting the run was set up (--data-dir, --threads, ...) */
+    *hosting = nb_job_stored_hosting(d, legacy);
     *config = strdup(d->config);
-    if (!*args || !*config) {
-        free(*args), free(*config);
-        *args = *config = NULL;
+    if (!*hosting || !*config) {
+        free(*hosting), free(*config);
+        *hosting = *config = NULL;
         nb_errf(err, "out of memory");
         goto out;
     }
@@ -759,24 +783,25 @@ void nb_job_free(nb_job *j) {
     nb_json_object_free(&j->stored);
     nb_json_object_free(&j->hosted);
     free(j->args);
+    free(j->hosting);
     free(j->strings);
     free((void *)j->argv_store);
     free(j->resume_bytes);
-    j->args = j->strings = j->resume_bytes = NULL;
+    j->args = j->hosting = j->strings = j->resume_bytes = NULL;
     j->argv_store = NULL;
 }
 
 /* ---- from the store ------------------------------------------------------------------------ */
 
-/* A data-parallel resume: rank 0's findings (rrc, *args, *config, the checkpoint's step,
+/* A data-parallel resume: rank 0's findings (rrc, *hosting, *config, the checkpoint's step,
  * identity and training) and the checkpoint's bytes to every rank. Returns an exit status. */
-static int share_resume(nb_job *j, int rrc, char **args, char **config) {
+static int share_resume(nb_job *j, int rrc, char **hosting, char **config) {
     const int dp_rank = nb_mpi_rank();
     nb_mpi_resume sh;
     memset(&sh, 0, sizeof sh);
     sh.rc = rrc;
     if (dp_rank == 0 && rrc == 0) {
-        sh.args = *args;
+        sh.hosting = *hosting;
         sh.config = *config;
         sh.step = j->resume_step;
         sh.ident = j->resume_ident;
@@ -785,11 +810,11 @@ static int share_resume(nb_job *j, int rrc, char **args, char **config) {
     }
     rrc = nb_mpi_share_resume(&sh,
                               dp_rank == 0 && rrc == 0 && !j->from_scratch ? j->resume_ckpt : NULL);
-    if (sh.args != *args) free(*args);
+    if (sh.hosting != *hosting) free(*hosting);
     if (sh.config != *config) free(*config);
-    *args = sh.args;
+    *hosting = sh.hosting;
     *config = sh.config;
-    if (rrc == 0 && (!*args || !*config)) {
+    if (rrc == 0 && (!*hosting || !*config)) {
         say(&j->io, "error: out of memory\n");
         rrc = NB_EXIT_FAIL;
     }
@@ -811,9 +836,9 @@ static int share_resume(nb_job *j, int rrc, char **args, char **config) {
 }
 
 int nb_job_from_store(nb_job *j, const char *db, int64_t id, int from_scratch, int quiet,
-                      nb_job_host_fn host) {
+                      const char *data_dir, nb_job_host_fn legacy) {
     const int dp_rank = j->dp ? nb_mpi_rank() : 0;
-    char *args = NULL, *config = NULL;
+    char *hosting = NULL, *config = NULL;
     int rrc = 0;
     j->resume_run = id;
     j->from_scratch = from_scratch;
@@ -823,9 +848,9 @@ int nb_job_from_store(nb_job *j, const char *db, int64_t id, int from_scratch, i
     if (dp_rank == 0) {
         nb_err err;
         nb_err_clear(&err);
-        rrc = nb_job_resume_prepare(NULL, j->db, id, from_scratch, &args, &config, j->resume_ckpt,
-                                    sizeof j->resume_ckpt, &j->resume_step, &j->resume_ident,
-                                    &j->resume_ranks, &j->resume_bn_groups, &err);
+        rrc = nb_job_resume_prepare(NULL, j->db, id, from_scratch, legacy, &hosting, &config,
+                                    j->resume_ckpt, sizeof j->resume_ckpt, &j->resume_step,
+                                    &j->resume_ident, &j->resume_ranks, &j->resume_bn_groups, &err);
         if (rrc) say_err(&j->io, &err);
     }
     if (j->dp) { /* every rank resumes this run */
@@ -833,27 +858,25 @@ int nb_job_from_store(nb_job *j, const char *db, int64_t id, int from_scratch, i
         snprintf(what, sizeof what, "resumes run %lld%s", (long long)id,
                  from_scratch ? " from scratch" : "");
         if ((rrc = nb_mpi_setup_agree(NB_MPI_START, rrc, what)) != 0) {
-            free(args), free(config);
+            free(hosting), free(config);
             return rrc;
         }
         /* ... and gives every rank what it found, the checkpoint's bytes too */
-        rrc = share_resume(j, rrc, &args, &config);
+        rrc = share_resume(j, rrc, &hosting, &config);
     }
     if (rrc) {
-        free(args), free(config);
+        free(hosting), free(config);
         return rrc;
     }
-    /* how it trains: its stored configuration; how this process hosts it: the options of its
-     * recorded command line that say so (host), with quiet in force */
+    /* how it trains: its stored configuration; how this process hosts it: its stored hosting
+     * (a data directory not given: this process's default), with quiet in force */
     nb_err err;
     nb_err_clear(&err);
-    const char **argv;
-    int argc;
-    nb_job_hosting h = {0};
-    int brc = nb_job_take_args(j, args, &argv, &argc, &err);
-    if (brc == 0 && host) host(argc, argv, &h);
-    if (brc == 0) brc = nb_job_from_config(j, config, host ? &h : NULL, &err);
-    free(config);
+    nb_job_hosting h;
+    int brc = nb_job_hosting_read(j, hosting, &h, &err);
+    if (brc == 0 && !h.data_dir) h.data_dir = data_dir;
+    if (brc == 0) brc = nb_job_from_config(j, config, &h, &err);
+    free(hosting), free(config);
     if (brc != 0) {
         nb_err was = err;
         nb_errf(&err, "run %lld cannot be resumed: %.900s", (long long)id, was.msg);
@@ -881,7 +904,7 @@ typedef struct job_run {
     nb_dist dist;
     nb_run_rec local, none;
     nb_store_rec local_ctx;
-    char *json, *compute;
+    char *json, *compute, *hosting;
     char resume_copy[4096]; /* a data-parallel rank's copy of rank 0's checkpoint */
 } job_run;
 
@@ -1041,6 +1064,13 @@ static int exec_sink(job_run *r) {
     nb_task_model_label(nb_task_find(cfg->task), cfg, ctx->model_label, sizeof ctx->model_label);
     ctx->db = j->db;
     ctx->argv_rec = j->args;
+    if (!j->resume_run && !j->hosting) { /* a new run records how it is hosted */
+        nb_job_hosting h;
+        nb_job_hosting_of(j, &h);
+        if (!(r->hosting = nb_job_hosting_json(&h)))
+            return say_err(&j->io, &(nb_err){.msg = "out of memory"});
+    }
+    if (!j->resume_run) ctx->hosting_rec = j->hosting ? j->hosting : r->hosting;
     ctx->quiet = r->quiet;
     ctx->io = &j->io;
     if (j->io.progress_begin) j->io.progress_begin(j->io.ctx, r->quiet);
@@ -1198,6 +1228,7 @@ int nb_job_exec(nb_job *j) {
     nb_mpi_ckpt_copy_drop(r->resume_copy);
     free(r->json);
     free(r->compute);
+    free(r->hosting);
     nb_store_close(r->ctx.store);
     free(r);
     return rc;

@@ -12,8 +12,8 @@
  *   command line;
  * - from the store: nb_job_from_store reads a run to resume (its claimability, checkpoint and
  *   identity, and through util/json.h's reader its stored configuration, from which the
- *   training configuration is rebuilt: nb_job_from_config), also for every rank of a
- *   data-parallel run;
+ *   training configuration is rebuilt: nb_job_from_config, and its stored hosting, param
+ *   "hosting": nb_job_stored_hosting), also for every rank of a data-parallel run;
  * - nb_job_exec trains it and records it.
  *
  * The run layer prints nothing itself: its messages go through the job's nb_job_io (cmd/ prints
@@ -89,6 +89,8 @@ typedef struct nb_job {
     int no_fetch;  /* never download the dataset */
     int bn_sync;   /* data-parallel BatchNorm over the global batch */
     char *args;    /* the arguments as recorded (separated by \x1f), for the store's "argv" */
+    char *hosting; /* a new run's hosting as recorded (param "hosting": nb_job_hosting_json);
+                      NULL: nb_job_hosting_of's */
     char *strings; /* storage the strings above point into, when the job owns it */
     const char **argv_store; /* likewise, the argument vector they were parsed from */
     nb_json_object stored;   /* a resumed run's stored configuration (cfg's strings point in) */
@@ -141,14 +143,20 @@ int nb_job_hosting_read(nb_job *j, const char *json, nb_job_hosting *h, nb_err *
 
 /* How cmd/ reads, from a stored run's recorded arguments (argv[0..argc), "run" not among
  * them), the options that say how the process hosting it is set up (--db, --data-dir,
- * --threads, --quiet, --no-fetch, --device, --bn-sync) into h: the store records them nowhere
- * else. The run's configuration never comes from them. */
+ * --threads, --quiet, --no-fetch, --device, --bn-sync) into h: only for a run of a legacy store,
+ * recorded before its hosting was (nb_job_stored_hosting). The run's configuration never comes
+ * from them. */
 typedef void (*nb_job_host_fn)(int argc, const char **argv, nb_job_hosting *h);
 
-/* The hosting of a stored run as its recorded arguments args say (separated by \x1f, "run" not
- * among them) through host, recording into db (NULL: the recorded one), quiet when quiet: JSON
- * (nb_job_hosting_json), newly allocated; NULL when out of memory. */
-char *nb_job_recorded_hosting(const char *args, nb_job_host_fn host, const char *db, int quiet);
+/* The hosting stored run d recorded (param "hosting", nb_job_hosting_json), newly allocated. A
+ * run of a legacy store, recorded before normbench recorded its hosting, has it read from its
+ * recorded arguments (param "argv") through legacy (NULL, or a run with neither: the defaults):
+ * the one place a recorded command line is read. NULL when out of memory. */
+char *nb_job_stored_hosting(const nb_run_detail *d, nb_job_host_fn legacy);
+
+/* The hosting hosting (nb_job_hosting_json) recording into db instead (NULL: as it says), quiet
+ * when quiet: newly allocated. Returns NULL with err when it is not valid or out of memory. */
+char *nb_job_hosting_rehost(const char *hosting, const char *db, int quiet, nb_err *err);
 
 /* Splits a run's recorded arguments args (separated by \x1f; newly allocated, owned by j from
  * here; NULL: none) into *argv, *argc (kept by j). Returns 0, or -1 with err. */
@@ -170,12 +178,13 @@ char *nb_job_config_json(const nb_job *j);
 
 /* The run id of store db (NULL: j->db) to resume (from_scratch: start it over under its id;
  * quiet: no progress), built into j: the run's claimability and checkpoint (its identity
- * checked), and nb_job_from_config from its stored configuration, hosted as its recorded
- * arguments say (host; then quiet, and this store). For a
- * data-parallel job (j->dp) rank 0 alone reads the store and the checkpoint and sends them to
+ * checked), and nb_job_from_config from its stored configuration, hosted as its stored hosting
+ * says (nb_job_stored_hosting, legacy for a legacy store's run; a data directory not given:
+ * data_dir, this process's default; then quiet, and this store). For a data-parallel job
+ * (j->dp) rank 0 alone reads the store and the checkpoint and sends them, with the hosting, to
  * the other ranks. Returns 0 or an exit status after the message. */
 int nb_job_from_store(nb_job *j, const char *db, int64_t id, int from_scratch, int quiet,
-                      nb_job_host_fn host);
+                      const char *data_dir, nb_job_host_fn legacy);
 
 /* Makes j (built from arguments) a job of another command (a sweep's, also on another MPI
  * rank): it records through rec, stops when *stop is set, prints no result line; resume_run > 0:
@@ -192,13 +201,14 @@ int nb_job_exec(nb_job *j);
  * second time and closing it drops the process's POSIX locks on it): checks that it can be
  * resumed, and where from: its checkpoint's path (ckpt) must exist and belong to it (store, run,
  * task, norm, seed, configuration; its identity into *ident, its step into *ckpt_step; with
- * from_scratch no checkpoint is needed and *ckpt_step is -1). Its recorded arguments go to *args
- * (newly allocated, separated by \x1f; "" when it has none) and its stored configuration to
+ * from_scratch no checkpoint is needed and *ckpt_step is -1). Its stored hosting goes to *hosting
+ * (nb_job_stored_hosting, through legacy; newly allocated) and its stored configuration to
  * *config (newly allocated), and how it was trained (read from that configuration) to *ranks
  * and *bn_groups (either may be NULL). Returns 0, or an exit status with err set. */
-int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch, char **args,
-                          char **config, char *ckpt, size_t ckpt_size, int64_t *ckpt_step,
-                          nb_ckpt_ident *ident, int64_t *ranks, int64_t *bn_groups, nb_err *err);
+int nb_job_resume_prepare(nb_store *open, const char *db, int64_t id, int from_scratch,
+                          nb_job_host_fn legacy, char **hosting, char **config, char *ckpt,
+                          size_t ckpt_size, int64_t *ckpt_step, nb_ckpt_ident *ident,
+                          int64_t *ranks, int64_t *bn_groups, nb_err *err);
 
 /* DB-checkpoints/run-ID.ckpt, beside the store (make_dir: create the directory). Returns 0, or
  * -1 with err. */

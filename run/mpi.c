@@ -1069,7 +1069,7 @@ int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
             bad = report_err(&err);
         } else {
             put_i64(&m, r->rc);
-            put_str(&m, r->args);
+            put_str(&m, r->hosting);
             put_str(&m, r->config);
             put_i64(&m, r->step);
             put(&m, &r->ident, sizeof r->ident);
@@ -1093,7 +1093,7 @@ int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path) {
         } else if (n >= 0) {
             m.len = m.cap = (size_t)n;
             r->rc = (int)get_i64(&m);
-            r->args = get_str(&m);
+            r->hosting = get_str(&m);
             r->config = get_str(&m);
             r->step = get_i64(&m);
             take(&m, &r->ident, sizeof r->ident);

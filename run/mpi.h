@@ -94,7 +94,7 @@ void nb_mpi_setup_fail(int rc);
  * store and the checkpoint; the other ranks may share no filesystem with it). */
 typedef struct nb_mpi_resume {
     int rc;              /* rank 0's exit status so far: non-zero, every rank stops with it */
-    char *args;          /* the run's recorded arguments, separated by \x1f */
+    char *hosting;       /* its stored hosting (run/job.h's nb_job_stored_hosting: JSON) */
     char *config;        /* its stored configuration (JSON) */
     int64_t step;        /* the checkpoint's step (-1: the run starts over) */
     nb_ckpt_ident ident; /* what the checkpoint belongs to */
@@ -105,8 +105,8 @@ typedef struct nb_mpi_resume {
 } nb_mpi_resume;
 
 /* Collective: rank 0's *r, and the bytes of the checkpoint ckpt_path (rank 0; NULL: none), to
- * every rank; on the other ranks r->args, r->config and r->ckpt are newly allocated (free them on
- * every rank: rank 0's ckpt is allocated here too). Returns r->rc, or NB_EXIT_FAIL on every rank
+ * every rank; on the other ranks r->hosting, r->config and r->ckpt are newly allocated (free them
+ * on every rank: rank 0's ckpt is allocated here too). Returns r->rc, or NB_EXIT_FAIL on every rank
  * after the rank that failed printed why (rank 0 cannot read the checkpoint; out of memory). */
 int nb_mpi_share_resume(nb_mpi_resume *r, const char *ckpt_path);
 
@@ -129,7 +129,7 @@ typedef struct nb_mpi_job {
                      built it from the sweep's arguments (nb_job_config_json), a resumed one's
                      as stored */
     char *args;   /* a new run's arguments (separated by \x1f, "run" not among them), which it
-                     records (never parsed); a resumed run's as recorded */
+                     records (never parsed); "" for a resumed run (it records none) */
     char *host;   /* how the rank hosts it: run/job.h's nb_job_hosting as JSON (--db, --threads,
                      --quiet, --data-dir when given, ...) */
     char *tag;    /* a new run's --tag (sweep=KEY) and --variant as rank 0 parsed them; NULL:
@@ -167,7 +167,7 @@ typedef struct nb_mpi_heard {
  * and answers it; record requests are written to store (checkpoints beside db). */
 nb_mpi_event nb_mpi_poll(nb_store *store, const char *db, int wait, nb_mpi_heard *heard);
 
-/* How a rank runs a job handed to it: builds it from job->config and job->args, hosts it
+/* How a rank runs a job handed to it: builds it from job->config and job->host, hosts it
  * (records through rec, stops on *stop; resumes job->resume_run from ckpt, NULL: from scratch)
  * and executes it (run/job.h). Returns the exit status. */
 typedef int (*nb_mpi_job_fn)(const nb_mpi_job *job, const char *ckpt, const nb_run_rec *rec,
